@@ -1,0 +1,22 @@
+//! qs-node: the replicated configuration key-value store that qsim tests.
+//!
+//! The same code runs for real (tokio, real sockets, real LMDB/RocksDB files) and, unchanged,
+//! inside the simulator (built with `--cfg madsim`, where `tokio` is madsim's deterministic
+//! runtime). It never depends on the simulator.
+//!
+//! Module map:
+//! - [`limits`]: every bound on input, as named constants with their reasons;
+//! - [`entry`]: log entries, their versioned encoding, Snappy compression and the BLAKE3 hash
+//!   chain;
+//! - [`store`]: the store over three engines (LMDB, RocksDB, memory): atomic apply, checked
+//!   reads, log retention, snapshots, stats.
+
+pub mod entry;
+pub mod limits;
+pub mod store;
+
+pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op};
+pub use store::{
+    ApplyRefusal, EngineKind, GcOutcome, LogRead, LogReadLimits, MemDisk, OpenOptions, PrefixUsage, RetentionPolicy,
+    StateDigest, Store, StoreError, StoreLocation, StoreStats,
+};

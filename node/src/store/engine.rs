@@ -1,0 +1,133 @@
+//! The seam between [`Store`](super::Store) and a storage engine.
+//!
+//! An engine is three ordered byte tables and one atomic, durable multi-table commit. Everything
+//! the store means by "apply", "retention", "checksum" or "snapshot" lives in the store, once,
+//! so the three engines cannot drift apart in behaviour: they differ only in how bytes reach
+//! disk.
+//!
+//! Engine contract:
+//! - `commit` is all-or-nothing across tables, and durable when it returns Ok (fsync'd), so
+//!   a crash at any moment leaves exactly the state after some prefix of successful commits;
+//! - `scan` visits keys in ascending bytewise order, the same order on every engine;
+//! - `export_native` writes a consistent copy of the whole store into a new directory, using the
+//!   engine's own mechanism (LMDB environment copy, RocksDB checkpoint, a dump for memory).
+
+use std::fmt;
+use std::path::Path;
+
+/// The three tables every engine keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Table {
+    /// Store-wide fields: database id, applied index, chain hash, first retained log index, ...
+    Meta,
+    /// Key → checksummed value record.
+    Kv,
+    /// Big-endian index → Snappy-compressed log entry.
+    Log,
+}
+
+impl Table {
+    pub(crate) const ALL: [Table; 3] = [Table::Meta, Table::Kv, Table::Log];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Table::Meta => "meta",
+            Table::Kv => "kv",
+            Table::Log => "log",
+        }
+    }
+}
+
+/// One change inside an atomic commit.
+#[derive(Debug, Clone)]
+pub(crate) enum Write {
+    Put { table: Table, key: Vec<u8>, value: Vec<u8> },
+    Delete { table: Table, key: Vec<u8> },
+    /// Deletes keys in `[start, end)`.
+    DeleteRange { table: Table, start: Vec<u8>, end: Vec<u8> },
+}
+
+/// Which engine a store runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Lmdb,
+    Rocksdb,
+    Memory,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Lmdb => "lmdb",
+            EngineKind::Rocksdb => "rocksdb",
+            EngineKind::Memory => "memory",
+        })
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "lmdb" => Ok(EngineKind::Lmdb),
+            "rocksdb" => Ok(EngineKind::Rocksdb),
+            "memory" | "mem" => Ok(EngineKind::Memory),
+            other => Err(format!("unknown engine {other:?}; expected one of: lmdb, rocksdb, memory")),
+        }
+    }
+}
+
+/// What an engine reports when it fails.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The engine detected damaged data (e.g. a RocksDB block checksum failed).
+    #[error("{engine} reports corruption: {detail}")]
+    Corruption { engine: EngineKind, detail: String },
+    #[error("{engine}: {source}")]
+    Failed {
+        engine: EngineKind,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl EngineError {
+    pub(crate) fn failed(engine: EngineKind, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        EngineError::Failed { engine, source: source.into() }
+    }
+}
+
+pub(crate) type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
+
+pub(crate) trait Engine: Send + Sync {
+    fn kind(&self) -> EngineKind;
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
+    /// Visits `(key, value)` pairs with key >= `start` in ascending order until `visit` returns
+    /// false or the table ends.
+    fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError>;
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError>;
+    /// Pushes buffered data to its final on-disk form (a RocksDB memtable flush); no-op elsewhere.
+    fn flush(&mut self) -> Result<(), EngineError>;
+    /// Bytes the store occupies on its disk now.
+    fn disk_bytes(&self) -> Result<u64, EngineError>;
+    /// Bytes the engine has written to its disk since it was opened.
+    fn disk_bytes_written(&self) -> u64;
+    /// Writes a consistent copy of the store into `dir`, which must not exist yet.
+    fn export_native(&self, dir: &Path) -> Result<(), EngineError>;
+}
+
+/// Total size of the regular files under `dir` (not following symlinks).
+pub(crate) fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            total += dir_bytes(&entry.path())?;
+        } else if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}

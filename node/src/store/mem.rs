@@ -1,0 +1,219 @@
+//! The in-memory engine, for fast seed sweeps.
+//!
+//! The data lives in a [`MemDisk`], a handle that outlives any one `Store`, the way a disk
+//! outlives a process: the simulator "kills" a node by dropping its store and "restarts" it by
+//! opening the same `MemDisk` again, and "replaces the disk" with a fresh one. A commit is
+//! atomic because it is applied under one lock; it is "durable" because the `MemDisk` survives.
+//! `disk_bytes_written` counts the bytes each commit stores, a model with no amplification
+//! beyond the commit itself.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write as _};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write};
+
+type Tables = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+
+/// A simulated disk holding one memory store. Cloning shares the same disk.
+#[derive(Clone, Default)]
+pub struct MemDisk {
+    tables: Arc<Mutex<Tables>>,
+}
+
+impl std::fmt::Debug for MemDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemDisk").finish_non_exhaustive()
+    }
+}
+
+const DUMP_FILE: &str = "memory.dump";
+const DUMP_MAGIC: &[u8; 8] = b"QSMEMDMP";
+
+impl MemDisk {
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        // A panic while holding the lock cannot leave a half-applied commit (commits are built
+        // first and applied with infallible map operations), so the data is still consistent.
+        self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Fault injection: flips the lowest bit of the last byte stored under `key` in the KV
+    /// table, as a bad sector would. Returns false if the key is absent.
+    pub fn corrupt_value(&self, key: &[u8]) -> bool {
+        let mut tables = self.lock();
+        match tables[slot(Table::Kv)].get_mut(key).and_then(|record| record.last_mut()) {
+            Some(byte) => {
+                *byte ^= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True when nothing was ever committed to this disk.
+    pub fn is_empty(&self) -> bool {
+        self.lock().iter().all(BTreeMap::is_empty)
+    }
+
+    /// Loads a dump written by `export_native` into this (empty) disk.
+    pub(crate) fn load_dump(&self, dir: &Path) -> Result<(), EngineError> {
+        let failed = |e: String| EngineError::failed(EngineKind::Memory, e);
+        let mut bytes = Vec::new();
+        std::fs::File::open(dir.join(DUMP_FILE))
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|e| failed(format!("reading {}: {e}", dir.join(DUMP_FILE).display())))?;
+        let mut tables: Tables = Default::default();
+        let mut rest = bytes
+            .strip_prefix(DUMP_MAGIC.as_slice())
+            .ok_or_else(|| failed("not a memory store dump (bad magic)".into()))?;
+        let mut take = |n: usize| -> Result<&[u8], EngineError> {
+            if rest.len() < n {
+                return Err(failed("memory store dump is truncated".into()));
+            }
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            Ok(head)
+        };
+        loop {
+            let table = match take(1) {
+                Ok(t) => t[0] as usize,
+                Err(_) => break,
+            };
+            if table >= 3 {
+                return Err(failed(format!("memory store dump names table {table}")));
+            }
+            let key_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+            let key = take(key_len)?.to_vec();
+            let value_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+            let value = take(value_len)?.to_vec();
+            tables[table].insert(key, value);
+        }
+        let mut disk = self.lock();
+        if !disk.iter().all(BTreeMap::is_empty) {
+            return Err(failed("refusing to load a snapshot over a non-empty memory disk".into()));
+        }
+        *disk = tables;
+        Ok(())
+    }
+}
+
+fn slot(table: Table) -> usize {
+    match table {
+        Table::Meta => 0,
+        Table::Kv => 1,
+        Table::Log => 2,
+    }
+}
+
+pub(crate) struct MemEngine {
+    disk: MemDisk,
+    bytes_written: u64,
+}
+
+impl MemEngine {
+    pub(crate) fn open(disk: MemDisk) -> MemEngine {
+        MemEngine { disk, bytes_written: 0 }
+    }
+}
+
+impl Engine for MemEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Memory
+    }
+
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.disk.lock()[slot(table)].get(key).cloned())
+    }
+
+    fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
+        // Copy out under the lock in bounded pages so `visit` never runs with the lock held.
+        const PAGE: usize = 256;
+        let mut from = start.to_vec();
+        let mut inclusive = true;
+        loop {
+            let page: Vec<(Vec<u8>, Vec<u8>)> = {
+                let tables = self.disk.lock();
+                let lower = if inclusive {
+                    std::ops::Bound::Included(from.as_slice())
+                } else {
+                    std::ops::Bound::Excluded(from.as_slice())
+                };
+                tables[slot(table)]
+                    .range::<[u8], _>((lower, std::ops::Bound::Unbounded))
+                    .take(PAGE)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            let full = page.len() == PAGE;
+            for (key, value) in &page {
+                if !visit(key, value) {
+                    return Ok(());
+                }
+            }
+            match page.into_iter().last() {
+                Some((last, _)) if full => {
+                    from = last;
+                    inclusive = false;
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
+        let mut tables = self.disk.lock();
+        for write in writes {
+            match write {
+                Write::Put { table, key, value } => {
+                    self.bytes_written += (key.len() + value.len()) as u64;
+                    tables[slot(table)].insert(key, value);
+                }
+                Write::Delete { table, key } => {
+                    tables[slot(table)].remove(&key);
+                }
+                Write::DeleteRange { table, start, end } => {
+                    let map = &mut tables[slot(table)];
+                    let doomed: Vec<Vec<u8>> = map.range(start..end).map(|(k, _)| k.clone()).collect();
+                    for key in doomed {
+                        map.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn disk_bytes(&self) -> Result<u64, EngineError> {
+        Ok(self.disk.lock().iter().flat_map(|t| t.iter()).map(|(k, v)| (k.len() + v.len()) as u64).sum())
+    }
+
+    fn disk_bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    fn export_native(&self, dir: &Path) -> Result<(), EngineError> {
+        let failed = |e: std::io::Error| EngineError::failed(EngineKind::Memory, e);
+        std::fs::create_dir(dir).map_err(failed)?;
+        let mut out = Vec::new();
+        out.extend_from_slice(DUMP_MAGIC);
+        let tables = self.disk.lock();
+        for table in Table::ALL {
+            for (key, value) in &tables[slot(table)] {
+                out.push(slot(table) as u8);
+                out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                out.extend_from_slice(key);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+        }
+        drop(tables);
+        let mut file = std::fs::File::create(dir.join(DUMP_FILE)).map_err(failed)?;
+        file.write_all(&out).map_err(failed)?;
+        file.sync_all().map_err(failed)
+    }
+}

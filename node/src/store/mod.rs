@@ -1,0 +1,666 @@
+//! The store: one replicated key-value database on one engine.
+//!
+//! Guarantees (the same on every engine, because they are implemented here once):
+//! - **Atomic apply.** [`Store::apply`] commits the log entries, the KV changes, the applied index
+//!   and the chain hash in one engine commit. After a crash the store holds exactly the state
+//!   after some prefix of acknowledged `apply` calls: a restart never replays or skips.
+//! - **No out-of-order apply.** An entry whose index is not exactly `applied + 1`, whose database
+//!   id differs, whose previous hash is not the current chain hash, or whose own hash does not
+//!   match its contents, is refused with [`ApplyRefusal`], and the store is unchanged.
+//! - **Checked reads.** Each value is stored with a CRC32C over key and value, verified on every
+//!   read. A mismatch is [`StoreError::Checksum`], naming the key; the bad bytes are never
+//!   returned, and [`StoreStats::checksum_failures`] counts it.
+//! - **Explicit retention.** Log entries are collected as a contiguous prefix. Asking for a
+//!   collected index answers [`LogRead::Collected`], never the nearest surviving entry.
+//!
+//! # Record layout
+//! - `meta` table: fixed keys, see [`meta`]; integers big-endian.
+//! - `kv` table: key → `crc32c(key ‖ value)` (u32, little-endian) ‖ value.
+//! - `log` table: index (u64 big-endian, so bytewise order is numeric order) → compressed entry.
+
+mod engine;
+mod lmdb;
+mod mem;
+mod rocks;
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use engine::{EngineError, EngineKind};
+pub use mem::MemDisk;
+
+use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, escape};
+use crate::limits::GC_ENTRIES_PER_PASS_MAX;
+use engine::{Engine, Table, Write};
+
+/// Version of the on-disk layout described in the module doc.
+pub const STORE_FORMAT_VERSION: u64 = 1;
+
+/// Where a store lives and on which engine.
+#[derive(Clone, Debug)]
+pub enum StoreLocation {
+    /// An LMDB environment directory.
+    Lmdb(PathBuf),
+    /// A RocksDB database directory.
+    Rocksdb(PathBuf),
+    /// A simulated disk in memory; it outlives the `Store`, as a real disk outlives a process.
+    Memory(MemDisk),
+}
+
+impl StoreLocation {
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            StoreLocation::Lmdb(_) => EngineKind::Lmdb,
+            StoreLocation::Rocksdb(_) => EngineKind::Rocksdb,
+            StoreLocation::Memory(_) => EngineKind::Memory,
+        }
+    }
+
+    /// A location of `kind` at `path` (ignored for memory, which gets a fresh disk).
+    pub fn new(kind: EngineKind, path: &Path) -> StoreLocation {
+        match kind {
+            EngineKind::Lmdb => StoreLocation::Lmdb(path.to_path_buf()),
+            EngineKind::Rocksdb => StoreLocation::Rocksdb(path.to_path_buf()),
+            EngineKind::Memory => StoreLocation::Memory(MemDisk::default()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            StoreLocation::Lmdb(p) | StoreLocation::Rocksdb(p) => format!("{} store at {}", self.kind(), p.display()),
+            StoreLocation::Memory(_) => "memory store".to_string(),
+        }
+    }
+}
+
+/// Options for [`Store::open`].
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// The database this store holds. A new store takes it; an existing store must match it.
+    pub db_id: DatabaseId,
+    /// LMDB map size: the most the environment can grow to. Virtual address space only.
+    pub lmdb_map_bytes: usize,
+}
+
+impl OpenOptions {
+    pub fn new(db_id: DatabaseId) -> OpenOptions {
+        OpenOptions { db_id, lmdb_map_bytes: 16 << 30 }
+    }
+}
+
+/// A log retention policy. An entry is collected only when every rule that is set allows it:
+/// it is not among the newest `keep_entries_min`, and it is older than `keep_age_ms`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Always keep at least this many of the newest entries.
+    pub keep_entries_min: Option<u64>,
+    /// Keep every entry whose root timestamp is younger than this.
+    pub keep_age_ms: Option<u64>,
+}
+
+/// What one garbage-collection pass did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcOutcome {
+    pub collected: u64,
+    /// The oldest index still readable after the pass.
+    pub first_retained: u64,
+    /// True when the pass stopped at [`GC_ENTRIES_PER_PASS_MAX`] with more to collect.
+    pub more: bool,
+}
+
+/// Answer to a log read for replication.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogRead {
+    /// Entries from the requested index on, in order (empty when the reader is caught up).
+    Entries(Vec<LogEntry>),
+    /// The requested index was garbage-collected; the oldest entry still held is
+    /// `first_retained`. The reader must find another source or a snapshot.
+    Collected { first_retained: u64 },
+    /// The reader claims to have applied past this store's `applied` index.
+    Ahead { applied: u64 },
+}
+
+/// Bounds on one log read.
+#[derive(Clone, Copy, Debug)]
+pub struct LogReadLimits {
+    pub entries_max: usize,
+    /// Compressed bytes; at least one entry is returned even if it alone is larger.
+    pub bytes_max: usize,
+}
+
+/// Why an entry was refused by `apply`. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyRefusal {
+    #[error("entry {found} is out of order: expected index {expected} (gap, repeat or reorder)")]
+    IndexOutOfOrder { expected: u64, found: u64 },
+    #[error("entry {index} is for database {found}, but this store holds database {expected}")]
+    WrongDatabase { index: u64, expected: DatabaseId, found: DatabaseId },
+    #[error("entry {index} does not chain: its previous hash is {found:?}, this store's chain hash is {expected:?}")]
+    ChainMismatch { index: u64, expected: ChainHash, found: ChainHash },
+    #[error("entry {index} is damaged: {source}")]
+    BadEntry {
+        index: u64,
+        #[source]
+        source: EntryError,
+    },
+}
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("refused: {0}")]
+    Refused(#[from] ApplyRefusal),
+    #[error("checksum mismatch reading key {key}: the stored value is damaged and was not returned")]
+    Checksum { key: String },
+    #[error("reading key {key}: {source}")]
+    CorruptRead {
+        key: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error("log entry {index} in the store is damaged: {reason}")]
+    CorruptLog { index: u64, reason: String },
+    #[error("store metadata is damaged: {0}")]
+    CorruptMeta(String),
+    #[error("{location} holds database {found}, not {expected}")]
+    WrongDatabase { location: String, expected: DatabaseId, found: DatabaseId },
+    #[error("{location} has store format version {found}; this build reads version {STORE_FORMAT_VERSION}")]
+    UnknownFormat { location: String, found: u64 },
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Sizes and counters of a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreStats {
+    pub engine: EngineKind,
+    pub applied_index: u64,
+    pub first_retained_index: u64,
+    pub key_count: u64,
+    /// Sum of key and value lengths of the current KV state.
+    pub logical_bytes: u64,
+    pub disk_bytes: u64,
+    /// Key and value bytes applied since open: the numerator's denominator of write amplification.
+    pub logical_bytes_written: u64,
+    /// Bytes the engine wrote to disk since open (WAL, pages, flushes, compactions).
+    pub disk_bytes_written: u64,
+    pub checksum_failures: u64,
+}
+
+impl StoreStats {
+    /// Disk bytes written per logical byte written, if anything was written.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.logical_bytes_written > 0).then(|| self.disk_bytes_written as f64 / self.logical_bytes_written as f64)
+    }
+}
+
+/// Keys and bytes under one key prefix (the part before the first `:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixUsage {
+    pub keys: u64,
+    pub bytes: u64,
+}
+
+/// BLAKE3 over the whole KV state in key order. Equal on two stores iff their states are equal.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StateDigest(pub [u8; 32]);
+
+impl std::fmt::Debug for StateDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateDigest({})", ChainHash(self.0).to_hex().get(..16).unwrap_or_default())
+    }
+}
+
+impl std::fmt::Display for StateDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&ChainHash(self.0).to_hex())
+    }
+}
+
+/// Fixed keys of the `meta` table.
+pub mod meta {
+    pub const FORMAT: &[u8] = b"format";
+    pub const DB_ID: &[u8] = b"db_id";
+    pub const APPLIED_INDEX: &[u8] = b"applied_index";
+    pub const CHAIN_HASH: &[u8] = b"chain_hash";
+    pub const FIRST_RETAINED_INDEX: &[u8] = b"first_retained_index";
+    pub const KEY_COUNT: &[u8] = b"key_count";
+    pub const LOGICAL_BYTES: &[u8] = b"logical_bytes";
+}
+
+/// Store-wide state, mirrored from the `meta` table and rewritten by every commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head {
+    db_id: DatabaseId,
+    applied_index: u64,
+    chain_hash: ChainHash,
+    first_retained_index: u64,
+    key_count: u64,
+    logical_bytes: u64,
+}
+
+impl Head {
+    fn fresh(db_id: DatabaseId) -> Head {
+        Head { db_id, applied_index: 0, chain_hash: ChainHash::GENESIS, first_retained_index: 1, key_count: 0, logical_bytes: 0 }
+    }
+
+    fn writes(&self) -> Vec<Write> {
+        let put = |key: &[u8], value: Vec<u8>| Write::Put { table: Table::Meta, key: key.to_vec(), value };
+        vec![
+            put(meta::FORMAT, STORE_FORMAT_VERSION.to_be_bytes().to_vec()),
+            put(meta::DB_ID, self.db_id.0.to_be_bytes().to_vec()),
+            put(meta::APPLIED_INDEX, self.applied_index.to_be_bytes().to_vec()),
+            put(meta::CHAIN_HASH, self.chain_hash.0.to_vec()),
+            put(meta::FIRST_RETAINED_INDEX, self.first_retained_index.to_be_bytes().to_vec()),
+            put(meta::KEY_COUNT, self.key_count.to_be_bytes().to_vec()),
+            put(meta::LOGICAL_BYTES, self.logical_bytes.to_be_bytes().to_vec()),
+        ]
+    }
+
+    /// Reads the head from `meta`; `None` for an empty (never initialised) store.
+    fn load(engine: &dyn Engine, location: &str) -> Result<Option<Head>, StoreError> {
+        let Some(format) = engine.get(Table::Meta, meta::FORMAT)? else {
+            return Ok(None);
+        };
+        let format = u64::from_be_bytes(fixed(&format, "format")?);
+        if format != STORE_FORMAT_VERSION {
+            return Err(StoreError::UnknownFormat { location: location.to_string(), found: format });
+        }
+        let field = |key: &'static [u8]| -> Result<Vec<u8>, StoreError> {
+            engine.get(Table::Meta, key)?.ok_or_else(|| {
+                StoreError::CorruptMeta(format!("field {} is missing", String::from_utf8_lossy(key)))
+            })
+        };
+        let u64_field = |key: &'static [u8]| -> Result<u64, StoreError> {
+            Ok(u64::from_be_bytes(fixed(&field(key)?, std::str::from_utf8(key).unwrap_or("?"))?))
+        };
+        Ok(Some(Head {
+            db_id: DatabaseId(u128::from_be_bytes(fixed(&field(meta::DB_ID)?, "db_id")?)),
+            applied_index: u64_field(meta::APPLIED_INDEX)?,
+            chain_hash: ChainHash(fixed(&field(meta::CHAIN_HASH)?, "chain_hash")?),
+            first_retained_index: u64_field(meta::FIRST_RETAINED_INDEX)?,
+            key_count: u64_field(meta::KEY_COUNT)?,
+            logical_bytes: u64_field(meta::LOGICAL_BYTES)?,
+        }))
+    }
+}
+
+fn fixed<const N: usize>(bytes: &[u8], field: &str) -> Result<[u8; N], StoreError> {
+    bytes
+        .try_into()
+        .map_err(|_| StoreError::CorruptMeta(format!("field {field} has {} bytes, expected {N}", bytes.len())))
+}
+
+fn log_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+/// A value as stored: CRC32C over key and value, then the value. Covering the key catches a
+/// value that ends up under the wrong key, not only flipped bits.
+fn value_record(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(key), value);
+    let mut record = Vec::with_capacity(4 + value.len());
+    record.extend_from_slice(&crc.to_le_bytes());
+    record.extend_from_slice(value);
+    record
+}
+
+/// The value inside a record, if its checksum verifies.
+fn open_record<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8]> {
+    let (crc, value) = record.split_first_chunk::<4>()?;
+    (u32::from_le_bytes(*crc) == crc32c::crc32c_append(crc32c::crc32c(key), value)).then_some(value)
+}
+
+/// Length of the value inside a record, without verifying it (for size accounting only).
+fn record_value_len(record: &[u8]) -> u64 {
+    record.len().saturating_sub(4) as u64
+}
+
+/// One replicated database on one engine. Writes take `&mut self`, so a shared store needs a
+/// lock around it, and every read through `&self` sees one consistent commit.
+pub struct Store {
+    engine: Box<dyn Engine>,
+    location: String,
+    head: Head,
+    logical_bytes_written: u64,
+    checksum_failures: AtomicU64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("location", &self.location).field("head", &self.head).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the store at `location`, creating it (empty, for `options.db_id`) if it is new.
+    /// An existing store that holds another database is refused.
+    pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
+        let engine: Box<dyn Engine> = match location {
+            StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes)?),
+            StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path)?),
+            StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
+        };
+        Store::with_engine(engine, location.describe(), options.db_id)
+    }
+
+    fn with_engine(mut engine: Box<dyn Engine>, location: String, db_id: DatabaseId) -> Result<Store, StoreError> {
+        let head = match Head::load(engine.as_ref(), &location)? {
+            Some(head) if head.db_id != db_id => {
+                return Err(StoreError::WrongDatabase { location, expected: db_id, found: head.db_id });
+            }
+            Some(head) => head,
+            None => {
+                let head = Head::fresh(db_id);
+                engine.commit(head.writes())?;
+                head
+            }
+        };
+        Ok(Store { engine, location, head, logical_bytes_written: 0, checksum_failures: AtomicU64::new(0) })
+    }
+
+    pub fn engine_kind(&self) -> EngineKind {
+        self.engine.kind()
+    }
+
+    pub fn db_id(&self) -> DatabaseId {
+        self.head.db_id
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        self.head.applied_index
+    }
+
+    pub fn chain_hash(&self) -> ChainHash {
+        self.head.chain_hash
+    }
+
+    /// The oldest log index still held; `applied_index() + 1` when the log is empty.
+    pub fn first_retained_index(&self) -> u64 {
+        self.head.first_retained_index
+    }
+
+    /// Seals the next entry after the current head (the root's write path) without applying it.
+    pub fn next_entry(&self, timestamp_ms: u64, ops: Vec<Op>) -> Result<LogEntry, EntryError> {
+        LogEntry::seal(self.head.applied_index + 1, self.head.db_id, timestamp_ms, self.head.chain_hash, ops)
+    }
+
+    /// Applies `entries` in one commit, or refuses them all and changes nothing.
+    pub fn apply(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut head = self.head;
+        // The batch's view of the KV table: later operations see earlier ones.
+        let mut overlay: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        let mut writes = Vec::with_capacity(entries.len() + 8);
+        let mut logical_bytes_written = 0;
+        for entry in entries {
+            check_next(&head, entry)?;
+            for op in &entry.ops {
+                let key = op.key();
+                let old_len = match overlay.get(key) {
+                    Some(old) => old.map(|v| v.len() as u64),
+                    None => self.engine.get(Table::Kv, key)?.map(|r| record_value_len(&r)),
+                };
+                if let Some(old_len) = old_len {
+                    head.key_count -= 1;
+                    head.logical_bytes -= key.len() as u64 + old_len;
+                }
+                let new = match op {
+                    Op::Set { value, .. } => {
+                        head.key_count += 1;
+                        head.logical_bytes += (key.len() + value.len()) as u64;
+                        Some(value.as_slice())
+                    }
+                    Op::Delete { .. } => None,
+                };
+                overlay.insert(key, new);
+            }
+            writes.push(Write::Put { table: Table::Log, key: log_key(entry.index).to_vec(), value: entry.compress() });
+            logical_bytes_written += entry.logical_bytes();
+            head.applied_index = entry.index;
+            head.chain_hash = entry.hash;
+        }
+        for (key, value) in overlay {
+            writes.push(match value {
+                Some(value) => Write::Put { table: Table::Kv, key: key.to_vec(), value: value_record(key, value) },
+                None => Write::Delete { table: Table::Kv, key: key.to_vec() },
+            });
+        }
+        writes.extend(head.writes());
+        self.engine.commit(writes)?;
+        self.head = head;
+        self.logical_bytes_written += logical_bytes_written;
+        Ok(())
+    }
+
+    /// The value under `key`, verified against its checksum.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let record = match self.engine.get(Table::Kv, key) {
+            Ok(record) => record,
+            Err(source @ EngineError::Corruption { .. }) => {
+                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreError::CorruptRead { key: escape(key), source });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(record) = record else { return Ok(None) };
+        match open_record(key, &record) {
+            Some(value) => Ok(Some(value.to_vec())),
+            None => {
+                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(key = %escape(key), location = %self.location, "value checksum mismatch");
+                Err(StoreError::Checksum { key: escape(key) })
+            }
+        }
+    }
+
+    /// Log entries after `last_index` (the reader's last applied index), within `limits`.
+    /// Every entry is decoded and its hash verified before it is returned.
+    pub fn read_log_after(&self, last_index: u64, limits: LogReadLimits) -> Result<LogRead, StoreError> {
+        if last_index > self.head.applied_index {
+            return Ok(LogRead::Ahead { applied: self.head.applied_index });
+        }
+        let from = last_index + 1;
+        if from < self.head.first_retained_index {
+            return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
+        }
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        let mut failure = None;
+        let mut expected = from;
+        self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
+            if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + value.len() > limits.bytes_max) {
+                return false;
+            }
+            let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
+            match LogEntry::decompress(value) {
+                Ok(entry) if entry.index == expected && index == expected => {
+                    bytes += value.len();
+                    entries.push(entry);
+                    expected += 1;
+                    true
+                }
+                Ok(entry) => {
+                    failure = Some(StoreError::CorruptLog {
+                        index: expected,
+                        reason: format!("found entry {} under key {index} where {expected} belongs", entry.index),
+                    });
+                    false
+                }
+                Err(e) => {
+                    failure = Some(StoreError::CorruptLog { index, reason: e.to_string() });
+                    false
+                }
+            }
+        })?;
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        if entries.is_empty() && from <= self.head.applied_index {
+            return Err(StoreError::CorruptLog { index: from, reason: "entry is missing from the log".into() });
+        }
+        Ok(LogRead::Entries(entries))
+    }
+
+    /// Collects the oldest log entries the policy allows, as one bounded commit.
+    pub fn collect_garbage(&mut self, policy: RetentionPolicy, now_ms: u64) -> Result<GcOutcome, StoreError> {
+        let first = self.head.first_retained_index;
+        let mut new_first = first;
+        if policy.keep_entries_min.is_some() || policy.keep_age_ms.is_some() {
+            let protected_from = policy
+                .keep_entries_min
+                .map_or(u64::MAX, |n| (self.head.applied_index + 1).saturating_sub(n));
+            let limit = first.saturating_add(GC_ENTRIES_PER_PASS_MAX);
+            let end = protected_from.min(self.head.applied_index + 1).min(limit);
+            match policy.keep_age_ms {
+                None => new_first = end.max(first),
+                Some(age) => {
+                    let mut failure = None;
+                    self.engine.scan(Table::Log, &log_key(first), &mut |key, value| {
+                        let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
+                        if index >= end {
+                            return false;
+                        }
+                        match LogEntry::decompress(value) {
+                            Ok(entry) if entry.timestamp_ms.saturating_add(age) <= now_ms => {
+                                new_first = index + 1;
+                                true
+                            }
+                            Ok(_) => false,
+                            Err(e) => {
+                                failure = Some(StoreError::CorruptLog { index, reason: e.to_string() });
+                                false
+                            }
+                        }
+                    })?;
+                    if let Some(failure) = failure {
+                        return Err(failure);
+                    }
+                }
+            }
+        }
+        let collected = new_first - first;
+        if collected > 0 {
+            let mut head = self.head;
+            head.first_retained_index = new_first;
+            let mut writes = vec![Write::DeleteRange {
+                table: Table::Log,
+                start: log_key(first).to_vec(),
+                end: log_key(new_first).to_vec(),
+            }];
+            writes.extend(head.writes());
+            self.engine.commit(writes)?;
+            self.head = head;
+        }
+        let more = collected == GC_ENTRIES_PER_PASS_MAX;
+        Ok(GcOutcome { collected, first_retained: new_first, more })
+    }
+
+    /// Digest of the whole KV state, verifying every value's checksum on the way.
+    pub fn state_digest(&self) -> Result<StateDigest, StoreError> {
+        let mut hasher = blake3::Hasher::new();
+        let mut damaged = None;
+        self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
+            Some(value) => {
+                hasher.update(&(key.len() as u64).to_le_bytes());
+                hasher.update(key);
+                hasher.update(&(value.len() as u64).to_le_bytes());
+                hasher.update(value);
+                true
+            }
+            None => {
+                damaged = Some(escape(key));
+                false
+            }
+        })?;
+        if let Some(key) = damaged {
+            self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Checksum { key });
+        }
+        Ok(StateDigest(*hasher.finalize().as_bytes()))
+    }
+
+    /// Every key and value, in key order, checksum-verified. For tests and small stores.
+    pub fn dump(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        let mut damaged = None;
+        self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
+            Some(value) => {
+                out.push((key.to_vec(), value.to_vec()));
+                true
+            }
+            None => {
+                damaged = Some(escape(key));
+                false
+            }
+        })?;
+        match damaged {
+            Some(key) => {
+                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                Err(StoreError::Checksum { key })
+            }
+            None => Ok(out),
+        }
+    }
+
+    /// Keys and bytes grouped by prefix (the part of the key before the first `:`; a key with
+    /// no `:` is its own group), as QSusage and MCInspector report usage.
+    pub fn usage_by_prefix(&self) -> Result<BTreeMap<String, PrefixUsage>, StoreError> {
+        let mut usage: BTreeMap<String, PrefixUsage> = BTreeMap::new();
+        self.engine.scan(Table::Kv, &[], &mut |key, record| {
+            let prefix = key.split(|b| *b == b':').next().unwrap_or(key);
+            let entry = usage.entry(String::from_utf8_lossy(prefix).into_owned()).or_default();
+            entry.keys += 1;
+            entry.bytes += key.len() as u64 + record_value_len(record);
+            true
+        })?;
+        Ok(usage)
+    }
+
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        Ok(StoreStats {
+            engine: self.engine.kind(),
+            applied_index: self.head.applied_index,
+            first_retained_index: self.head.first_retained_index,
+            key_count: self.head.key_count,
+            logical_bytes: self.head.logical_bytes,
+            disk_bytes: self.engine.disk_bytes()?,
+            logical_bytes_written: self.logical_bytes_written,
+            disk_bytes_written: self.engine.disk_bytes_written(),
+            checksum_failures: self.checksum_failures.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Pushes buffered writes to their final on-disk form (RocksDB memtables to SST files).
+    /// Durability does not depend on it: every commit is already synced.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(self.engine.flush()?)
+    }
+}
+
+/// The checks `apply` makes on each entry, against the head as it stands before that entry.
+fn check_next(head: &Head, entry: &LogEntry) -> Result<(), ApplyRefusal> {
+    let expected = head.applied_index + 1;
+    if entry.index != expected {
+        return Err(ApplyRefusal::IndexOutOfOrder { expected, found: entry.index });
+    }
+    if entry.db_id != head.db_id {
+        return Err(ApplyRefusal::WrongDatabase { index: entry.index, expected: head.db_id, found: entry.db_id });
+    }
+    if entry.prev_hash != head.chain_hash {
+        return Err(ApplyRefusal::ChainMismatch { index: entry.index, expected: head.chain_hash, found: entry.prev_hash });
+    }
+    let bad = |source| ApplyRefusal::BadEntry { index: entry.index, source };
+    crate::limits::check("OPS_PER_ENTRY_MAX", crate::limits::OPS_PER_ENTRY_MAX, entry.ops.len())
+        .map_err(|e| bad(e.into()))?;
+    for op in &entry.ops {
+        op.validate().map_err(bad)?;
+    }
+    entry.verify_hash().map_err(bad)
+}
