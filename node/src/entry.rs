@@ -72,9 +72,7 @@ impl FromStr for DatabaseId {
         if hex.is_empty() || hex.len() > 32 {
             return Err(format!("database id {s:?} must be 1 to 32 hex digits (a UUID is fine)"));
         }
-        u128::from_str_radix(&hex, 16)
-            .map(DatabaseId)
-            .map_err(|_| format!("database id {s:?} is not hexadecimal"))
+        u128::from_str_radix(&hex, 16).map(DatabaseId).map_err(|_| format!("database id {s:?} is not hexadecimal"))
     }
 }
 
@@ -101,7 +99,8 @@ impl FromStr for ChainHash {
         }
         let mut out = [0u8; 32];
         for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| format!("chain hash {s:?} is not hexadecimal"))?;
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+                .map_err(|_| format!("chain hash {s:?} is not hexadecimal"))?;
         }
         Ok(ChainHash(out))
     }
@@ -201,7 +200,10 @@ impl LogEntry {
         ops: Vec<Op>,
     ) -> Result<LogEntry, EntryError> {
         if index == 0 {
-            return Err(EntryError::Malformed { index: Some(0), reason: "index 0 is reserved; the first entry is 1".into() });
+            return Err(EntryError::Malformed {
+                index: Some(0),
+                reason: "index 0 is reserved; the first entry is 1".into(),
+            });
         }
         limits::check("OPS_PER_ENTRY_MAX", OPS_PER_ENTRY_MAX, ops.len())?;
         for op in &ops {
@@ -259,11 +261,7 @@ impl LogEntry {
 
     /// Checks that `hash` is the hash of this entry's contents.
     pub fn verify_hash(&self) -> Result<(), EntryError> {
-        if self.computed_hash() == self.hash {
-            Ok(())
-        } else {
-            Err(EntryError::HashMismatch { index: self.index })
-        }
+        if self.computed_hash() == self.hash { Ok(()) } else { Err(EntryError::HashMismatch { index: self.index }) }
     }
 
     /// Canonical bytes followed by the hash.
@@ -470,7 +468,8 @@ mod tests {
         let too_many_ops = vec![Op::Delete { key: b"k".to_vec() }; OPS_PER_ENTRY_MAX + 1];
         let err = LogEntry::seal(1, DatabaseId(1), 0, ChainHash::GENESIS, too_many_ops).unwrap_err();
         assert!(matches!(err, EntryError::Limit(LimitExceeded { limit: "OPS_PER_ENTRY_MAX", .. })), "{err}");
-        let too_big_entry = (0..5).map(|i| Op::Set { key: vec![b'a' + i; 1], value: vec![0; VALUE_BYTES_MAX] }).collect();
+        let too_big_entry =
+            (0..5).map(|i| Op::Set { key: vec![b'a' + i; 1], value: vec![0; VALUE_BYTES_MAX] }).collect();
         let err = LogEntry::seal(1, DatabaseId(1), 0, ChainHash::GENESIS, too_big_entry).unwrap_err();
         assert!(matches!(err, EntryError::Limit(LimitExceeded { limit: "ENTRY_BYTES_MAX", .. })), "{err}");
         assert!(err.to_string().contains("ENTRY_BYTES_MAX"));
@@ -501,10 +500,7 @@ mod tests {
     #[test]
     fn parses_database_ids_as_hex_or_uuid() {
         assert_eq!("2a".parse::<DatabaseId>().unwrap(), DatabaseId(42));
-        assert_eq!(
-            "00000000-0000-0000-0000-00000000002a".parse::<DatabaseId>().unwrap(),
-            DatabaseId(42)
-        );
+        assert_eq!("00000000-0000-0000-0000-00000000002a".parse::<DatabaseId>().unwrap(), DatabaseId(42));
         assert!("xyz".parse::<DatabaseId>().is_err());
         assert!("".parse::<DatabaseId>().is_err());
     }

@@ -9,11 +9,13 @@
 //! - [`entry`]: log entries, their versioned encoding, Snappy compression and the BLAKE3 hash
 //!   chain;
 //! - [`store`]: the store over three engines (LMDB, RocksDB, memory): atomic apply, checked
-//!   reads, log retention, snapshots, stats.
+//!   reads, log retention, snapshots, stats;
+//! - [`testkit`]: deterministic synthetic workloads shared by tests, crash tests and benchmarks.
 
 pub mod entry;
 pub mod limits;
 pub mod store;
+pub mod testkit;
 
 pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op};
 pub use store::{

@@ -41,10 +41,21 @@ impl Table {
 /// One change inside an atomic commit.
 #[derive(Debug, Clone)]
 pub(crate) enum Write {
-    Put { table: Table, key: Vec<u8>, value: Vec<u8> },
-    Delete { table: Table, key: Vec<u8> },
+    Put {
+        table: Table,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: Table,
+        key: Vec<u8>,
+    },
     /// Deletes keys in `[start, end)`.
-    DeleteRange { table: Table, start: Vec<u8>, end: Vec<u8> },
+    DeleteRange {
+        table: Table,
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
 }
 
 /// Which engine a store runs on.
@@ -117,12 +128,17 @@ pub(crate) trait Engine: Send + Sync {
     fn export_native(&self, dir: &Path) -> Result<(), EngineError>;
 }
 
-/// Total size of the regular files under `dir` (not following symlinks).
+/// Total size of the regular files under `dir` (not following symlinks). A file that vanishes
+/// while we look (RocksDB deletes obsolete WAL and SST files in the background) counts as gone.
 pub(crate) fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        let meta = entry.metadata()?;
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
         if meta.is_dir() {
             total += dir_bytes(&entry.path())?;
         } else if meta.is_file() {

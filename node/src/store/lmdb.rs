@@ -82,7 +82,9 @@ impl Engine for LmdbEngine {
 
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
         let txn = self.env.read_txn().map_err(lmdb_error)?;
-        let range = (Bound::Included(start), Bound::Unbounded);
+        // LMDB refuses a zero-length seek key (MDB_BAD_VALSIZE); an empty start means "all".
+        let lower = if start.is_empty() { Bound::Unbounded } else { Bound::Included(start) };
+        let range = (lower, Bound::Unbounded);
         for item in self.db(table).range(&txn, &range).map_err(lmdb_error)? {
             let (key, value) = item.map_err(lmdb_error)?;
             if !visit(key, value) {

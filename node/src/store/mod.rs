@@ -245,7 +245,14 @@ struct Head {
 
 impl Head {
     fn fresh(db_id: DatabaseId) -> Head {
-        Head { db_id, applied_index: 0, chain_hash: ChainHash::GENESIS, first_retained_index: 1, key_count: 0, logical_bytes: 0 }
+        Head {
+            db_id,
+            applied_index: 0,
+            chain_hash: ChainHash::GENESIS,
+            first_retained_index: 1,
+            key_count: 0,
+            logical_bytes: 0,
+        }
     }
 
     fn writes(&self) -> Vec<Write> {
@@ -271,9 +278,9 @@ impl Head {
             return Err(StoreError::UnknownFormat { location: location.to_string(), found: format });
         }
         let field = |key: &'static [u8]| -> Result<Vec<u8>, StoreError> {
-            engine.get(Table::Meta, key)?.ok_or_else(|| {
-                StoreError::CorruptMeta(format!("field {} is missing", String::from_utf8_lossy(key)))
-            })
+            engine
+                .get(Table::Meta, key)?
+                .ok_or_else(|| StoreError::CorruptMeta(format!("field {} is missing", String::from_utf8_lossy(key))))
         };
         let u64_field = |key: &'static [u8]| -> Result<u64, StoreError> {
             Ok(u64::from_be_bytes(fixed(&field(key)?, std::str::from_utf8(key).unwrap_or("?"))?))
@@ -513,9 +520,8 @@ impl Store {
         let first = self.head.first_retained_index;
         let mut new_first = first;
         if policy.keep_entries_min.is_some() || policy.keep_age_ms.is_some() {
-            let protected_from = policy
-                .keep_entries_min
-                .map_or(u64::MAX, |n| (self.head.applied_index + 1).saturating_sub(n));
+            let protected_from =
+                policy.keep_entries_min.map_or(u64::MAX, |n| (self.head.applied_index + 1).saturating_sub(n));
             let limit = first.saturating_add(GC_ENTRIES_PER_PASS_MAX);
             let end = protected_from.min(self.head.applied_index + 1).min(limit);
             match policy.keep_age_ms {
@@ -654,7 +660,11 @@ fn check_next(head: &Head, entry: &LogEntry) -> Result<(), ApplyRefusal> {
         return Err(ApplyRefusal::WrongDatabase { index: entry.index, expected: head.db_id, found: entry.db_id });
     }
     if entry.prev_hash != head.chain_hash {
-        return Err(ApplyRefusal::ChainMismatch { index: entry.index, expected: head.chain_hash, found: entry.prev_hash });
+        return Err(ApplyRefusal::ChainMismatch {
+            index: entry.index,
+            expected: head.chain_hash,
+            found: entry.prev_hash,
+        });
     }
     let bad = |source| ApplyRefusal::BadEntry { index: entry.index, source };
     crate::limits::check("OPS_PER_ENTRY_MAX", crate::limits::OPS_PER_ENTRY_MAX, entry.ops.len())

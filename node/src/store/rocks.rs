@@ -12,7 +12,10 @@ use std::path::Path;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
-use rocksdb::{ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, Options, WriteBatch, WriteOptions};
+use rocksdb::{
+    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, Options, WriteBatch,
+    WriteOptions,
+};
 
 use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write, dir_bytes};
 

@@ -190,6 +190,9 @@ impl Store {
     /// Exports a consistent snapshot into `dir` (which must not exist yet) and returns its
     /// manifest. Writes take `&mut self`, so no commit can land during the export.
     pub fn export_snapshot(&self, dir: &Path) -> Result<SnapshotManifest, StoreError> {
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
         fs::create_dir(dir).map_err(io(dir))?;
         let data = dir.join(DATA_DIR);
         self.engine.export_native(&data)?;
@@ -232,10 +235,17 @@ impl SnapshotSource {
     pub fn open(dir: &Path) -> Result<SnapshotSource, SnapshotError> {
         let path = dir.join(MANIFEST_FILE);
         let json = fs::read(&path).map_err(io(&path))?;
-        let manifest: SnapshotManifest =
-            serde_json::from_slice(&json).map_err(|e| SnapshotError::BadManifest(format!("{}: {e}", path.display())))?;
+        let manifest: SnapshotManifest = serde_json::from_slice(&json)
+            .map_err(|e| SnapshotError::BadManifest(format!("{}: {e}", path.display())))?;
         manifest.validate()?;
         Ok(SnapshotSource { dir: dir.to_path_buf(), manifest })
+    }
+
+    /// Serves the snapshot in chunks of `chunk_bytes` instead of the size it was exported with.
+    pub fn with_chunk_bytes(mut self, chunk_bytes: u64) -> Result<SnapshotSource, SnapshotError> {
+        self.manifest.chunk_bytes = chunk_bytes;
+        self.manifest.validate()?;
+        Ok(self)
     }
 
     pub fn manifest(&self) -> &SnapshotManifest {
@@ -289,7 +299,8 @@ impl SnapshotImport {
                 for (i, file) in manifest.files.iter().enumerate() {
                     let durable = durable_len(&manifest, i, progress.next_chunk);
                     let path = data.join(&file.name);
-                    let handle = FileOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
+                    let handle =
+                        FileOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
                     handle.set_len(durable).and_then(|()| handle.sync_all()).map_err(io(&path))?;
                 }
                 tracing::info!(staging = %staging.display(), next_chunk = progress.next_chunk, "resuming snapshot import");
@@ -374,7 +385,10 @@ impl SnapshotImport {
             if (len, crc) != (file.len, file.crc32c) {
                 return Err(SnapshotError::BadFile {
                     name: file.name.clone(),
-                    reason: format!("length {len} crc {crc:08x}, manifest says length {} crc {:08x}", file.len, file.crc32c),
+                    reason: format!(
+                        "length {len} crc {crc:08x}, manifest says length {} crc {:08x}",
+                        file.len, file.crc32c
+                    ),
                 }
                 .into());
             }
@@ -440,12 +454,20 @@ fn verify_imported(store: &Store, manifest: &SnapshotManifest) -> Result<(), Sto
         let entries = match store.read_log_after(last, limits)? {
             LogRead::Entries(entries) if !entries.is_empty() => entries,
             other => {
-                return mismatch("log", format!("entries up to {}", store.applied_index()), format!("{other:?} after {last}"));
+                return mismatch(
+                    "log",
+                    format!("entries up to {}", store.applied_index()),
+                    format!("{other:?} after {last}"),
+                );
             }
         };
         for entry in entries {
             if prev_hash.is_some_and(|prev| prev != entry.prev_hash) {
-                return mismatch("log chain", format!("entry {} chained to entry {}", entry.index, last), "a break".into());
+                return mismatch(
+                    "log chain",
+                    format!("entry {} chained to entry {}", entry.index, last),
+                    "a break".into(),
+                );
             }
             prev_hash = Some(entry.hash);
             last = entry.index;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command (README, CI): builds everything and runs every test.
+#   - the workspace's tests on the normal (tokio) build;
+#   - the node built and its unit tests run with `--cfg madsim`, the simulator's build, in its
+#     own target directory so the two builds do not invalidate each other.
+# Set-up (system packages, the once-per-machine RocksDB build) happens first, on demand.
+source "$(dirname "$0")/setup.sh"
+
+echo "== tests (tokio build)" >&2
+cargo test --workspace --locked
+
+echo "== node under --cfg madsim (the simulator's build)" >&2
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --target-dir target/madsim
