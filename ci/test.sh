@@ -6,6 +6,13 @@
 # Set-up (system packages, the once-per-machine RocksDB build) happens first, on demand.
 source "$(dirname "$0")/setup.sh"
 
+if cargo clippy --version >/dev/null 2>&1; then
+  echo "== clippy" >&2
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+else
+  echo "== clippy is not installed for this toolchain; skipping lints" >&2
+fi
+
 echo "== tests (tokio build)" >&2
 cargo test --workspace --locked
 

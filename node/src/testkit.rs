@@ -25,7 +25,40 @@ pub struct Workload {
     pub delete_percent: u8,
     /// Entries per commit when a caller batches: `1..=batch_entries_max`.
     pub batch_entries_max: u64,
+    pub values: ValueKind,
 }
+
+/// What values look like, which decides how well they compress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    /// Uniformly random bytes: incompressible, the worst case for space.
+    Random,
+    /// JSON-like configuration text from a small vocabulary, as DNS records, WAF rules and
+    /// routing tables are: compresses several-fold.
+    ConfigText,
+}
+
+const CONFIG_WORDS: &[&str] = &[
+    "\"zone\":",
+    "\"ttl\":300,",
+    "\"proxied\":true,",
+    "\"type\":\"A\",",
+    "\"type\":\"AAAA\",",
+    "\"content\":\"192.0.2.",
+    "\"action\":\"block\",",
+    "\"action\":\"challenge\",",
+    "\"expression\":",
+    "\"http.request.uri.path contains \\\"/admin\\\"\",",
+    "\"enabled\":false,",
+    "\"priority\":",
+    "{",
+    "},",
+    "\"origin\":\"origin-",
+    ".example.com\",",
+    "\"route\":\"/*\",",
+    "\"script\":\"worker-",
+    "\"id\":",
+];
 
 impl Workload {
     /// A small mixed workload suited to tests.
@@ -41,6 +74,7 @@ impl Workload {
             ops_per_entry_max: 6,
             delete_percent: 15,
             batch_entries_max: 4,
+            values: ValueKind::Random,
         }
     }
 
@@ -68,12 +102,31 @@ impl Workload {
                     Op::Delete { key }
                 } else {
                     let len = rng.random_range(self.value_bytes_min..=self.value_bytes_max);
-                    let mut value = vec![0; len];
-                    rng.fill_bytes(&mut value);
-                    Op::Set { key, value }
+                    Op::Set { key, value: self.value(&mut rng, len) }
                 }
             })
             .collect()
+    }
+
+    fn value(&self, rng: &mut ChaCha8Rng, len: usize) -> Vec<u8> {
+        match self.values {
+            ValueKind::Random => {
+                let mut value = vec![0; len];
+                rng.fill_bytes(&mut value);
+                value
+            }
+            ValueKind::ConfigText => {
+                let mut value = Vec::with_capacity(len + 64);
+                while value.len() < len {
+                    value.extend_from_slice(CONFIG_WORDS[rng.random_range(0..CONFIG_WORDS.len())].as_bytes());
+                    if rng.random_range(0..3) == 0 {
+                        value.extend_from_slice(rng.random_range(0..100_000u32).to_string().as_bytes());
+                    }
+                }
+                value.truncate(len);
+                value
+            }
+        }
     }
 
     /// How many entries the batch starting at `first_index` holds.

@@ -45,7 +45,9 @@ fn crash_loop(kind: EngineKind, seed: u64) {
         let store = Store::open(&StoreLocation::new(kind, &path), &OpenOptions::new(workload.db_id)).unwrap();
         let applied = store.applied_index();
         let in_flight_end = last_acked + workload.batch_len(last_acked + 1);
-        eprintln!("{kind} round {round}: last ack {last_acked}, batch in flight ended at {in_flight_end}, store at {applied}");
+        eprintln!(
+            "{kind} round {round}: last ack {last_acked}, batch in flight ended at {in_flight_end}, store at {applied}"
+        );
         assert!(
             applied == last_acked || applied == in_flight_end,
             "{kind} round {round}: applied {applied}, but the last ack was {last_acked} and the batch in flight ended at {in_flight_end}"

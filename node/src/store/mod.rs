@@ -221,6 +221,9 @@ impl std::fmt::Display for StateDigest {
     }
 }
 
+/// A key and its value.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// Fixed keys of the `meta` table.
 pub mod meta {
     pub const FORMAT: &[u8] = b"format";
@@ -593,7 +596,7 @@ impl Store {
     }
 
     /// Every key and value, in key order, checksum-verified. For tests and small stores.
-    pub fn dump(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn dump(&self) -> Result<Vec<KeyValue>, StoreError> {
         let mut out = Vec::new();
         let mut damaged = None;
         self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
