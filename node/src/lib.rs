@@ -12,8 +12,16 @@
 //!   reads, log retention, snapshots, stats;
 //! - [`testkit`]: deterministic synthetic workloads shared by tests, crash tests and benchmarks.
 
+pub mod clock;
+pub mod config;
 pub mod entry;
+pub mod http_api;
 pub mod limits;
+pub mod memcached;
+pub mod metrics;
+pub mod node;
+pub mod replication;
+pub mod root;
 pub mod store;
 pub mod testkit;
 

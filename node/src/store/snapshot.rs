@@ -12,7 +12,8 @@
 //!   entry in it verifies.
 //!
 //! Layout of an export directory: `manifest.json` and `data/` (the engine's files).
-//! Layout of a staging directory: `progress.json` and `data/` (the files received so far).
+//! Layout of a staging directory: `manifest.json`, `progress.json` and `data/` (the files
+//! received so far).
 
 use std::fs::{self, File, OpenOptions as FileOptions};
 use std::io::{Read, Seek, SeekFrom, Write as _};
@@ -153,7 +154,7 @@ impl SnapshotManifest {
     }
 
     /// A short fingerprint of the manifest, to recognise a staged import of the same snapshot.
-    fn fingerprint(&self) -> String {
+    pub fn fingerprint(&self) -> String {
         let json = serde_json::to_vec(self).expect("a manifest always serializes");
         blake3::hash(&json).to_hex().to_string()
     }
@@ -316,12 +317,23 @@ impl SnapshotImport {
                     File::create(&path).map_err(io(&path))?;
                 }
                 sync_dir(&data)?;
+                let json = serde_json::to_vec_pretty(&manifest).expect("a manifest always serializes");
+                write_atomically(&staging.join(MANIFEST_FILE), &json)?;
                 0
             }
         };
         let import = SnapshotImport { staging: staging.to_path_buf(), manifest, next_chunk };
         import.record_progress()?;
         Ok(import)
+    }
+
+    /// The manifest and next chunk of an import staged in `staging` by an earlier, interrupted
+    /// attempt, read without changing anything; `None` if there is none (or it is unreadable).
+    pub fn staged(staging: &Path) -> Option<(SnapshotManifest, u64)> {
+        let manifest: SnapshotManifest = serde_json::from_slice(&fs::read(staging.join(MANIFEST_FILE)).ok()?).ok()?;
+        let progress: Progress = serde_json::from_slice(&fs::read(staging.join(PROGRESS_FILE)).ok()?).ok()?;
+        (progress.manifest == manifest.fingerprint() && progress.next_chunk <= manifest.chunk_count())
+            .then_some((manifest, progress.next_chunk))
     }
 
     pub fn manifest(&self) -> &SnapshotManifest {

@@ -1,0 +1,399 @@
+//! The node's configuration file (TOML).
+//!
+//! Guarantees: a configuration that [`NodeConfig::parse`] accepts is complete and consistent —
+//! every field the node's role needs is present, every duration and bound is in range, and a
+//! replica has at least one source. A bad file is refused at start with an error that names the
+//! file, the field and what is allowed (TOML syntax and type errors carry the line and column).
+//!
+//! ```toml
+//! name = "edge-1"
+//! role = "replica"                    # root | replica
+//! database_id = "5157534d-0000-0000-0000-000000000001"
+//!
+//! [storage]
+//! engine = "lmdb"                     # lmdb | rocksdb | memory
+//! path = "/var/lib/qs-node/edge-1"
+//!
+//! [listen]
+//! replication = "127.0.0.1:7001"      # downstream nodes replicate from here
+//! memcached = "127.0.0.1:11211"       # reads (memcached text protocol)
+//! http = "127.0.0.1:8001"             # metrics; on the root also the write API
+//!
+//! [replication]
+//! primaries = ["127.0.0.1:7000"]      # tried first, in order
+//! secondaries = ["127.0.0.1:7100"]    # longer history; tried after the primaries
+//! staleness_failover = "30s"          # newest entry older than this: move to the next source
+//!
+//! [retention]
+//! keep_entries_min = 1000
+//! keep_age = "7d"
+//!
+//! [root]                              # role = "root" only
+//! batch_window = "500ms"
+//! heartbeat_interval = "1s"
+//! [[root.producers]]
+//! name = "dns"
+//! token = "change-me"
+//! prefixes = ["dns:"]
+//! writes_per_s = 100
+//! burst = 200
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::entry::DatabaseId;
+use crate::store::{EngineKind, RetentionPolicy};
+
+/// Most sources (primaries + secondaries) one node may list: each is tried in turn, so the list
+/// bounds one failover cycle.
+pub const SOURCES_MAX: usize = 16;
+/// Most producers one root may configure.
+pub const PRODUCERS_MAX: usize = 1_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Takes writes from producers, numbers them, writes heartbeats.
+    Root,
+    /// Follows sources and serves reads and downstream replicas.
+    Replica,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    pub name: String,
+    pub role: Role,
+    #[serde(deserialize_with = "database_id")]
+    pub database_id: DatabaseId,
+    pub storage: StorageConfig,
+    pub listen: ListenConfig,
+    #[serde(default)]
+    pub replication: ReplicationConfig,
+    #[serde(default)]
+    pub retention: RetentionConfig,
+    pub root: Option<RootConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    #[serde(deserialize_with = "engine")]
+    pub engine: EngineKind,
+    /// Store directory (ignored by the memory engine).
+    #[serde(default)]
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    pub replication: SocketAddr,
+    pub memcached: SocketAddr,
+    pub http: SocketAddr,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicationConfig {
+    pub primaries: Vec<SocketAddr>,
+    pub secondaries: Vec<SocketAddr>,
+    #[serde(with = "humantime_serde")]
+    pub staleness_failover: Duration,
+    #[serde(with = "humantime_serde")]
+    pub reconnect_backoff_min: Duration,
+    #[serde(with = "humantime_serde")]
+    pub reconnect_backoff_max: Duration,
+    /// Most snapshot bootstraps this node serves at once.
+    pub bootstraps_served_max: usize,
+    /// Most entries applied in one commit on a replica.
+    pub apply_batch_entries_max: usize,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            primaries: Vec::new(),
+            secondaries: Vec::new(),
+            staleness_failover: Duration::from_secs(30),
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(5),
+            bootstraps_served_max: 2,
+            apply_batch_entries_max: 1_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    pub keep_entries_min: Option<u64>,
+    #[serde(with = "humantime_serde")]
+    pub keep_age: Option<Duration>,
+    #[serde(with = "humantime_serde")]
+    pub gc_interval: Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig { keep_entries_min: Some(100_000), keep_age: None, gc_interval: Duration::from_secs(10) }
+    }
+}
+
+impl RetentionConfig {
+    pub fn policy(&self) -> RetentionPolicy {
+        RetentionPolicy {
+            keep_entries_min: self.keep_entries_min,
+            keep_age_ms: self.keep_age.map(|d| d.as_millis().min(u64::MAX as u128) as u64),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootConfig {
+    #[serde(with = "humantime_serde", default = "default_batch_window")]
+    pub batch_window: Duration,
+    #[serde(with = "humantime_serde", default = "default_heartbeat")]
+    pub heartbeat_interval: Duration,
+    #[serde(default)]
+    pub producers: Vec<ProducerConfig>,
+}
+
+fn default_batch_window() -> Duration {
+    Duration::from_millis(500)
+}
+
+fn default_heartbeat() -> Duration {
+    Duration::from_secs(1)
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProducerConfig {
+    pub name: String,
+    /// Bearer token the producer sends in `Authorization: Bearer <token>`.
+    pub token: String,
+    /// Key prefixes this producer may write; a key must start with one of them.
+    pub prefixes: Vec<String>,
+    /// Sustained write quota (keys written per second).
+    pub writes_per_s: u32,
+    /// Writes allowed in a burst above the sustained rate.
+    pub burst: u32,
+}
+
+fn database_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DatabaseId, D::Error> {
+    String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+}
+
+fn engine<'de, D: serde::Deserializer<'de>>(d: D) -> Result<EngineKind, D::Error> {
+    String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+}
+
+/// A configuration that was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{path}: field `{field}`: {problem}")]
+    Invalid { path: String, field: &'static str, problem: String },
+}
+
+impl NodeConfig {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        NodeConfig::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates `text`; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<NodeConfig, ConfigError> {
+        let config: NodeConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.validate().map_err(|(field, problem)| ConfigError::Invalid {
+            path: origin.to_string(),
+            field,
+            problem,
+        })?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.name.is_empty() || self.name.len() > 64 || self.name.chars().any(|c| c.is_whitespace()) {
+            return Err(("name", "must be 1 to 64 characters with no whitespace".into()));
+        }
+        if self.storage.engine != EngineKind::Memory && self.storage.path.as_os_str().is_empty() {
+            return Err(("storage.path", format!("is required for the {} engine", self.storage.engine)));
+        }
+        let r = &self.replication;
+        let sources = r.primaries.len() + r.secondaries.len();
+        match self.role {
+            Role::Replica if sources == 0 => {
+                return Err(("replication.primaries", "a replica needs at least one source".into()));
+            }
+            Role::Replica if self.root.is_some() => {
+                return Err(("root", "is only allowed with role = \"root\"".into()));
+            }
+            Role::Root if sources > 0 => {
+                return Err(("replication.primaries", "the root has no sources; it is the top of the tree".into()));
+            }
+            Role::Root if self.root.is_none() => {
+                return Err(("root", "role = \"root\" needs a [root] section (batch_window, producers)".into()));
+            }
+            _ => {}
+        }
+        if sources > SOURCES_MAX {
+            return Err(("replication.primaries", format!("{sources} sources listed; at most {SOURCES_MAX}")));
+        }
+        let mut all: Vec<_> = r.primaries.iter().chain(&r.secondaries).collect();
+        all.sort();
+        if all.windows(2).any(|w| w[0] == w[1]) {
+            return Err(("replication.secondaries", "a source is listed twice".into()));
+        }
+        if all.contains(&&self.listen.replication) {
+            return Err(("replication.primaries", "lists this node's own replication address".into()));
+        }
+        if r.staleness_failover < Duration::from_millis(100) {
+            return Err(("replication.staleness_failover", "must be at least 100ms".into()));
+        }
+        if r.reconnect_backoff_min.is_zero() || r.reconnect_backoff_min > r.reconnect_backoff_max {
+            return Err((
+                "replication.reconnect_backoff_min",
+                "must be above zero and at most reconnect_backoff_max".into(),
+            ));
+        }
+        if r.bootstraps_served_max == 0 {
+            return Err(("replication.bootstraps_served_max", "must be at least 1".into()));
+        }
+        if r.apply_batch_entries_max == 0 || r.apply_batch_entries_max > 100_000 {
+            return Err(("replication.apply_batch_entries_max", "must be 1 to 100000".into()));
+        }
+        if self.retention.gc_interval < Duration::from_millis(10) {
+            return Err(("retention.gc_interval", "must be at least 10ms".into()));
+        }
+        if let Some(root) = &self.root {
+            if root.batch_window.is_zero() || root.batch_window > Duration::from_secs(60) {
+                return Err(("root.batch_window", "must be above zero and at most 60s".into()));
+            }
+            if root.heartbeat_interval < Duration::from_millis(10) {
+                return Err(("root.heartbeat_interval", "must be at least 10ms".into()));
+            }
+            if root.producers.len() > PRODUCERS_MAX {
+                return Err(("root.producers", format!("at most {PRODUCERS_MAX} producers")));
+            }
+            let mut tokens: Vec<&str> = root.producers.iter().map(|p| p.token.as_str()).collect();
+            tokens.sort_unstable();
+            if tokens.windows(2).any(|w| w[0] == w[1]) {
+                return Err(("root.producers.token", "two producers share a token".into()));
+            }
+            for p in &root.producers {
+                if p.token.len() < 8 {
+                    return Err((
+                        "root.producers.token",
+                        format!("producer {}: token must be at least 8 characters", p.name),
+                    ));
+                }
+                if p.prefixes.is_empty() || p.prefixes.iter().any(String::is_empty) {
+                    return Err(("root.producers.prefixes", format!("producer {}: needs non-empty prefixes", p.name)));
+                }
+                if p.writes_per_s == 0 || p.burst == 0 {
+                    return Err((
+                        "root.producers.writes_per_s",
+                        format!("producer {}: quota must be above zero", p.name),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Primaries then secondaries: the order sources are tried in.
+    pub fn sources(&self) -> Vec<SocketAddr> {
+        self.replication.primaries.iter().chain(&self.replication.secondaries).copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = r#"
+        name = "root"
+        role = "root"
+        database_id = "2a"
+        [storage]
+        engine = "memory"
+        [listen]
+        replication = "127.0.0.1:7000"
+        memcached = "127.0.0.1:11000"
+        http = "127.0.0.1:8000"
+        [root]
+        batch_window = "50ms"
+        [[root.producers]]
+        name = "dns"
+        token = "dns-token-1"
+        prefixes = ["dns:"]
+        writes_per_s = 10
+        burst = 20
+    "#;
+
+    #[test]
+    fn accepts_a_complete_root() {
+        let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+        assert_eq!(config.role, Role::Root);
+        assert_eq!(config.root.unwrap().batch_window, Duration::from_millis(50));
+        assert_eq!(config.replication.staleness_failover, Duration::from_secs(30));
+    }
+
+    fn refused(text: &str) -> String {
+        NodeConfig::parse(text, "bad.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn names_the_field_that_is_wrong() {
+        let err = refused(&ROOT.replace("role = \"root\"", "role = \"replica\""));
+        assert!(err.contains("replication.primaries") && err.contains("at least one source"), "{err}");
+        let err = refused(&ROOT.replace("\"50ms\"", "\"5 fortnights\""));
+        assert!(err.contains("bad.toml") && err.contains("batch_window"), "{err}");
+        let err = refused(&ROOT.replace("name = \"root\"", "name = \"root\"\ncolour = \"blue\""));
+        assert!(err.contains("colour") && err.contains("line"), "{err}");
+        let err = refused(&ROOT.replace("\"memory\"", "\"lmdb\""));
+        assert!(err.contains("storage.path"), "{err}");
+        let err = refused(&ROOT.replace("\"memory\"", "\"leveldb\""));
+        assert!(err.contains("unknown engine") && err.contains("lmdb, rocksdb, memory"), "{err}");
+        let err = refused(&ROOT.replace("dns-token-1", "short"));
+        assert!(err.contains("root.producers.token"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_replica_that_lists_itself() {
+        let replica = r#"
+            name = "edge"
+            role = "replica"
+            database_id = "2a"
+            [storage]
+            engine = "memory"
+            [listen]
+            replication = "127.0.0.1:7001"
+            memcached = "127.0.0.1:11001"
+            http = "127.0.0.1:8001"
+            [replication]
+            primaries = ["127.0.0.1:7001"]
+        "#;
+        let err = refused(replica);
+        assert!(err.contains("own replication address"), "{err}");
+    }
+}

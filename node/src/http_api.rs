@@ -1,0 +1,346 @@
+//! The HTTP port: the producers' write API on the root; status and metrics on every node.
+//!
+//! Served with hyper's connection-level HTTP/1.1 server over any tokio `AsyncRead + AsyncWrite`
+//! stream, so it runs on real sockets and on the simulator's.
+//!
+//! | request | who | answer |
+//! |---|---|---|
+//! | `PUT /v1/keys/{key}` (body: the value) | producer | `200 {"index":N,"identical_dropped":0}` once durable |
+//! | `DELETE /v1/keys/{key}` | producer | same |
+//! | `POST /v1/batch` `{"ops":[{"op":"set","key":K,"value":V},{"op":"delete","key":K}]}` | producer | same, for all ops |
+//! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write), or `404` |
+//! | `GET /v1/status` | anyone | JSON: name, role, applied index, chain hash, state digest, lag |
+//! | `GET /metrics` | anyone | Prometheus text format |
+//!
+//! Producers authenticate with `Authorization: Bearer <token>`. Refusals: `401` unknown token,
+//! `403` a key outside the producer's prefixes (ACL), `400` a bad key or body, `413` a body over
+//! [`BODY_BYTES_MAX`], `429` over quota with `Retry-After` (seconds) and `retry_after_ms` in the
+//! body — a producer over quota is slowed down, never silently dropped. Keys in paths are
+//! percent-decoded.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+use crate::config::{ProducerConfig, Role};
+use crate::entry::{Op, validate_key};
+use crate::node::NodeState;
+use crate::root::WriteQueue;
+
+/// Largest request body: one maximal value plus framing, or a batch of small writes.
+pub const BODY_BYTES_MAX: usize = 2 << 20;
+/// Most operations in one batch request (one log entry's worth).
+pub const BATCH_OPS_MAX: usize = crate::limits::OPS_PER_ENTRY_MAX;
+
+/// A producer's quota: a token bucket of `burst` writes refilled at `writes_per_s`.
+#[derive(Debug)]
+struct Quota {
+    tokens: f64,
+    refilled_at: Instant,
+}
+
+#[derive(Debug)]
+struct Producer {
+    config: ProducerConfig,
+    quota: Mutex<Quota>,
+}
+
+impl Producer {
+    /// Takes `writes` tokens, or says how long until they would be there.
+    fn take(&self, writes: usize) -> Result<(), Duration> {
+        let mut quota = self.quota.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let rate = f64::from(self.config.writes_per_s);
+        let burst = f64::from(self.config.burst);
+        let elapsed = now.saturating_duration_since(quota.refilled_at).as_secs_f64();
+        quota.tokens = (quota.tokens + elapsed * rate).min(burst);
+        quota.refilled_at = now;
+        let wanted = writes as f64;
+        if quota.tokens >= wanted {
+            quota.tokens -= wanted;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((wanted - quota.tokens) / rate))
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Api {
+    state: Arc<NodeState>,
+    writes: Option<WriteQueue>,
+    producers: Vec<Producer>,
+}
+
+/// Accepts HTTP connections until the listener fails.
+pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<WriteQueue>) {
+    let producers = state
+        .config
+        .root
+        .iter()
+        .flat_map(|root| root.producers.iter())
+        .map(|config| Producer {
+            config: config.clone(),
+            quota: Mutex::new(Quota { tokens: f64::from(config.burst), refilled_at: Instant::now() }),
+        })
+        .collect();
+    let api = Arc::new(Api { state, writes, producers });
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "http accept failed");
+                continue;
+            }
+        };
+        let api = api.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let api = api.clone();
+                async move { Ok::<_, Infallible>(api.handle(request).await) }
+            });
+            // No header timeout: it needs a hyper timer, and the simulator owns time.
+            let result = hyper::server::conn::http1::Builder::new()
+                .header_read_timeout(None)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "http connection ended with an error");
+            }
+        });
+    }
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, body: serde_json::Value) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert("content-type", "application/json".parse().expect("static header"));
+    response
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Reply {
+    reply(status, serde_json::json!({ "error": message.into() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    ops: Vec<BatchOp>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum BatchOp {
+    Set { key: String, value: String },
+    Delete { key: String },
+}
+
+impl Api {
+    async fn handle(&self, request: Request<Incoming>) -> Reply {
+        let path = request.uri().path().to_string();
+        let method = request.method().clone();
+        match (method, path.as_str()) {
+            (Method::GET, "/metrics") => self.metrics(),
+            (Method::GET, "/v1/status") => self.status(),
+            (method, path) if path.starts_with("/v1/keys/") || path == "/v1/batch" => {
+                let response = self.producer_request(method, path, request).await;
+                if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                    self.state.metrics.writes_throttled.inc();
+                } else if response.status().is_client_error() {
+                    self.state.metrics.writes_refused.inc();
+                }
+                response
+            }
+            _ => error(StatusCode::NOT_FOUND, format!("no such endpoint: {path}")),
+        }
+    }
+
+    fn metrics(&self) -> Reply {
+        let counters = self.state.read_counters.snapshot();
+        let m = &self.state.metrics;
+        m.read_hits.set(counters.get_hits as i64);
+        m.read_misses.set(counters.get_misses as i64);
+        m.bogus_requests.set(counters.bogus_requests as i64);
+        m.lag_seconds.set(self.state.lag_ms() as f64 / 1000.0);
+        let mut response = Response::new(Full::new(Bytes::from(m.render())));
+        response.headers_mut().insert(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8".parse().expect("static header"),
+        );
+        response
+    }
+
+    fn status(&self) -> Reply {
+        let state = &self.state;
+        let result = state.with_store(|store| {
+            let digest = store.state_digest()?;
+            Ok::<_, crate::store::StoreError>(serde_json::json!({
+                "name": state.config.name,
+                "role": match state.config.role { Role::Root => "root", Role::Replica => "replica" },
+                "database_id": store.db_id().to_string(),
+                "applied_index": store.applied_index(),
+                "first_retained_index": store.first_retained_index(),
+                "chain_hash": store.chain_hash().to_hex(),
+                "state_digest": digest.to_string(),
+                "key_count": store.stats()?.key_count,
+            }))
+        });
+        match result {
+            Ok(mut body) => {
+                body["lag_ms"] = state.lag_ms().into();
+                reply(StatusCode::OK, body)
+            }
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    fn authenticate(&self, request: &Request<Incoming>) -> Result<&Producer, Reply> {
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "missing `Authorization: Bearer <token>`"))?;
+        self.producers
+            .iter()
+            .find(|p| p.config.token == token)
+            .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown producer token"))
+    }
+
+    async fn producer_request(&self, method: Method, path: &str, request: Request<Incoming>) -> Reply {
+        let Some(writes) = &self.writes else {
+            return error(StatusCode::MISDIRECTED_REQUEST, "this node is a replica; write to the root");
+        };
+        let producer = match self.authenticate(&request) {
+            Ok(producer) => producer,
+            Err(reply) => return reply,
+        };
+        let key_in_path = || -> Result<Vec<u8>, Reply> {
+            let raw = path.strip_prefix("/v1/keys/").unwrap_or_default();
+            let key: Vec<u8> = percent_encoding::percent_decode_str(raw).collect();
+            validate_key(&key).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+            Ok(key)
+        };
+        let ops = match (&method, path) {
+            (&Method::GET, _) => {
+                let key = match key_in_path() {
+                    Ok(key) => key,
+                    Err(reply) => return reply,
+                };
+                if let Err(reply) = self.check_acl(producer, &key) {
+                    return reply;
+                }
+                return match self.state.with_store(|store| store.get(&key)) {
+                    Ok(Some(value)) => Response::new(Full::new(Bytes::from(value))),
+                    Ok(None) => error(StatusCode::NOT_FOUND, "no such key"),
+                    Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                };
+            }
+            (&Method::PUT, p) if p != "/v1/batch" => match (key_in_path(), read_body(request).await) {
+                (Ok(key), Ok(value)) => vec![Op::Set { key, value }],
+                (Err(reply), _) | (_, Err(reply)) => return reply,
+            },
+            (&Method::DELETE, p) if p != "/v1/batch" => match key_in_path() {
+                Ok(key) => vec![Op::Delete { key }],
+                Err(reply) => return reply,
+            },
+            (&Method::POST, "/v1/batch") => match read_body(request).await.and_then(|body| parse_batch(&body)) {
+                Ok(ops) => ops,
+                Err(reply) => return reply,
+            },
+            _ => return error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not allowed on {path}")),
+        };
+        for op in &ops {
+            if let Err(e) = op.validate() {
+                return error(StatusCode::BAD_REQUEST, e.to_string());
+            }
+            if let Err(reply) = self.check_acl(producer, op.key()) {
+                return reply;
+            }
+        }
+        if ops.len() > producer.config.burst as usize {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "{} writes in one request exceed producer {}'s burst of {}",
+                    ops.len(),
+                    producer.config.name,
+                    producer.config.burst
+                ),
+            );
+        }
+        if let Err(wait) = producer.take(ops.len()) {
+            let ms = wait.as_millis().max(1) as u64;
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "producer {} is over its quota of {} writes/s",
+                    producer.config.name, producer.config.writes_per_s
+                ),
+            );
+            response.headers_mut().insert("retry-after", ms.div_ceil(1000).to_string().parse().expect("digits"));
+            let body = serde_json::json!({ "error": "over quota", "retry_after_ms": ms });
+            *response.body_mut() = Full::new(Bytes::from(body.to_string()));
+            return response;
+        }
+        match writes.write(ops).await {
+            Ok(receipt) => reply(
+                StatusCode::OK,
+                serde_json::json!({ "index": receipt.index, "identical_dropped": receipt.identical_dropped }),
+            ),
+            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        }
+    }
+
+    fn check_acl(&self, producer: &Producer, key: &[u8]) -> Result<(), Reply> {
+        if producer.config.prefixes.iter().any(|prefix| key.starts_with(prefix.as_bytes())) {
+            return Ok(());
+        }
+        Err(error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "producer {} may not write key {}; its prefixes are {:?}",
+                producer.config.name,
+                crate::entry::escape(key),
+                producer.config.prefixes
+            ),
+        ))
+    }
+}
+
+async fn read_body(request: Request<Incoming>) -> Result<Vec<u8>, Reply> {
+    match Limited::new(request.into_body(), BODY_BYTES_MAX).collect().await {
+        Ok(body) => Ok(body.to_bytes().to_vec()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {BODY_BYTES_MAX} bytes")))
+        }
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("reading the body: {e}"))),
+    }
+}
+
+fn parse_batch(body: &[u8]) -> Result<Vec<Op>, Reply> {
+    let batch: Batch =
+        serde_json::from_slice(body).map_err(|e| error(StatusCode::BAD_REQUEST, format!("batch body: {e}")))?;
+    if batch.ops.is_empty() || batch.ops.len() > BATCH_OPS_MAX {
+        return Err(error(StatusCode::BAD_REQUEST, format!("a batch holds 1 to {BATCH_OPS_MAX} ops")));
+    }
+    Ok(batch
+        .ops
+        .into_iter()
+        .map(|op| match op {
+            BatchOp::Set { key, value } => Op::Set { key: key.into_bytes(), value: value.into_bytes() },
+            BatchOp::Delete { key } => Op::Delete { key: key.into_bytes() },
+        })
+        .collect())
+}

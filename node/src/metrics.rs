@@ -1,0 +1,108 @@
+//! Prometheus metrics of one node, in the text exposition format.
+//!
+//! Every counter a test or an operator needs to see a failure is here: applied index and lag,
+//! entries and bytes applied, failovers, reconnects, refused handshakes by reason, chain
+//! violations, bogus read requests, cache hits and misses, writes accepted, dropped as identical
+//! and throttled.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+type Labels = Vec<(String, String)>;
+
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub applied_index: Gauge,
+    pub lag_seconds: Gauge<f64, AtomicU64>,
+    pub entries_applied: Counter,
+    pub bytes_applied: Counter,
+    pub failovers: Counter,
+    pub reconnects: Counter,
+    pub refused_handshakes: Family<Labels, Counter>,
+    pub refusals_received: Family<Labels, Counter>,
+    pub chain_violations: Counter,
+    pub out_of_retention: Counter,
+    pub bootstraps: Counter,
+    pub writes_accepted: Counter,
+    pub writes_identical_dropped: Counter,
+    pub writes_throttled: Counter,
+    pub writes_refused: Counter,
+    pub checksum_failures: Gauge,
+    pub read_hits: Gauge,
+    pub read_misses: Gauge,
+    pub bogus_requests: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("qs"),
+            applied_index: Gauge::default(),
+            lag_seconds: Gauge::default(),
+            entries_applied: Counter::default(),
+            bytes_applied: Counter::default(),
+            failovers: Counter::default(),
+            reconnects: Counter::default(),
+            refused_handshakes: Family::default(),
+            refusals_received: Family::default(),
+            chain_violations: Counter::default(),
+            out_of_retention: Counter::default(),
+            bootstraps: Counter::default(),
+            writes_accepted: Counter::default(),
+            writes_identical_dropped: Counter::default(),
+            writes_throttled: Counter::default(),
+            writes_refused: Counter::default(),
+            checksum_failures: Gauge::default(),
+            read_hits: Gauge::default(),
+            read_misses: Gauge::default(),
+            bogus_requests: Gauge::default(),
+        };
+        let r = &mut m.registry;
+        r.register("applied_index", "Index of the newest applied log entry", m.applied_index.clone());
+        r.register(
+            "replication_lag_seconds",
+            "Age of the newest applied entry (root heartbeat)",
+            m.lag_seconds.clone(),
+        );
+        r.register("entries_applied", "Log entries applied", m.entries_applied.clone());
+        r.register("bytes_applied", "Key and value bytes applied", m.bytes_applied.clone());
+        r.register("failovers", "Moves to another replication source", m.failovers.clone());
+        r.register("reconnects", "Replication connection attempts after the first", m.reconnects.clone());
+        r.register("refused_handshakes", "Replication clients this node refused", m.refused_handshakes.clone());
+        r.register("refusals_received", "Refusals this node got from its sources", m.refusals_received.clone());
+        r.register("chain_violations", "Entries from a source that broke the chain", m.chain_violations.clone());
+        r.register("out_of_retention", "Sources that no longer had the history asked for", m.out_of_retention.clone());
+        r.register("bootstraps", "Snapshot bootstraps completed", m.bootstraps.clone());
+        r.register("writes_accepted", "Key writes committed by the root", m.writes_accepted.clone());
+        r.register(
+            "writes_identical_dropped",
+            "Writes dropped: key already held the value",
+            m.writes_identical_dropped.clone(),
+        );
+        r.register("writes_throttled", "Write requests told to retry later (quota)", m.writes_throttled.clone());
+        r.register("writes_refused", "Write requests refused (auth, ACL, bad input)", m.writes_refused.clone());
+        r.register("checksum_failures", "Values that failed their checksum on read", m.checksum_failures.clone());
+        r.register("read_hits", "memcached get hits", m.read_hits.clone());
+        r.register("read_misses", "memcached get misses", m.read_misses.clone());
+        r.register("bogus_requests", "Malformed or refused memcached requests", m.bogus_requests.clone());
+        m
+    }
+}
+
+impl Metrics {
+    pub fn label(name: &str, value: &str) -> Labels {
+        vec![(name.to_string(), value.to_string())]
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,269 @@
+//! The replication client: follows the first healthy source in the configured order.
+//!
+//! Guarantees:
+//! - Every received entry is checked before it is applied: it decodes and its hash verifies, its
+//!   index is exactly one more than the last applied, its database id is ours, and its previous
+//!   hash is our chain hash (the store's `apply` refuses anything else). A violation disconnects
+//!   from that source, is counted, and nothing from that frame is applied.
+//! - Entries of one frame are applied in one commit, with the applied index in it, so a restart
+//!   resumes exactly where it stopped.
+//! - When the newest entry we have is older than `staleness_failover` and the source has nothing
+//!   newer (it sends keepalives, or nothing at all), we move to the next source.
+//! - A source that no longer holds our next index answers `OutOfRetention`; we try the next
+//!   source, and when no source has the history, bootstrap from a snapshot. We never skip.
+//! - After trying every source without progress we wait a capped, jittered, exponential backoff.
+//!   The jitter comes from a generator seeded by the node id, so the simulator controls it.
+//! - Losing every source never stops this node serving reads or its own downstream clients.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, Want, read_message, write_message};
+use crate::entry::LogEntry;
+use crate::metrics::Metrics;
+use crate::node::NodeState;
+use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
+use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
+
+/// Why following one source ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Could not connect, or the connection broke.
+    Disconnected(String),
+    /// The source refused us (reason logged and counted).
+    Refused(String),
+    /// Nothing newer arrived within the staleness threshold.
+    Stale,
+    /// The source sent something that breaks the chain or the protocol.
+    Violation(String),
+    /// The source no longer has the entry we need next.
+    OutOfRetention { first_retained: u64 },
+}
+
+/// Follows the configured sources forever.
+pub async fn run(state: Arc<NodeState>) {
+    let sources = state.config.sources();
+    let config = state.config.replication.clone();
+    let mut rng = ChaCha8Rng::seed_from_u64(state.node_id as u64 ^ (state.node_id >> 64) as u64);
+    let mut backoff = config.reconnect_backoff_min;
+    let mut attempts: u64 = 0;
+    loop {
+        let mut progressed = false;
+        let mut out_of_retention = 0;
+        for (position, &source) in sources.iter().enumerate() {
+            if attempts > 0 {
+                state.metrics.reconnects.inc();
+            }
+            attempts += 1;
+            let before = state.with_store(|s| s.applied_index());
+            let ended = follow(&state, source).await;
+            let after = state.with_store(|s| s.applied_index());
+            progressed |= after > before;
+            tracing::info!(node = %state.config.name, %source, ?ended, applied = after, "left replication source");
+            if let Ended::OutOfRetention { .. } = ended {
+                out_of_retention += 1;
+            }
+            if position + 1 < sources.len() {
+                state.metrics.failovers.inc();
+            }
+        }
+        if out_of_retention == sources.len() {
+            // No source has our next entry: bootstrap from the first source that serves a snapshot.
+            for &source in &sources {
+                match bootstrap(&state, source).await {
+                    Ok(()) => {
+                        progressed = true;
+                        break;
+                    }
+                    Err(e) => tracing::warn!(%source, error = %e, "bootstrap attempt failed"),
+                }
+            }
+        }
+        if progressed {
+            backoff = config.reconnect_backoff_min;
+        }
+        // Full jitter over [backoff/2, backoff], so replicas that lost one source together do
+        // not all come back at once.
+        let jittered = backoff.mul_f64(rng.random_range(0.5..=1.0));
+        tokio::time::sleep(jittered).await;
+        backoff = (backoff * 2).min(config.reconnect_backoff_max);
+    }
+}
+
+fn hello(state: &NodeState, want: Want) -> Message {
+    let last_index = state.with_store(|s| s.applied_index());
+    Message::Hello(ClientHello {
+        version: PROTOCOL_VERSION,
+        client_id: state.node_id,
+        db_id: state.config.database_id,
+        last_index,
+        stop_index: None,
+        newest_only: false,
+        want,
+    })
+}
+
+/// Connects to `source` and applies what it streams until something ends it.
+async fn follow(state: &NodeState, source: SocketAddr) -> Ended {
+    let staleness = state.config.replication.staleness_failover;
+    let mut stream = match timeout(staleness, TcpStream::connect(source)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Ended::Disconnected(format!("connect: {e}")),
+        Err(_) => return Ended::Disconnected("connect timed out".into()),
+    };
+    if let Err(e) = write_message(&mut stream, &hello(state, Want::Log)).await {
+        return Ended::Disconnected(format!("hello: {e}"));
+    }
+    loop {
+        let message = match timeout(staleness, read_message(&mut stream)).await {
+            Err(_) => return Ended::Stale,
+            Ok(Ok(Some(message))) => message,
+            Ok(Ok(None)) => return Ended::Disconnected("source closed the connection".into()),
+            Ok(Err(e)) => return Ended::Disconnected(e.to_string()),
+        };
+        match message {
+            Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
+                return violation(&state.metrics, format!("source holds database {db_id}"));
+            }
+            Message::Welcome { .. } => {}
+            Message::Entries { entries } => {
+                if let Err(reason) = apply_frame(state, &entries) {
+                    return violation(&state.metrics, reason);
+                }
+            }
+            Message::Keepalive { .. } => {
+                if state.lag_ms() > staleness.as_millis() as u64 {
+                    return Ended::Stale;
+                }
+            }
+            Message::OutOfRetention { requested, first_retained } => {
+                state.metrics.out_of_retention.inc();
+                tracing::warn!(%source, requested, first_retained, "source no longer holds the entries we need");
+                return Ended::OutOfRetention { first_retained };
+            }
+            Message::Refused { reason, detail } => {
+                state.metrics.refusals_received.get_or_create(&Metrics::label("reason", &format!("{reason:?}"))).inc();
+                tracing::warn!(%source, ?reason, %detail, "source refused us");
+                return Ended::Refused(format!("{reason:?}: {detail}"));
+            }
+            other => {
+                return violation(&state.metrics, format!("unexpected {} while following the log", other.frame_type()));
+            }
+        }
+    }
+}
+
+fn violation(metrics: &Metrics, reason: String) -> Ended {
+    metrics.chain_violations.inc();
+    tracing::error!(%reason, "replication source violated the chain or the protocol; disconnecting");
+    Ended::Violation(reason)
+}
+
+/// Decodes, checks and applies one frame of entries as one commit.
+fn apply_frame(state: &NodeState, frames: &[Vec<u8>]) -> Result<(), String> {
+    let entries = frames
+        .iter()
+        .map(|frame| LogEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
+    state.with_store(|store| store.apply(&entries)).map_err(|e| match e {
+        StoreError::Refused(refusal) => refusal.to_string(),
+        other => format!("applying: {other}"),
+    })?;
+    state.metrics.entries_applied.inc_by(entries.len() as u64);
+    state.metrics.bytes_applied.inc_by(bytes);
+    state.after_apply();
+    Ok(())
+}
+
+/// Fetches a snapshot from `source` (resuming a staged one when the source still has it),
+/// installs it in place of the current store, and returns. Replication then resumes from the
+/// snapshot's index.
+async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> {
+    let staging = super::server::snapshot_dir(state).join("import");
+    let staged = SnapshotImport::staged(&staging);
+    let want = Want::Snapshot {
+        resume_chunk: staged.as_ref().map_or(0, |(_, next)| *next),
+        manifest_fingerprint: staged.as_ref().map(|(m, _)| m.fingerprint()),
+    };
+    let idle = state.config.replication.staleness_failover;
+    let mut stream = timeout(idle, TcpStream::connect(source))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    write_message(&mut stream, &hello(state, want)).await.map_err(|e| e.to_string())?;
+    let mut import: Option<SnapshotImport> = None;
+    loop {
+        let message = timeout(idle, read_message(&mut stream))
+            .await
+            .map_err(|_| "snapshot source went quiet".to_string())?
+            .map_err(|e| e.to_string())?
+            .ok_or("snapshot source closed the connection")?;
+        match message {
+            Message::Welcome { .. } => {}
+            Message::SnapshotManifest { manifest_json } => {
+                let manifest: SnapshotManifest =
+                    serde_json::from_slice(&manifest_json).map_err(|e| format!("snapshot manifest: {e}"))?;
+                if manifest.db_id != state.config.database_id || manifest.engine != state.config.storage.engine {
+                    return Err(format!("snapshot is of database {} on {}", manifest.db_id, manifest.engine));
+                }
+                import = Some(SnapshotImport::begin(&staging, manifest).map_err(|e| e.to_string())?);
+            }
+            Message::SnapshotChunk(chunk) => {
+                let import = import.as_mut().ok_or("chunk before the manifest")?;
+                if chunk.number < import.next_chunk() {
+                    continue; // already durable from an earlier attempt
+                }
+                import.write_chunk(&chunk).map_err(|e| e.to_string())?;
+            }
+            Message::SnapshotDone => {
+                let import = import.take().ok_or("snapshot ended before its manifest")?;
+                return install(state, import);
+            }
+            Message::Refused { reason, detail } => return Err(format!("refused: {reason:?}: {detail}")),
+            other => return Err(format!("unexpected {} during a snapshot transfer", other.frame_type())),
+        }
+    }
+}
+
+/// Verifies the finished import and swaps it in for the current store.
+fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
+    let config = &state.config;
+    let options = OpenOptions::new(config.database_id);
+    let fresh = match config.storage.engine {
+        crate::store::EngineKind::Memory => StoreLocation::Memory(Default::default()),
+        kind => StoreLocation::new(kind, &super::server::snapshot_dir(state).join("installing")),
+    };
+    let imported = import.finish(&fresh, &options).map_err(|e| e.to_string())?;
+    let index = imported.applied_index();
+    match &fresh {
+        StoreLocation::Memory(_) => state.replace_store(imported),
+        StoreLocation::Lmdb(new_path) | StoreLocation::Rocksdb(new_path) => {
+            // Close both stores, move the new one into place, reopen it there.
+            drop(imported);
+            let live = config.storage.path.clone();
+            let retired = super::server::snapshot_dir(state).join("retired");
+            let _ = std::fs::remove_dir_all(&retired);
+            state.with_store(|store| -> Result<(), String> {
+                let placeholder =
+                    Store::open(&StoreLocation::Memory(Default::default()), &options).map_err(|e| e.to_string())?;
+                drop(std::mem::replace(store, placeholder));
+                std::fs::rename(&live, &retired).map_err(|e| format!("retiring {}: {e}", live.display()))?;
+                std::fs::rename(new_path, &live).map_err(|e| format!("installing {}: {e}", live.display()))?;
+                *store = Store::open(&StoreLocation::new(config.storage.engine, &live), &options)
+                    .map_err(|e| e.to_string())?;
+                Ok(())
+            })?;
+            let _ = std::fs::remove_dir_all(&retired);
+            state.after_apply();
+        }
+    }
+    state.metrics.bootstraps.inc();
+    tracing::info!(node = %config.name, index, "bootstrapped from a snapshot");
+    Ok(())
+}

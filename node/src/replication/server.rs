@@ -1,0 +1,248 @@
+//! The replication server: streams this node's log, or a snapshot, to downstream nodes.
+//!
+//! Guarantees:
+//! - A client with this node's own id (self-replication), another database id, or another
+//!   protocol version is refused with a reason it can log; every refusal is counted by reason.
+//! - Entries are streamed from the client's `last_index + 1`, in order, each verified when read
+//!   from the store. If that index was collected, the client is told so explicitly
+//!   (`OutOfRetention`) and the connection ends: it is never sent the nearest surviving entry.
+//! - A caught-up client gets a `Keepalive` every [`KEEPALIVE_INTERVAL`], so it can tell a quiet
+//!   source from a dead one.
+//! - At most `bootstraps_served_max` snapshot transfers run at once; one over it is refused
+//!   (`TooManyBootstraps`) and the client tries elsewhere or later.
+//! - Serving never blocks this node's own replication or reads: each client is its own task.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::protocol::{
+    ClientHello, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message, write_message,
+};
+use crate::metrics::Metrics;
+use crate::node::NodeState;
+use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
+use crate::store::{LogRead, LogReadLimits};
+
+/// How often an idle (caught-up) client hears from its source.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// Bounds on one `Entries` frame.
+pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
+/// How long a finished export is kept for clients resuming an interrupted bootstrap.
+const EXPORT_REUSE_MAX: Duration = Duration::from_secs(600);
+
+/// The newest snapshot export, kept so an interrupted bootstrap can resume against it.
+#[derive(Debug, Default)]
+struct ExportCache {
+    newest: Option<(PathBuf, SnapshotManifest, tokio::time::Instant)>,
+    exports_made: u64,
+}
+
+/// Accepts replication clients until the listener fails.
+pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
+    let bootstraps = Arc::new(Semaphore::new(state.config.replication.bootstraps_served_max));
+    let exports = Arc::new(Mutex::new(ExportCache::default()));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "replication accept failed");
+                continue;
+            }
+        };
+        let (state, bootstraps, exports) = (state.clone(), bootstraps.clone(), exports.clone());
+        tokio::spawn(async move {
+            if let Err(e) = serve(&state, stream, &bootstraps, &exports).await {
+                tracing::debug!(%peer, error = %e, "replication client disconnected");
+            }
+        });
+    }
+}
+
+async fn refuse<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    metrics: &Metrics,
+    reason: RefusalReason,
+    detail: String,
+) -> Result<(), ProtocolError> {
+    tracing::warn!(?reason, %detail, "refusing replication client");
+    metrics.refused_handshakes.get_or_create(&Metrics::label("reason", &format!("{reason:?}"))).inc();
+    write_message(stream, &Message::Refused { reason, detail }).await
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &NodeState,
+    mut stream: S,
+    bootstraps: &Semaphore,
+    exports: &Mutex<ExportCache>,
+) -> Result<(), ProtocolError> {
+    let metrics = &state.metrics;
+    let hello = match read_message(&mut stream).await {
+        Ok(Some(Message::Hello(hello))) => hello,
+        Ok(Some(other)) => {
+            let detail = format!("expected a hello, got {}", other.frame_type());
+            return refuse(&mut stream, metrics, RefusalReason::BadHandshake, detail).await;
+        }
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            let detail = format!("bad hello: {e}");
+            return refuse(&mut stream, metrics, RefusalReason::BadHandshake, detail).await;
+        }
+    };
+    if hello.version != PROTOCOL_VERSION {
+        let detail =
+            format!("protocol version {} is not supported; this node speaks {PROTOCOL_VERSION}", hello.version);
+        return refuse(&mut stream, metrics, RefusalReason::UnsupportedVersion, detail).await;
+    }
+    if hello.client_id == state.node_id {
+        let detail =
+            format!("client id {:032x} is this node's own id: a node must not replicate from itself", hello.client_id);
+        return refuse(&mut stream, metrics, RefusalReason::SelfReplication, detail).await;
+    }
+    if hello.db_id != state.config.database_id {
+        let detail = format!("this node holds database {}, not {}", state.config.database_id, hello.db_id);
+        return refuse(&mut stream, metrics, RefusalReason::WrongDatabase, detail).await;
+    }
+    match hello.want.clone() {
+        Want::Log => stream_log(state, stream, &hello).await,
+        Want::Snapshot { resume_chunk, manifest_fingerprint } => {
+            let Ok(_permit) = bootstraps.try_acquire() else {
+                let detail = format!(
+                    "already serving {} bootstraps, the most this node serves at once",
+                    state.config.replication.bootstraps_served_max
+                );
+                return refuse(&mut stream, metrics, RefusalReason::TooManyBootstraps, detail).await;
+            };
+            serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint).await
+        }
+    }
+}
+
+async fn welcome<S: AsyncWrite + Unpin>(state: &NodeState, stream: &mut S) -> Result<(), ProtocolError> {
+    let (applied_index, first_retained_index) = state.with_store(|s| (s.applied_index(), s.first_retained_index()));
+    let welcome = Message::Welcome {
+        server_id: state.node_id,
+        db_id: state.config.database_id,
+        applied_index,
+        first_retained_index,
+    };
+    write_message(stream, &welcome).await
+}
+
+async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &NodeState,
+    mut stream: S,
+    hello: &ClientHello,
+) -> Result<(), ProtocolError> {
+    welcome(state, &mut stream).await?;
+    let mut applied = state.subscribe_applied();
+    let mut last = if hello.newest_only { state.with_store(|s| s.applied_index()) } else { hello.last_index };
+    loop {
+        if hello.stop_index.is_some_and(|stop| last >= stop) {
+            return Ok(());
+        }
+        let read = state.with_store(|store| store.read_log_after(last, FRAME_LIMITS));
+        let read = match read {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::error!(error = %e, after = last, "reading the log for a replication client failed");
+                return Ok(()); // drop the client; it will find another source
+            }
+        };
+        match read {
+            LogRead::Entries(entries) if !entries.is_empty() => {
+                let stop = hello.stop_index.unwrap_or(u64::MAX);
+                let entries: Vec<_> = entries.into_iter().take_while(|e| e.index <= stop).collect();
+                last = entries.last().map_or(last, |e| e.index);
+                let frames = entries.iter().map(|e| e.compress()).collect();
+                write_message(&mut stream, &Message::Entries { entries: frames }).await?;
+            }
+            LogRead::Collected { first_retained } => {
+                tracing::info!(requested = last + 1, first_retained, "client asked for collected history");
+                let answer = Message::OutOfRetention { requested: last + 1, first_retained };
+                return write_message(&mut stream, &answer).await;
+            }
+            LogRead::Entries(_) | LogRead::Ahead { .. } => {
+                // Caught up (or ahead of us): wait for new entries, keeping the client informed.
+                applied.mark_unchanged();
+                tokio::select! {
+                    changed = applied.changed() => if changed.is_err() { return Ok(()) },
+                    () = tokio::time::sleep(KEEPALIVE_INTERVAL) => {
+                        let applied_index = *applied.borrow();
+                        write_message(&mut stream, &Message::Keepalive { applied_index }).await?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &NodeState,
+    mut stream: S,
+    exports: &Mutex<ExportCache>,
+    resume_chunk: u64,
+    fingerprint: Option<String>,
+) -> Result<(), ProtocolError> {
+    let source = match current_export(state, exports, fingerprint.as_deref()) {
+        Ok(source) => source,
+        Err(e) => {
+            tracing::error!(error = %e, "exporting a snapshot failed");
+            return write_message(&mut stream, &Message::Refused { reason: RefusalReason::ShuttingDown, detail: e })
+                .await;
+        }
+    };
+    welcome(state, &mut stream).await?;
+    let manifest = source.manifest().clone();
+    let resumed = fingerprint.as_deref() == Some(manifest.fingerprint().as_str());
+    let first = if resumed { resume_chunk.min(manifest.chunk_count()) } else { 0 };
+    let manifest_json = serde_json::to_vec(&manifest).expect("a manifest always serializes");
+    write_message(&mut stream, &Message::SnapshotManifest { manifest_json }).await?;
+    for number in first..manifest.chunk_count() {
+        let chunk = source.read_chunk(number).map_err(|e| ProtocolError::Io(std::io::Error::other(e.to_string())))?;
+        write_message(&mut stream, &Message::SnapshotChunk(chunk)).await?;
+    }
+    write_message(&mut stream, &Message::SnapshotDone).await
+}
+
+/// The export matching `fingerprint` if it is still kept, else a fresh export.
+fn current_export(
+    state: &NodeState,
+    exports: &Mutex<ExportCache>,
+    fingerprint: Option<&str>,
+) -> Result<SnapshotSource, String> {
+    let mut cache = exports.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((dir, manifest, made)) = &cache.newest {
+        let fresh = made.elapsed() < EXPORT_REUSE_MAX;
+        if fresh && fingerprint == Some(manifest.fingerprint().as_str()) {
+            return SnapshotSource::open(dir).map_err(|e| e.to_string());
+        }
+    }
+    let root = snapshot_dir(state);
+    cache.exports_made += 1;
+    let dir = root.join(format!("export-{}", cache.exports_made));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let manifest = state.with_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
+    if let Some((old, _, _)) = cache.newest.replace((dir.clone(), manifest, tokio::time::Instant::now())) {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    SnapshotSource::open(&dir).map_err(|e| e.to_string())
+}
+
+/// Where this node keeps snapshot exports and imports: beside its store.
+pub fn snapshot_dir(state: &NodeState) -> PathBuf {
+    let path = &state.config.storage.path;
+    if path.as_os_str().is_empty() {
+        std::env::temp_dir().join(format!("qs-node-{}-snapshots", state.config.name))
+    } else {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".snapshots");
+        path.with_file_name(name)
+    }
+}

@@ -1,0 +1,186 @@
+//! The root's write path: producers' writes, batched into log entries, plus heartbeats.
+//!
+//! Guarantees:
+//! - Writes that arrive within one batch window commit together, as one log entry (or a few,
+//!   when the batch is over the entry limits), in one store commit.
+//! - A write whose key already holds the same value (or, for a delete, holds nothing) is dropped
+//!   before it reaches the log, and counted — the seed's fix for producers that rewrite
+//!   identical values.
+//! - A write is acknowledged only after the commit that holds it returned: an acknowledged write
+//!   is durable on the root.
+//! - A heartbeat entry (an entry with no operations) is written at the heartbeat interval when no
+//!   other entry was, so every replica can measure its lag from the newest entry's timestamp.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::entry::{LogEntry, Op};
+use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
+use crate::node::NodeState;
+
+/// Most write requests gathered into one batch; the rest wait for the next window.
+pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;
+/// Requests queued for the committer before producers wait for room.
+pub const WRITE_QUEUE_DEPTH_MAX: usize = 10_000;
+/// Encoded bytes one entry may use, leaving room below `ENTRY_BYTES_MAX` for the header.
+const ENTRY_BODY_BYTES_MAX: usize = ENTRY_BYTES_MAX - 4096;
+
+/// One producer request: its operations, and where to send the index that made them durable.
+#[derive(Debug)]
+pub struct WriteRequest {
+    pub ops: Vec<Op>,
+    pub reply: oneshot::Sender<Result<WriteReceipt, String>>,
+}
+
+/// What a producer learns about its committed write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteReceipt {
+    /// The root's applied index after the commit that holds the write.
+    pub index: u64,
+    /// How many of the request's operations were dropped as identical rewrites.
+    pub identical_dropped: usize,
+}
+
+/// Handle producers use to submit writes.
+#[derive(Clone, Debug)]
+pub struct WriteQueue(mpsc::Sender<WriteRequest>);
+
+impl WriteQueue {
+    /// Submits `ops` and waits until they are durable.
+    pub async fn write(&self, ops: Vec<Op>) -> Result<WriteReceipt, String> {
+        let (reply, receipt) = oneshot::channel();
+        self.0.send(WriteRequest { ops, reply }).await.map_err(|_| "the root is shutting down".to_string())?;
+        receipt.await.map_err(|_| "the root is shutting down".to_string())?
+    }
+}
+
+/// Starts the committer and heartbeat tasks; returns the queue producers write into.
+pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> WriteQueue {
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
+    tokio::spawn(run_committer(state.clone(), rx, batch_window));
+    tokio::spawn(run_heartbeat(state, heartbeat_interval));
+    WriteQueue(tx)
+}
+
+async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteRequest>, batch_window: Duration) {
+    while let Some(first) = rx.recv().await {
+        let deadline = tokio::time::Instant::now() + batch_window;
+        let mut batch = vec![first];
+        while batch.len() < WRITE_REQUESTS_PER_BATCH_MAX {
+            tokio::select! {
+                next = rx.recv() => match next {
+                    Some(request) => batch.push(request),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        commit_batch(&state, batch);
+    }
+}
+
+async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let newest = state.newest_entry_ms();
+        if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
+            state.with_store(|store| {
+                let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
+                if let Err(e) = store.apply(std::slice::from_ref(&entry)) {
+                    tracing::error!(error = %e, "heartbeat commit failed");
+                }
+            });
+            state.after_apply();
+        }
+    }
+}
+
+/// Drops identical rewrites, packs the rest into entries, commits them in one apply, and
+/// answers every request.
+fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
+    let timestamp_ms = crate::clock::unix_ms();
+    let outcome = state.with_store(|store| {
+        // The value each key will hold once the batch so far is applied.
+        let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let mut kept: Vec<Op> = Vec::new();
+        let mut dropped = Vec::with_capacity(batch.len());
+        for request in &batch {
+            let mut identical = 0;
+            for op in &request.ops {
+                let current = match pending.get(op.key()) {
+                    Some(value) => value.clone(),
+                    // A damaged stored value is treated as different, so the write repairs it.
+                    None => store.get(op.key()).unwrap_or(None),
+                };
+                let unchanged = match op {
+                    Op::Set { value, .. } => current.as_deref() == Some(value.as_slice()),
+                    Op::Delete { .. } => current.is_none(),
+                };
+                if unchanged {
+                    identical += 1;
+                    continue;
+                }
+                let new_value = match op {
+                    Op::Set { value, .. } => Some(value.clone()),
+                    Op::Delete { .. } => None,
+                };
+                pending.insert(op.key().to_vec(), new_value);
+                kept.push(op.clone());
+            }
+            dropped.push(identical);
+        }
+        let entries = pack(store, timestamp_ms, kept)?;
+        store.apply(&entries).map_err(|e| e.to_string())?;
+        Ok::<_, String>((store.applied_index(), dropped, entries))
+    });
+    state.after_apply();
+    match outcome {
+        Ok((index, dropped, entries)) => {
+            let written: u64 = entries.iter().map(|e| e.ops.len() as u64).sum();
+            state.metrics.writes_accepted.inc_by(written);
+            for (request, identical_dropped) in batch.into_iter().zip(dropped) {
+                state.metrics.writes_identical_dropped.inc_by(identical_dropped as u64);
+                let _ = request.reply.send(Ok(WriteReceipt { index, identical_dropped }));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "write batch commit failed");
+            for request in batch {
+                let _ = request.reply.send(Err(format!("commit failed: {e}")));
+            }
+        }
+    }
+}
+
+/// Splits `ops` into sealed, chained entries within the entry limits.
+fn pack(store: &crate::store::Store, timestamp_ms: u64, ops: Vec<Op>) -> Result<Vec<LogEntry>, String> {
+    let mut entries: Vec<LogEntry> = Vec::new();
+    let mut current: Vec<Op> = Vec::new();
+    let mut current_bytes = 0;
+    let seal = |ops: Vec<Op>, entries: &mut Vec<LogEntry>| -> Result<(), String> {
+        let (index, prev) = match entries.last() {
+            Some(last) => (last.index + 1, last.hash),
+            None => (store.applied_index() + 1, store.chain_hash()),
+        };
+        entries.push(LogEntry::seal(index, store.db_id(), timestamp_ms, prev, ops).map_err(|e| e.to_string())?);
+        Ok(())
+    };
+    for op in ops {
+        let op_bytes = 16 + op.key().len() + if let Op::Set { value, .. } = &op { value.len() } else { 0 };
+        if !current.is_empty()
+            && (current.len() == OPS_PER_ENTRY_MAX || current_bytes + op_bytes > ENTRY_BODY_BYTES_MAX)
+        {
+            seal(std::mem::take(&mut current), &mut entries)?;
+            current_bytes = 0;
+        }
+        current_bytes += op_bytes;
+        current.push(op);
+    }
+    if !current.is_empty() {
+        seal(current, &mut entries)?;
+    }
+    Ok(entries)
+}
