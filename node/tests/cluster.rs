@@ -8,7 +8,9 @@
 //! node has the same applied index, chain hash and state digest, and every acknowledged write
 //! reads back from every edge.
 
-use std::net::{SocketAddr, TcpListener};
+mod common;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,23 +24,9 @@ struct Ports {
     http: SocketAddr,
 }
 
-/// A free loopback port below the kernel's ephemeral range (32768 and up), so no outgoing
-/// connection can take it between our check and the node's bind.
-fn free_port() -> SocketAddr {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 20_000 + (std::process::id() % 1_000) as u16 * 12;
-    loop {
-        let port = base + NEXT.fetch_add(1, Ordering::Relaxed) % 12_000;
-        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
-            return listener.local_addr().unwrap();
-        }
-    }
-}
-
 impl Ports {
     fn new() -> Ports {
-        Ports { replication: free_port(), memcached: free_port(), http: free_port() }
+        Ports { replication: common::free_port(), memcached: common::free_port(), http: common::free_port() }
     }
 }
 
