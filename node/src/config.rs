@@ -379,6 +379,20 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_examples_are_valid() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&examples).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                NodeConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 2, "found only {checked} example configs in {}", examples.display());
+    }
+
+    #[test]
     fn refuses_a_replica_that_lists_itself() {
         let replica = r#"
             name = "edge"

@@ -285,3 +285,53 @@ async fn producers_are_held_to_their_prefixes_and_quotas() {
     });
     assert_eq!(root.state.metrics.writes_throttled.get(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_serves_at_most_its_configured_number_of_bootstraps_at_once() {
+    let (cfg, addrs) = config("boot-root", "root", 1000, &[], &[]);
+    assert_eq!(cfg.replication.bootstraps_served_max, 2);
+    let root = Node::start(cfg, 31).await.unwrap();
+    // ~12 MiB of values, so a snapshot cannot fit in the socket buffers of a client that stalls.
+    for i in 0..48 {
+        root.state.with_store(|store| {
+            let value = vec![b'v' ^ (i as u8); 256 << 10];
+            let entry = store.next_entry(0, vec![Op::Set { key: format!("waf:big-{i}").into_bytes(), value }]).unwrap();
+            store.apply(&[entry]).unwrap();
+        });
+    }
+    let db: DatabaseId = DB.parse().unwrap();
+    let snapshot_hello = || ClientHello::new(77, db, 0, Want::Snapshot { resume_chunk: 0, manifest_fingerprint: None });
+    // Two clients start bootstraps and stop reading: both transfers stay in progress.
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(addrs.replication).await.unwrap();
+        write_message(&mut stream, &Message::Hello(snapshot_hello())).await.unwrap();
+        assert!(matches!(read_message(&mut stream).await.unwrap(), Some(Message::Welcome { .. })));
+        stalled.push(stream);
+    }
+    // The third is refused, with the reason.
+    match handshake(addrs.replication, snapshot_hello()).await {
+        Message::Refused { reason: RefusalReason::TooManyBootstraps, detail } => {
+            assert!(detail.contains('2'), "{detail}")
+        }
+        other => panic!("expected TooManyBootstraps, got {other:?}"),
+    }
+    assert_eq!(refusals(&root.state.metrics, RefusalReason::TooManyBootstraps), 1);
+    // When a stalled client goes away, its slot frees up (once the server notices the reset).
+    drop(stalled.pop());
+    let mut retry = TcpStream::connect(addrs.replication).await.unwrap();
+    let started = std::time::Instant::now();
+    let accepted = loop {
+        assert!(started.elapsed() < WAIT, "no bootstrap slot freed up");
+        write_message(&mut retry, &Message::Hello(snapshot_hello())).await.unwrap();
+        match read_message(&mut retry).await.unwrap() {
+            Some(Message::Welcome { .. }) => break true,
+            Some(Message::Refused { reason: RefusalReason::TooManyBootstraps, .. }) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                retry = TcpStream::connect(addrs.replication).await.unwrap();
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert!(accepted);
+}
