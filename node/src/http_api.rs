@@ -98,16 +98,9 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
         })
         .collect();
     let api = Arc::new(Api { state, writes, producers });
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "http accept failed");
-                continue;
-            }
-        };
+    crate::node::accept_each(listener, "http", |stream, peer| {
         let api = api.clone();
-        tokio::spawn(async move {
+        async move {
             let service = hyper::service::service_fn(move |request| {
                 let api = api.clone();
                 async move { Ok::<_, Infallible>(api.handle(request).await) }
@@ -118,10 +111,11 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
             if let Err(e) = result {
-                tracing::debug!(error = %e, "http connection ended with an error");
+                tracing::debug!(%peer, error = %e, "http connection ended with an error");
             }
-        });
-    }
+        }
+    })
+    .await
 }
 
 type Reply = Response<Full<Bytes>>;

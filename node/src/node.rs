@@ -10,11 +10,12 @@
 //! - All I/O and timing go through tokio (`madsim-tokio`), so the same code runs in the
 //!   simulator.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::{NodeConfig, Role};
@@ -180,27 +181,40 @@ impl Node {
     }
 }
 
-async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
+/// Accepts connections on `listener` forever, serving each on its own task. An accept error
+/// (out of file descriptors, say) is logged and retried after a short pause rather than spun on.
+pub(crate) async fn accept_each<F, Fut>(listener: TcpListener, what: &'static str, serve: F)
+where
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "memcached accept failed");
-                continue;
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(serve(stream, peer));
             }
-        };
+            Err(e) => {
+                tracing::warn!(listener = what, error = %e, "accept failed");
+                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Pause after a failed accept.
+const ACCEPT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
+    accept_each(listener, "memcached", |stream, peer| {
         let state = state.clone();
-        tokio::spawn(async move {
+        async move {
             let result = crate::memcached::serve_connection(stream, state.as_ref(), &state.read_counters).await;
             if let Err(e) = result {
-                tracing::debug!(error = %e, "memcached connection ended with an error");
+                tracing::debug!(%peer, error = %e, "memcached connection ended with an error");
             }
-            let counters = state.read_counters.snapshot();
-            state.metrics.read_hits.set(counters.get_hits as i64);
-            state.metrics.read_misses.set(counters.get_misses as i64);
-            state.metrics.bogus_requests.set(counters.bogus_requests as i64);
-        });
-    }
+        }
+    })
+    .await
 }
 
 async fn run_gc(state: Arc<NodeState>) {

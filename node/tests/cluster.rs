@@ -155,6 +155,15 @@ fn put(root: &NodeProcess, key: &str, value: &str) -> u64 {
     body["index"].as_u64().unwrap()
 }
 
+/// Writes `dns:zone-<i>` = `<net>.<i>` for each `i`, recording each acknowledged write.
+fn write_zones(root: &NodeProcess, range: std::ops::Range<u32>, net: &str, acked: &mut Vec<(String, String)>) {
+    for i in range {
+        let (key, value) = (format!("dns:zone-{i}"), format!("{net}.{i}"));
+        put(root, &key, &value);
+        acked.push((key, value));
+    }
+}
+
 #[test]
 fn cluster_survives_the_loss_of_an_intermediate() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,11 +202,7 @@ fn cluster_survives_the_loss_of_an_intermediate() {
 
     // Writes, each acknowledged once durable on the root.
     let mut acked = Vec::new();
-    for i in 0..40 {
-        let (key, value) = (format!("dns:zone-{i}"), format!("203.0.113.{i}"));
-        put(&root, &key, &value);
-        acked.push((key, value));
-    }
+    write_zones(&root, 0..40, "203.0.113", &mut acked);
     let target = root.applied();
     wait_until("every node to reach the root's index", Duration::from_secs(30), || {
         [&mid1, &mid2].into_iter().chain(&edges).all(|n| n.applied() >= target)
@@ -219,11 +224,7 @@ fn cluster_survives_the_loss_of_an_intermediate() {
     // Kill an intermediate; keep writing; its edges must fail over within the staleness bound.
     mid1.kill();
     let killed_at = Instant::now();
-    for i in 40..60 {
-        let (key, value) = (format!("dns:zone-{i}"), format!("198.51.100.{i}"));
-        put(&root, &key, &value);
-        acked.push((key, value));
-    }
+    write_zones(&root, 40..60, "198.51.100", &mut acked);
     let target = root.applied();
     wait_until("edges of the dead intermediate to catch up through their secondary", STALENESS * 4, || {
         edges[..2].iter().all(|e| e.applied() >= target)
@@ -241,11 +242,7 @@ fn cluster_survives_the_loss_of_an_intermediate() {
     // edges can only notice through the staleness threshold.
     mid2.signal("STOP");
     let frozen_at = Instant::now();
-    for i in 60..65 {
-        let (key, value) = (format!("dns:zone-{i}"), format!("192.0.2.{i}"));
-        put(&root, &key, &value);
-        acked.push((key, value));
-    }
+    write_zones(&root, 60..65, "192.0.2", &mut acked);
     let target = root.applied();
     wait_until("edges of the frozen intermediate to fail over on staleness", STALENESS * 4, || {
         edges[2..].iter().all(|e| e.applied() >= target)
@@ -254,11 +251,7 @@ fn cluster_survives_the_loss_of_an_intermediate() {
     eprintln!("edges of mid-2 failed over to mid-1 {waited:?} after it froze (staleness {STALENESS:?})");
     assert!(waited >= STALENESS / 2, "edges moved before the source could have looked stale: {waited:?}");
     mid2.signal("CONT");
-    for i in 65..75 {
-        let (key, value) = (format!("dns:zone-{i}"), format!("192.0.2.{i}"));
-        put(&root, &key, &value);
-        acked.push((key, value));
-    }
+    write_zones(&root, 65..75, "192.0.2", &mut acked);
     let target = root.applied();
     wait_until("everyone to converge after the restart", Duration::from_secs(30), || {
         [&mid1, &mid2].into_iter().chain(&edges).all(|n| n.applied() >= target)

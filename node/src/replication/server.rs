@@ -46,21 +46,15 @@ struct ExportCache {
 pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
     let bootstraps = Arc::new(Semaphore::new(state.config.replication.bootstraps_served_max));
     let exports = Arc::new(Mutex::new(ExportCache::default()));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!(error = %e, "replication accept failed");
-                continue;
-            }
-        };
+    crate::node::accept_each(listener, "replication", |stream, peer| {
         let (state, bootstraps, exports) = (state.clone(), bootstraps.clone(), exports.clone());
-        tokio::spawn(async move {
+        async move {
             if let Err(e) = serve(&state, stream, &bootstraps, &exports).await {
                 tracing::debug!(%peer, error = %e, "replication client disconnected");
             }
-        });
-    }
+        }
+    })
+    .await
 }
 
 async fn refuse<S: AsyncWrite + Unpin>(

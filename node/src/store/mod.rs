@@ -480,36 +480,27 @@ impl Store {
         if from < self.head.first_retained_index {
             return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
         }
-        let mut entries = Vec::new();
+        let mut entries: Vec<LogEntry> = Vec::new();
         let mut bytes = 0usize;
-        let mut failure = None;
-        let mut expected = from;
-        self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
-            if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + value.len() > limits.bytes_max) {
+        let mut misplaced = None;
+        self.scan_entries(from, &mut |index, compressed_len, entry| {
+            if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + compressed_len > limits.bytes_max)
+            {
                 return false;
             }
-            let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
-            match LogEntry::decompress(value) {
-                Ok(entry) if entry.index == expected && index == expected => {
-                    bytes += value.len();
-                    entries.push(entry);
-                    expected += 1;
-                    true
-                }
-                Ok(entry) => {
-                    failure = Some(StoreError::CorruptLog {
-                        index: expected,
-                        reason: format!("found entry {} under key {index} where {expected} belongs", entry.index),
-                    });
-                    false
-                }
-                Err(e) => {
-                    failure = Some(StoreError::CorruptLog { index, reason: e.to_string() });
-                    false
-                }
+            let expected = from + entries.len() as u64;
+            if index != expected || entry.index != expected {
+                misplaced = Some(StoreError::CorruptLog {
+                    index: expected,
+                    reason: format!("found entry {} under key {index} where {expected} belongs", entry.index),
+                });
+                return false;
             }
+            bytes += compressed_len;
+            entries.push(entry);
+            true
         })?;
-        if let Some(failure) = failure {
+        if let Some(failure) = misplaced {
             return Err(failure);
         }
         if entries.is_empty() && from <= self.head.applied_index {
@@ -530,27 +521,13 @@ impl Store {
             match policy.keep_age_ms {
                 None => new_first = end.max(first),
                 Some(age) => {
-                    let mut failure = None;
-                    self.engine.scan(Table::Log, &log_key(first), &mut |key, value| {
-                        let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
-                        if index >= end {
-                            return false;
+                    self.scan_entries(first, &mut |index, _, entry| {
+                        let collectable = index < end && entry.timestamp_ms.saturating_add(age) <= now_ms;
+                        if collectable {
+                            new_first = index + 1;
                         }
-                        match LogEntry::decompress(value) {
-                            Ok(entry) if entry.timestamp_ms.saturating_add(age) <= now_ms => {
-                                new_first = index + 1;
-                                true
-                            }
-                            Ok(_) => false,
-                            Err(e) => {
-                                failure = Some(StoreError::CorruptLog { index, reason: e.to_string() });
-                                false
-                            }
-                        }
+                        collectable
                     })?;
-                    if let Some(failure) = failure {
-                        return Err(failure);
-                    }
                 }
             }
         }
@@ -574,34 +551,29 @@ impl Store {
     /// Digest of the whole KV state, verifying every value's checksum on the way.
     pub fn state_digest(&self) -> Result<StateDigest, StoreError> {
         let mut hasher = blake3::Hasher::new();
-        let mut damaged = None;
-        self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
-            Some(value) => {
-                hasher.update(&(key.len() as u64).to_le_bytes());
-                hasher.update(key);
-                hasher.update(&(value.len() as u64).to_le_bytes());
-                hasher.update(value);
-                true
-            }
-            None => {
-                damaged = Some(escape(key));
-                false
-            }
+        self.scan_values(&mut |key, value| {
+            hasher.update(&(key.len() as u64).to_le_bytes());
+            hasher.update(key);
+            hasher.update(&(value.len() as u64).to_le_bytes());
+            hasher.update(value);
         })?;
-        if let Some(key) = damaged {
-            self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Checksum { key });
-        }
         Ok(StateDigest(*hasher.finalize().as_bytes()))
     }
 
     /// Every key and value, in key order, checksum-verified. For tests and small stores.
     pub fn dump(&self) -> Result<Vec<KeyValue>, StoreError> {
         let mut out = Vec::new();
+        self.scan_values(&mut |key, value| out.push((key.to_vec(), value.to_vec())))?;
+        Ok(out)
+    }
+
+    /// Visits every key and verified value in key order; stops at the first damaged value and
+    /// reports it (counted) as [`StoreError::Checksum`].
+    fn scan_values(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
         let mut damaged = None;
         self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
             Some(value) => {
-                out.push((key.to_vec(), value.to_vec()));
+                visit(key, value);
                 true
             }
             None => {
@@ -614,8 +586,26 @@ impl Store {
                 self.checksum_failures.fetch_add(1, Ordering::Relaxed);
                 Err(StoreError::Checksum { key })
             }
-            None => Ok(out),
+            None => Ok(()),
         }
+    }
+
+    /// Visits decoded, hash-verified log entries from index `from` on, with each one's stored
+    /// (compressed) length, until `visit` returns false; an undecodable entry is
+    /// [`StoreError::CorruptLog`].
+    fn scan_entries(&self, from: u64, visit: &mut dyn FnMut(u64, usize, LogEntry) -> bool) -> Result<(), StoreError> {
+        let mut damaged = None;
+        self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
+            let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
+            match LogEntry::decompress(value) {
+                Ok(entry) => visit(index, value.len(), entry),
+                Err(e) => {
+                    damaged = Some(StoreError::CorruptLog { index, reason: e.to_string() });
+                    false
+                }
+            }
+        })?;
+        damaged.map_or(Ok(()), Err)
     }
 
     /// Keys and bytes grouped by prefix (the part of the key before the first `:`; a key with
