@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, CI): builds everything and runs every test.
 #   - the workspace's tests on the normal (tokio) build;
-#   - the node built and its unit tests run with `--cfg madsim`, the simulator's build, in its
-#     own target directory so the two builds do not invalidate each other.
+#   - the node built with `--cfg madsim`, the simulator's build (in its own target directory so
+#     the two builds do not invalidate each other): its unit tests, and tests/simulated.rs, which
+#     runs unchanged nodes as madsim nodes and checks that one seed gives one run.
 # Set-up (system packages, the once-per-machine RocksDB build) happens first, on demand.
 source "$(dirname "$0")/setup.sh"
 
@@ -17,4 +18,4 @@ echo "== tests (tokio build)" >&2
 cargo test --workspace --locked
 
 echo "== node under --cfg madsim (the simulator's build)" >&2
-RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --target-dir target/madsim
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated --target-dir target/madsim

@@ -1,0 +1,126 @@
+//! The unchanged node inside the deterministic simulator (`--cfg madsim`): a root and two edges
+//! as madsim nodes with their own addresses, replicating over simulated TCP under one seed.
+//! The edge's source is killed mid-run and it must fail over; the whole run is repeated with
+//! the same seed and must end in the same state, byte for byte.
+//!
+//! Run: `RUSTFLAGS="--cfg madsim" cargo test -p qs-node --test simulated --target-dir target/madsim`
+//! (part of `./ci/test.sh`). In the normal build this file compiles to nothing.
+#![cfg(madsim)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use madsim::runtime::{Handle, Runtime};
+use qs_node::config::NodeConfig;
+use qs_node::entry::Op;
+use qs_node::node::{Node, NodeState};
+
+const DB: &str = "5157534d-0000-0000-0000-00000000515d";
+
+fn addr(ip: IpAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(ip, port)
+}
+
+fn config(name: &str, ip: IpAddr, primaries: &[SocketAddr]) -> NodeConfig {
+    let list = |a: &[SocketAddr]| a.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(",");
+    let mut text = format!(
+        "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DB}\"\n[storage]\nengine = \"memory\"\n\
+         [listen]\nreplication = \"{r}\"\nmemcached = \"{m}\"\nhttp = \"{h}\"\n",
+        role = if primaries.is_empty() { "root" } else { "replica" },
+        r = addr(ip, 7000),
+        m = addr(ip, 11211),
+        h = addr(ip, 8000),
+    );
+    if primaries.is_empty() {
+        text += "[root]\nbatch_window = \"500ms\"\nheartbeat_interval = \"1s\"\n";
+    } else {
+        text += &format!("[replication]\nprimaries = [{}]\nstaleness_failover = \"5s\"\n", list(primaries));
+    }
+    NodeConfig::parse(&text, name).unwrap()
+}
+
+/// What a run ends with on each node: applied index, chain hash, state digest.
+type Heads = Vec<(u64, String, String)>;
+
+fn head(state: &NodeState) -> (u64, String, String) {
+    state.with_store(|s| (s.applied_index(), s.chain_hash().to_hex(), s.state_digest().unwrap().to_string()))
+}
+
+fn run(seed: u64) -> Heads {
+    let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    runtime.block_on(async {
+        let handle = Handle::current();
+        let start = madsim::time::Instant::now();
+        let ips: Vec<IpAddr> = (1..=4).map(|i| format!("10.0.0.{i}").parse().unwrap()).collect();
+        let root_config = config("root", ips[0], &[]);
+        let mid_config = config("mid", ips[1], &[addr(ips[0], 7000)]);
+        // The edge follows the mid first, then the root directly.
+        let edge_config = config("edge", ips[2], &[addr(ips[1], 7000), addr(ips[0], 7000)]);
+
+        let (root_tx, root_rx) = tokio::sync::oneshot::channel();
+        handle.create_node().name("root").ip(ips[0]).build().spawn(async move {
+            let node = Node::start(root_config, 1).await.unwrap();
+            let _ = root_tx.send(node.state.clone());
+            std::future::pending::<()>().await;
+        });
+        let root = root_rx.await.unwrap();
+        let mid_node = handle.create_node().name("mid").ip(ips[1]).build();
+        mid_node.spawn(async move {
+            let _node = Node::start(mid_config, 2).await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let (edge_tx, edge_rx) = tokio::sync::oneshot::channel();
+        handle.create_node().name("edge").ip(ips[2]).build().spawn(async move {
+            let node = Node::start(edge_config, 3).await.unwrap();
+            let _ = edge_tx.send(node.state.clone());
+            std::future::pending::<()>().await;
+        });
+        let edge = edge_rx.await.unwrap();
+
+        // Writes at the root for a while, with the mid killed half way through.
+        for i in 0..40u32 {
+            if i == 20 {
+                handle.kill(mid_node.id());
+            }
+            root.with_store(|store| {
+                let ops =
+                    vec![Op::Set { key: format!("dns:zone-{}", i % 7).into_bytes(), value: i.to_le_bytes().to_vec() }];
+                let entry = store.next_entry(qs_node::clock::unix_ms(), ops).unwrap();
+                store.apply(&[entry]).unwrap();
+            });
+            root.after_apply();
+            madsim::time::sleep(Duration::from_millis(250)).await;
+        }
+        // Quiet period: the edge must reach the root's head through its second source.
+        let deadline = madsim::time::Instant::now() + Duration::from_secs(60);
+        while head(&edge).1 != head(&root).1 || head(&edge).0 < 40 {
+            assert!(
+                madsim::time::Instant::now() < deadline,
+                "edge did not converge: {:?} vs {:?}",
+                head(&edge),
+                head(&root)
+            );
+            madsim::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(edge.metrics.failovers.get() >= 1, "the edge never left its dead source");
+        eprintln!(
+            "seed {seed}: simulated {:?}; root {:?}; edge failovers {}, entries applied {}",
+            madsim::time::Instant::now().duration_since(start),
+            head(&root),
+            edge.metrics.failovers.get(),
+            edge.metrics.entries_applied.get()
+        );
+        vec![head(&root), head(&edge)]
+    })
+}
+
+#[test]
+fn the_node_replicates_and_fails_over_inside_the_simulator() {
+    let heads = run(7);
+    assert_eq!(heads[0], heads[1]);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    assert_eq!(run(42), run(42));
+}
