@@ -286,4 +286,16 @@ fn cluster_survives_the_loss_of_an_intermediate() {
             assert_eq!(got.as_deref(), Some(value.as_str()), "{} key {key} after the failover", edge.name);
         }
     }
+
+    // Lose the root itself: no one has an upstream any more, and everyone keeps serving what it
+    // has — reads on every edge, and the intermediates keep their edges connected.
+    root.kill();
+    std::thread::sleep(STALENESS * 2);
+    for edge in &edges {
+        let client = memcache::Client::connect(format!("memcache://{}?protocol=ascii", edge.ports.memcached)).unwrap();
+        let (key, value) = &acked[acked.len() - 1];
+        let got: Option<String> = client.get(key).unwrap();
+        assert_eq!(got.as_deref(), Some(value.as_str()), "{} stopped serving after the root was lost", edge.name);
+        assert!(edge.status().is_some(), "{} stopped answering", edge.name);
+    }
 }

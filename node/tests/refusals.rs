@@ -335,3 +335,53 @@ async fn a_source_serves_at_most_its_configured_number_of_bootstraps_at_once() {
     };
     assert!(accepted);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_in_one_window_share_an_entry_and_identical_rewrites_are_dropped() {
+    let (mut cfg, addrs) = config("window-root", "root", 1000, &[], &[]);
+    cfg.root.as_mut().unwrap().batch_window = Duration::from_millis(400);
+    let root = Node::start(cfg, 41).await.unwrap();
+    let http_addr = addrs.http;
+    // Three producers' writes land within one window: one entry, one index for all three.
+    let writers: Vec<_> = (1..=3)
+        .map(|i| {
+            tokio::task::spawn_blocking(move || {
+                http("PUT", http_addr, &format!("/v1/keys/waf:w{i}"), Some(TOKEN), "on")
+            })
+        })
+        .collect();
+    let mut indexes = Vec::new();
+    for writer in writers {
+        let (status, body, _) = writer.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        indexes.push(serde_json::from_str::<serde_json::Value>(&body).unwrap()["index"].as_u64().unwrap());
+    }
+    assert!(indexes.windows(2).all(|w| w[0] == w[1]), "writes in one window got indexes {indexes:?}");
+    let entry_ops = root.state.with_store(|s| {
+        match s.read_log_after(indexes[0] - 1, qs_node::LogReadLimits { entries_max: 1, bytes_max: 1 << 20 }) {
+            Ok(qs_node::LogRead::Entries(e)) => e[0].ops.len(),
+            other => panic!("{other:?}"),
+        }
+    });
+    assert_eq!(entry_ops, 3, "the window's writes share one entry");
+
+    // Rewriting the value a key already holds is dropped before the log.
+    tokio::time::sleep(Duration::from_millis(700)).await; // let the quota refill
+    let (status, body, _) =
+        tokio::task::spawn_blocking(move || http("PUT", http_addr, "/v1/keys/waf:w1", Some(TOKEN), "on"))
+            .await
+            .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let receipt: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(receipt["identical_dropped"], 1, "{body}");
+    assert_eq!(root.state.metrics.writes_identical_dropped.get(), 1);
+    let log_has_it_once = root.state.with_store(|s| {
+        match s.read_log_after(0, qs_node::LogReadLimits { entries_max: 1000, bytes_max: 1 << 20 }) {
+            Ok(qs_node::LogRead::Entries(e)) => {
+                e.iter().flat_map(|e| &e.ops).filter(|op| op.key() == b"waf:w1").count()
+            }
+            other => panic!("{other:?}"),
+        }
+    });
+    assert_eq!(log_has_it_once, 1);
+}
