@@ -10,6 +10,7 @@ source "$(dirname "$0")/setup.sh"
 if cargo clippy --version >/dev/null 2>&1; then
   echo "== clippy" >&2
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  RUSTFLAGS="--cfg madsim" cargo clippy --locked -p qs-node -p qs-sim --all-targets --target-dir target/madsim -- -D warnings
 else
   echo "== clippy is not installed for this toolchain; skipping lints" >&2
 fi
@@ -19,3 +20,6 @@ cargo test --workspace --locked
 
 echo "== node under --cfg madsim (the simulator's build)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated --target-dir target/madsim
+
+echo "== the simulator (qsim runs scenarios, determinism across processes, the canary)" >&2
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim

@@ -66,6 +66,15 @@ impl NodeState {
         self.after_apply();
     }
 
+    /// Records that entries `first..=last` were applied, as the `qs::apply` trace event the
+    /// simulator's checkers consume, then wakes everything waiting for new entries.
+    pub fn applied(&self, first: u64, last: u64, hash: crate::entry::ChainHash) {
+        if first <= last {
+            tracing::info!(target: "qs::apply", node = %self.config.name, first, last, hash = %hash, "applied");
+        }
+        self.after_apply();
+    }
+
     /// Wakes everything waiting for new entries and refreshes the gauges.
     pub fn after_apply(&self) {
         let (applied, newest_ms) = self.with_store(|store| (store.applied_index(), newest_timestamp(store)));
@@ -150,10 +159,16 @@ pub struct Node {
 }
 
 impl Node {
-    /// Opens the store, binds every listener, and starts the role's tasks.
+    /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
     pub async fn start(config: NodeConfig, node_id: u128) -> Result<Node, StartError> {
         let location = StoreLocation::new(config.storage.engine, &config.storage.path);
-        let store = Store::open(&location, &OpenOptions::new(config.database_id))?;
+        Node::start_on(config, &location, node_id).await
+    }
+
+    /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
+    /// that outlives the node's process, so a restarted node finds its data again.
+    pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
+        let store = Store::open(location, &OpenOptions::new(config.database_id))?;
         tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
         let state = NodeState::new(config, store, node_id);
         let bind = |what, addr| async move {

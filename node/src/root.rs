@@ -71,6 +71,9 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
         let mut batch = vec![first];
         while batch.len() < WRITE_REQUESTS_PER_BATCH_MAX {
             tokio::select! {
+                // Fixed poll order: select!'s default random order draws from a process-wide
+                // seed, which would make runs differ under one simulator seed.
+                biased;
                 next = rx.recv() => match next {
                     Some(request) => batch.push(request),
                     None => break,
@@ -87,13 +90,14 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
         tokio::time::sleep(interval).await;
         let newest = state.newest_entry_ms();
         if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
-            state.with_store(|store| {
+            let committed = state.with_store(|store| {
                 let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
-                if let Err(e) = store.apply(std::slice::from_ref(&entry)) {
-                    tracing::error!(error = %e, "heartbeat commit failed");
-                }
+                store.apply(std::slice::from_ref(&entry)).map(|()| entry)
             });
-            state.after_apply();
+            match committed {
+                Ok(entry) => state.applied(entry.index, entry.index, entry.hash),
+                Err(e) => tracing::error!(error = %e, "heartbeat commit failed"),
+            }
         }
     }
 }
@@ -136,9 +140,11 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         store.apply(&entries).map_err(|e| e.to_string())?;
         Ok::<_, String>((store.applied_index(), dropped, entries))
     });
-    state.after_apply();
     match outcome {
         Ok((index, dropped, entries)) => {
+            if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+                state.applied(first.index, last.index, last.hash);
+            }
             let written: u64 = entries.iter().map(|e| e.ops.len() as u64).sum();
             state.metrics.writes_accepted.inc_by(written);
             for (request, identical_dropped) in batch.into_iter().zip(dropped) {
@@ -147,6 +153,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
             }
         }
         Err(e) => {
+            state.after_apply();
             tracing::error!(error = %e, "write batch commit failed");
             for request in batch {
                 let _ = request.reply.send(Err(format!("commit failed: {e}")));

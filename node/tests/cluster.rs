@@ -7,6 +7,8 @@
 //! connections stay open), and its edges must move too. At the end every
 //! node has the same applied index, chain hash and state digest, and every acknowledged write
 //! reads back from every edge.
+// Real sockets and real processes: the tokio build only (tests/simulated.rs covers madsim).
+#![cfg(not(madsim))]
 
 mod common;
 

@@ -2,6 +2,8 @@
 //! wrong database id, self-replication, unsupported version, a client that is not a replica,
 //! collected history (an explicit answer, then a fallback to a longer-history source, then a
 //! snapshot bootstrap — never a skip), a corrupted entry in the stream, ACL and quota.
+// Real sockets and real processes: the tokio build only (tests/simulated.rs covers madsim).
+#![cfg(not(madsim))]
 
 mod common;
 

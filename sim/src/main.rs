@@ -1,14 +1,253 @@
 //! `qsim`: the command line of the deterministic simulator.
 //!
-//! The simulator is not built yet. Until it is, `qsim` refuses every command loudly rather
-//! than pretend to run a scenario.
+//! Data (settings, verdicts, the reproduce command) goes to stdout; logs to stderr. Exit codes
+//! are fixed: see `qs_sim::exit` and `qsim --help`.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+use qs_sim::exit;
+use qs_sim::scenario::Scenario;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "qsim",
+    version,
+    about = "Deterministic simulation of a replicated configuration store",
+    after_help = "Exit codes: 0 pass, 1 invariant violation, 2 bad arguments or scenario, 3 liveness \
+                  failure (no convergence), 4 the simulation crashed, 5 nondeterminism, 70 built without \
+                  --cfg madsim (use ./qsim)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one scenario under one seed; print the settings, then each checker's verdict.
+    Run {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// The seed every random choice of the run is drawn from.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where to write the trace and summary (default: runs/<scenario>/seed-<seed>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run the seed again in a second process and fail (exit 5) if the traces differ, naming
+        /// the first differing event.
+        #[arg(long)]
+        check_determinism: bool,
+    },
+    /// List the scenarios in a folder and what each reproduces.
+    List {
+        /// The folder to list.
+        #[arg(default_value = "scenarios")]
+        dir: PathBuf,
+    },
+}
+
 fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::PASS };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::List { dir } => list(&dir),
+        Command::Run { scenario, seed, out, check_determinism } => {
+            let loaded = match Scenario::load(&scenario) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("qsim: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            run(&loaded, &scenario, seed, out, check_determinism)
+        }
+    }
+}
+
+fn list(dir: &Path) -> ExitCode {
+    let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect(),
+        Err(e) => {
+            eprintln!("qsim: {}: {e}", dir.display());
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    paths.sort();
+    let mut refused = 0;
+    for path in paths {
+        match Scenario::load(&path) {
+            Ok(s) => println!("{:<28} {}\n{:<28} {}", s.scenario.name, path.display(), "", s.scenario.description),
+            Err(e) => {
+                refused += 1;
+                eprintln!("qsim: {e}");
+            }
+        }
+    }
+    ExitCode::from(if refused > 0 { exit::USAGE } else { exit::PASS })
+}
+
+#[cfg(madsim)]
+fn reproduce(path: &Path, seed: u64) -> String {
+    format!("./qsim run {} --seed {seed}", path.display())
+}
+
+#[cfg(not(madsim))]
+fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool) -> ExitCode {
     eprintln!(
-        "qsim: the simulator is not implemented yet; this build has only the node's storage core.\n\
-         qsim: run `./ci/main-job.sh` for the write-amplification benchmark, or `./ci/test.sh` for the tests."
+        "qsim: this build has no simulator runtime (it was built without --cfg madsim); run scenarios with ./qsim"
     );
-    ExitCode::from(70) // EX_SOFTWARE: nothing was run
+    ExitCode::from(exit::NOT_SIMULATOR)
+}
+
+#[cfg(madsim)]
+fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_determinism: bool) -> ExitCode {
+    use qs_sim::trace::Event;
+
+    let names = scenario.node_names();
+    println!("scenario   {} ({})", scenario.scenario.name, path.display());
+    println!("           {}", scenario.scenario.description);
+    println!("seed       {seed}");
+    println!("engine     {}", scenario.scenario.engine.get_ref());
+    println!("nodes      {} ({})", names.len(), names.join(", "));
+    println!(
+        "duration   {:?} safety, then up to {:?} to converge",
+        scenario.scenario.duration, scenario.checks.converge_within
+    );
+    for fault in &scenario.fault {
+        let f = fault.get_ref();
+        println!("fault      {:?} {} at {:?} for {:?}", f.kind, f.target.get_ref(), f.at, f.duration);
+    }
+
+    let attempt = |seed| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qs_sim::world::run(scenario, seed)));
+    let outcome = match attempt(seed) {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message =
+                panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            println!("verdict    CRASH: the simulation panicked: {}", message.unwrap_or_default());
+            println!("reproduce  {}", reproduce(path, seed));
+            return ExitCode::from(exit::CRASH);
+        }
+    };
+
+    let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&scenario.scenario.name).join(format!("seed-{seed}")));
+    if let Err(e) = write_outputs(&out, scenario, seed, &outcome) {
+        eprintln!("qsim: writing {}: {e}", out.display());
+    }
+
+    println!();
+    println!("simulated  {:?}; {} writes acknowledged", outcome.simulated, outcome.writes_acked);
+    println!(
+        "trace      {} events, digest {} ({})",
+        outcome.events.len(),
+        outcome.digest,
+        out.join("trace.jsonl").display()
+    );
+    let mut failed = false;
+    for checker in qs_sim::checkers::NAMES {
+        let verdict = if checker == "convergence" {
+            if outcome.pending.is_empty() {
+                "pass".to_string()
+            } else {
+                format!("FAIL: {}", outcome.pending.join("; "))
+            }
+        } else {
+            let found: Vec<&Event> = outcome
+                .violations()
+                .filter(|e| matches!(e, Event::Violation { checker: c, .. } if c == checker))
+                .collect();
+            match found.first() {
+                None => "pass".to_string(),
+                Some(Event::Violation { at_ms, node, index, message, .. }) => {
+                    format!("FAIL ({} violations); first: {node} at {at_ms} ms, index {index}: {message}", found.len())
+                }
+                Some(_) => unreachable!("filtered to violations"),
+            }
+        };
+        failed |= verdict != "pass";
+        println!("{checker:<10} {verdict}");
+    }
+    let violated = outcome.violations().next().is_some();
+    if failed {
+        println!("reproduce  {}", reproduce(path, seed));
+        return ExitCode::from(if violated { exit::VIOLATION } else { exit::LIVENESS });
+    }
+
+    if check_determinism {
+        // The second run is a fresh process, as a user reproducing the seed would start: a run
+        // must not depend on what an earlier run in the same process initialised (lazy globals
+        // that draw randomness once per process would shift the simulator's random stream).
+        let second = out.join("determinism-check");
+        let status = std::env::current_exe().and_then(|exe| {
+            std::process::Command::new(exe)
+                .arg("run")
+                .arg(path)
+                .args(["--seed", &seed.to_string(), "--out"])
+                .arg(&second)
+                .stdout(std::process::Stdio::null())
+                .status()
+        });
+        let again = match status.and_then(|_| std::fs::read_to_string(second.join("trace.jsonl"))) {
+            Ok(text) => text,
+            Err(e) => {
+                println!("determinism FAIL: the second run produced no trace ({e})");
+                return ExitCode::from(exit::NONDETERMINISM);
+            }
+        };
+        let first: Vec<String> = outcome.events.iter().map(Event::line).collect();
+        let again: Vec<&str> = again.lines().collect();
+        if let Some(at) =
+            (0..first.len().max(again.len())).find(|&i| first.get(i).map(String::as_str) != again.get(i).copied())
+        {
+            println!("determinism FAIL: traces differ at event {at}");
+            println!("  first run:  {}", first.get(at).map_or("(ended)", String::as_str));
+            println!("  second run: {}", again.get(at).copied().unwrap_or("(ended)"));
+            println!("reproduce  {} --check-determinism", reproduce(path, seed));
+            return ExitCode::from(exit::NONDETERMINISM);
+        }
+        println!("determinism pass: a second process produced the identical trace");
+    }
+    println!("verdict    PASS");
+    ExitCode::from(exit::PASS)
+}
+
+#[cfg(madsim)]
+fn write_outputs(
+    out: &Path,
+    scenario: &Scenario,
+    seed: u64,
+    outcome: &qs_sim::world::RunOutcome,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let mut trace = String::new();
+    for event in &outcome.events {
+        trace.push_str(&event.line());
+        trace.push('\n');
+    }
+    std::fs::write(out.join("trace.jsonl"), trace)?;
+    let summary = serde_json::json!({
+        "scenario": scenario.scenario.name,
+        "path": scenario.path,
+        "seed": seed,
+        "digest": outcome.digest,
+        "events": outcome.events.len(),
+        "simulated_ms": outcome.simulated.as_millis() as u64,
+        "writes_acked": outcome.writes_acked,
+        "pending": outcome.pending,
+        "violations": outcome.violations().map(|e| e.line()).collect::<Vec<_>>(),
+        "reproduce": reproduce(&scenario.path, seed),
+    });
+    std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
 }

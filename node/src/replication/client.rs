@@ -177,7 +177,9 @@ fn apply_frame(state: &NodeState, frames: &[Vec<u8>]) -> Result<(), String> {
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);
-    state.after_apply();
+    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+        state.applied(first.index, last.index, last.hash);
+    }
     Ok(())
 }
 
@@ -264,6 +266,7 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
         }
     }
     state.metrics.bootstraps.inc();
-    tracing::info!(node = %config.name, index, "bootstrapped from a snapshot");
+    let hash = state.with_store(|s| s.chain_hash());
+    tracing::info!(target: "qs::bootstrap", node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
     Ok(())
 }

@@ -164,6 +164,9 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                 // Caught up (or ahead of us): wait for new entries, keeping the client informed.
                 applied.mark_unchanged();
                 tokio::select! {
+                // Fixed poll order: select!'s default random order draws from a process-wide
+                // seed, which would make runs differ under one simulator seed.
+                biased;
                     changed = applied.changed() => if changed.is_err() { return Ok(()) },
                     () = tokio::time::sleep(KEEPALIVE_INTERVAL) => {
                         let applied_index = *applied.borrow();

@@ -1,0 +1,18 @@
+//! Invariant checkers, one family per file, fed by trace events as they happen.
+//!
+//! Each checker reports a violation with the node, the simulated time, the index, and what was
+//! expected against what was found.
+
+pub mod chain;
+pub mod sequence;
+
+use crate::trace::Observer;
+
+/// The checkers that watch every run.
+pub fn all() -> Vec<Box<dyn Observer>> {
+    vec![Box::new(sequence::Sequence::default()), Box::new(chain::Chain::default())]
+}
+
+/// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
+/// liveness phase rather than per event.
+pub const NAMES: [&str; 3] = ["sequence", "chain", "convergence"];

@@ -1,0 +1,31 @@
+//! qs-sim: runs whole clusters of the unchanged `qs-node` code under one seed, injects faults,
+//! records a trace, and checks invariants as events arrive.
+//!
+//! Module map:
+//! - [`scenario`]: the scenario file format and its validation;
+//! - [`trace`]: events, the recorder (a `tracing` layer), the digest;
+//! - [`checkers`]: one invariant family per file, fed by trace events;
+//! - `world` (only with `--cfg madsim`): the madsim world that runs a scenario.
+
+pub mod checkers;
+pub mod scenario;
+pub mod trace;
+#[cfg(madsim)]
+pub mod world;
+
+/// Exit codes of `qsim`.
+pub mod exit {
+    pub const PASS: u8 = 0;
+    /// A checker found an invariant violation.
+    pub const VIOLATION: u8 = 1;
+    /// Bad arguments or a bad scenario file.
+    pub const USAGE: u8 = 2;
+    /// The cluster did not converge within the scenario's bound after every fault healed.
+    pub const LIVENESS: u8 = 3;
+    /// The simulation itself panicked.
+    pub const CRASH: u8 = 4;
+    /// The same seed gave two different traces.
+    pub const NONDETERMINISM: u8 = 5;
+    /// This `qsim` was built without `--cfg madsim` and cannot run scenarios.
+    pub const NOT_SIMULATOR: u8 = 70;
+}

@@ -1,0 +1,373 @@
+//! Scenario files: one story each, in TOML.
+//!
+//! Guarantees: a scenario that [`Scenario::load`] accepts can run — every duration is positive
+//! and bounded, every fault names a node that exists and a kind this build can inject, and the
+//! topology is a tree of at most [`TIERS_MAX`] tiers below the root. A bad file is refused with
+//! the file, the line and the field, and what is allowed.
+//!
+//! ```toml
+//! [scenario]
+//! name = "quickstart"
+//! description = "What it reproduces and what must hold."
+//! duration = "2m"                  # the safety phase, in simulated time
+//! engine = "memory"                # memory (lmdb and rocksdb: not in the simulator yet)
+//!
+//! [topology]                       # below the root, tier by tier
+//! tiers = [
+//!   { name = "mid", count = 2 },
+//!   { name = "edge", count = 4, primaries = 1, secondaries = 1 },
+//! ]
+//!
+//! [node]
+//! batch_window = "500ms"
+//! heartbeat_interval = "1s"
+//! staleness_failover = "30s"
+//!
+//! [[workload]]
+//! kind = "writer"                  # producers writing through the root's HTTP API
+//! rate_per_s = 5
+//! keys = 50
+//! value_bytes = { min = 10, max = 200 }
+//!
+//! [[fault]]
+//! at = "30s"
+//! kind = "kill"                    # kill | pause | partition
+//! target = "mid-1"
+//! duration = "20s"                 # then restart | resume | heal
+//!
+//! [checks]
+//! lag_max = "35s"
+//! converge_within = "60s"
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Most tiers below the root: the seed's deepest tree has six layers.
+pub const TIERS_MAX: usize = 6;
+/// Most nodes in one scenario.
+pub const NODES_MAX: usize = 500;
+/// Longest safety phase, in simulated time.
+pub const DURATION_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most faults in one scenario file.
+pub const FAULTS_MAX: usize = 1_000;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub scenario: About,
+    pub topology: Topology,
+    #[serde(default)]
+    pub node: NodeSettings,
+    #[serde(default)]
+    pub workload: Vec<Workload>,
+    #[serde(default)]
+    pub fault: Vec<Spanned<Fault>>,
+    pub checks: Checks,
+    /// The file this came from (set by `load`).
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct About {
+    pub name: String,
+    pub description: String,
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    #[serde(default = "default_engine")]
+    pub engine: Spanned<String>,
+}
+
+fn default_engine() -> Spanned<String> {
+    Spanned::new(0..0, "memory".to_string())
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub tiers: Vec<Spanned<Tier>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    pub name: String,
+    pub count: usize,
+    #[serde(default = "one")]
+    pub primaries: usize,
+    #[serde(default)]
+    pub secondaries: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSettings {
+    #[serde(with = "humantime_serde")]
+    pub batch_window: Duration,
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    pub staleness_failover: Duration,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            batch_window: Duration::from_millis(500),
+            heartbeat_interval: Duration::from_secs(1),
+            staleness_failover: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "lowercase")]
+pub enum Workload {
+    /// Writes through the root's HTTP API at a steady rate.
+    Writer { rate_per_s: f64, keys: u64, value_bytes: ValueBytes },
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValueBytes {
+    pub min: usize,
+    pub max: usize,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    #[serde(with = "humantime_serde")]
+    pub at: Duration,
+    pub kind: FaultKind,
+    pub target: Spanned<String>,
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// The node's process dies; after `duration` it restarts on the same disk.
+    Kill,
+    /// The node's process stops running (SIGSTOP); after `duration` it resumes.
+    Pause,
+    /// The node can neither send nor receive; after `duration` the network heals.
+    Partition,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    /// Largest replication lag a node with a healthy path to the root may show.
+    #[serde(with = "humantime_serde")]
+    pub lag_max: Duration,
+    /// How long, after every fault heals, every live node has to converge.
+    #[serde(with = "humantime_serde")]
+    pub converge_within: Duration,
+}
+
+/// A scenario that was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{path}:{line}: field `{field}`: {problem}")]
+    Invalid { path: String, line: usize, field: String, problem: String },
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+        Scenario::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+        let shown = path.display().to_string();
+        let mut scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+            path: shown.clone(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        scenario.path = path.to_path_buf();
+        let line_of = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+        scenario.validate().map_err(|(span, field, problem)| ScenarioError::Invalid {
+            path: shown,
+            line: span.map_or(1, line_of),
+            field,
+            problem,
+        })?;
+        Ok(scenario)
+    }
+
+    /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut names = vec!["root".to_string()];
+        for tier in &self.topology.tiers {
+            names.extend((1..=tier.get_ref().count).map(|n| format!("{}-{n}", tier.get_ref().name)));
+        }
+        names
+    }
+
+    fn validate(&self) -> Result<(), (Option<std::ops::Range<usize>>, String, String)> {
+        let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
+            Err((span, field.to_string(), problem))
+        };
+        if self.scenario.name.is_empty() || self.scenario.name.contains(char::is_whitespace) {
+            return bad(None, "scenario.name", "must be non-empty with no whitespace".into());
+        }
+        if self.scenario.duration.is_zero() || self.scenario.duration > DURATION_MAX {
+            return bad(None, "scenario.duration", format!("must be above zero and at most {DURATION_MAX:?}"));
+        }
+        if self.scenario.engine.get_ref() != "memory" {
+            return bad(
+                Some(self.scenario.engine.span()),
+                "scenario.engine",
+                format!(
+                    "{:?} cannot run in the simulator yet; only \"memory\" can (LMDB and RocksDB run in the real node)",
+                    self.scenario.engine.get_ref()
+                ),
+            );
+        }
+        let tiers = &self.topology.tiers;
+        if tiers.is_empty() || tiers.len() > TIERS_MAX {
+            return bad(None, "topology.tiers", format!("needs 1 to {TIERS_MAX} tiers below the root"));
+        }
+        let mut parents = 1;
+        let mut total = 1;
+        let mut tier_names = vec!["root".to_string()];
+        for tier in tiers {
+            let (span, t) = (Some(tier.span()), tier.get_ref());
+            if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return bad(span, "topology.tiers.name", format!("{:?} must be letters, digits or _", t.name));
+            }
+            if tier_names.contains(&t.name) {
+                return bad(span, "topology.tiers.name", format!("{:?} is used twice", t.name));
+            }
+            tier_names.push(t.name.clone());
+            if t.count == 0 {
+                return bad(span, "topology.tiers.count", "must be at least 1".into());
+            }
+            if t.primaries == 0 || t.primaries + t.secondaries > parents {
+                return bad(
+                    span,
+                    "topology.tiers.primaries",
+                    format!(
+                        "{} primaries + {} secondaries, but the tier above has {parents} nodes",
+                        t.primaries, t.secondaries
+                    ),
+                );
+            }
+            parents = t.count;
+            total += t.count;
+        }
+        if total > NODES_MAX {
+            return bad(None, "topology.tiers", format!("{total} nodes; at most {NODES_MAX}"));
+        }
+        let n = &self.node;
+        if n.batch_window.is_zero() || n.heartbeat_interval < Duration::from_millis(10) {
+            return bad(
+                None,
+                "node.batch_window",
+                "batch_window must be above zero, heartbeat_interval at least 10ms".into(),
+            );
+        }
+        for workload in &self.workload {
+            let Workload::Writer { rate_per_s, keys, value_bytes } = workload;
+            if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0) || *keys == 0 || value_bytes.min > value_bytes.max {
+                return bad(None, "workload", "a writer needs 0 < rate_per_s <= 10000, keys >= 1, min <= max".into());
+            }
+            if value_bytes.max > qs_node::limits::VALUE_BYTES_MAX {
+                return bad(
+                    None,
+                    "workload.value_bytes.max",
+                    format!("over VALUE_BYTES_MAX ({})", qs_node::limits::VALUE_BYTES_MAX),
+                );
+            }
+        }
+        if self.fault.len() > FAULTS_MAX {
+            return bad(None, "fault", format!("at most {FAULTS_MAX} faults"));
+        }
+        let names = self.node_names();
+        for fault in &self.fault {
+            let (span, f) = (Some(fault.span()), fault.get_ref());
+            if !names.contains(f.target.get_ref()) {
+                let problem = format!("{:?} is not a node; nodes are {}", f.target.get_ref(), names.join(", "));
+                return bad(Some(f.target.span()), "fault.target", problem);
+            }
+            if f.at >= self.scenario.duration {
+                return bad(span, "fault.at", "must fall inside the scenario's duration".into());
+            }
+            if f.duration.is_zero() {
+                return bad(span, "fault.duration", "must be above zero".into());
+            }
+        }
+        if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {
+            return bad(None, "checks", "lag_max and converge_within must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[scenario]
+name = "t"
+description = "d"
+duration = "1m"
+
+[topology]
+tiers = [{ name = "edge", count = 2 }]
+
+[[fault]]
+at = "10s"
+kind = "kill"
+target = "edge-1"
+duration = "5s"
+
+[checks]
+lag_max = "10s"
+converge_within = "30s"
+"#;
+
+    fn refused(text: &str) -> String {
+        Scenario::parse(text, Path::new("s.toml")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn accepts_a_small_scenario_and_names_its_nodes() {
+        let s = Scenario::parse(GOOD, Path::new("s.toml")).unwrap();
+        assert_eq!(s.node_names(), vec!["root", "edge-1", "edge-2"]);
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_field() {
+        let err = refused(&GOOD.replace("\"edge-1\"", "\"edge-9\""));
+        assert!(err.starts_with("s.toml:13: field `fault.target`"), "{err}");
+        assert!(err.contains("root, edge-1, edge-2"), "{err}");
+        let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
+        assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
+        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"lmdb\""));
+        assert!(err.contains("scenario.engine") && err.contains(":6:"), "{err}");
+        let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
+        assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
+    }
+}
