@@ -5,10 +5,12 @@
 //! - [`scenario`]: the scenario file format and its validation;
 //! - [`trace`]: events, the recorder (a `tracing` layer), the digest;
 //! - [`checkers`]: one invariant family per file, fed by trace events;
+//! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
 //! - `world` (only with `--cfg madsim`): the madsim world that runs a scenario.
 
 pub mod checkers;
 pub mod scenario;
+pub mod sweep;
 pub mod trace;
 #[cfg(madsim)]
 pub mod world;

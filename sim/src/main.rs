@@ -15,9 +15,10 @@ use qs_sim::scenario::Scenario;
     name = "qsim",
     version,
     about = "Deterministic simulation of a replicated configuration store",
-    after_help = "Exit codes: 0 pass, 1 invariant violation, 2 bad arguments or scenario, 3 liveness \
+    after_help = "Exit codes of run: 0 pass, 1 invariant violation, 2 bad arguments or scenario, 3 liveness \
                   failure (no convergence), 4 the simulation crashed, 5 nondeterminism, 70 built without \
-                  --cfg madsim (use ./qsim)."
+                  --cfg madsim (use ./qsim). A sweep exits 0 when every run ended as its scenario expects, \
+                  1 otherwise."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +42,24 @@ enum Command {
         #[arg(long)]
         check_determinism: bool,
     },
+    /// Run scenarios × seeds, each seed in its own process, and write summary.json and junit.xml.
+    Sweep {
+        /// Scenario files.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// The seeds: A..B (B excluded) or A..=B.
+        #[arg(long, value_parser = qs_sim::sweep::parse_seeds)]
+        seeds: std::ops::Range<u64>,
+        /// Runs at a time (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Run only shard i of n (i/n), so n machines can split one sweep.
+        #[arg(long, default_value = "1/1")]
+        shard: qs_sim::sweep::Shard,
+        /// Where each run's output, summary.json and junit.xml go.
+        #[arg(long, default_value = "runs/sweep")]
+        out: PathBuf,
+    },
     /// List the scenarios in a folder and what each reproduces.
     List {
         /// The folder to list.
@@ -60,6 +79,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::List { dir } => list(&dir),
+        Command::Sweep { scenarios, seeds, jobs, shard, out } => sweep(&scenarios, seeds, jobs, shard, &out),
         Command::Run { scenario, seed, out, check_determinism } => {
             let loaded = match Scenario::load(&scenario) {
                 Ok(s) => s,
@@ -71,6 +91,60 @@ fn main() -> ExitCode {
             run(&loaded, &scenario, seed, out, check_determinism)
         }
     }
+}
+
+fn sweep(
+    paths: &[PathBuf],
+    seeds: std::ops::Range<u64>,
+    jobs: Option<usize>,
+    shard: qs_sim::sweep::Shard,
+    out: &Path,
+) -> ExitCode {
+    let mut scenarios = Vec::new();
+    for path in paths {
+        match Scenario::load(path) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => {
+                eprintln!("qsim: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
+    let runs = qs_sim::sweep::shard_pairs(scenarios.len(), seeds.clone(), shard).len() as u64;
+    if runs > qs_sim::sweep::RUNS_MAX {
+        eprintln!("qsim: {runs} runs in this shard; at most {}", qs_sim::sweep::RUNS_MAX);
+        return ExitCode::from(exit::USAGE);
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "sweep      {} scenarios × seeds {}..{}, shard {}/{}: {runs} runs, {jobs} at a time",
+        scenarios.len(),
+        seeds.start,
+        seeds.end,
+        shard.index,
+        shard.count
+    );
+    let results = qs_sim::sweep::sweep(&scenarios, seeds.clone(), shard, jobs, out);
+    if let Err(e) = qs_sim::sweep::write_reports(&results, &seeds, shard, out) {
+        eprintln!("qsim: writing the sweep reports into {}: {e}", out.display());
+    }
+    for scenario in &scenarios {
+        let name = &scenario.scenario.name;
+        let mine: Vec<_> = results.iter().filter(|r| &r.scenario == name).collect();
+        let ok = mine.iter().filter(|r| r.ok).count();
+        println!("{name:<28} {ok}/{} as expected ({:?})", mine.len(), scenario.scenario.expect);
+        for r in mine.iter().filter(|r| !r.ok) {
+            println!("  seed {:<8} {:<14} {}", r.seed, r.outcome, r.first_problem.as_deref().unwrap_or(""));
+            println!("  {:<13} reproduce: {}", "", r.reproduce);
+        }
+    }
+    let failed = results.iter().filter(|r| !r.ok).count();
+    println!(
+        "results    {} ({} / junit.xml)",
+        if failed == 0 { "all as expected".to_string() } else { format!("{failed} not as expected") },
+        out.join("summary.json").display()
+    );
+    ExitCode::from(if failed == 0 { exit::PASS } else { exit::VIOLATION })
 }
 
 fn list(dir: &Path) -> ExitCode {

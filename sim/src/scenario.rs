@@ -11,6 +11,7 @@
 //! description = "What it reproduces and what must hold."
 //! duration = "2m"                  # the safety phase, in simulated time
 //! engine = "memory"                # memory (lmdb and rocksdb: not in the simulator yet)
+//! expect = "pass"                  # pass | violation | liveness (canaries expect a failure)
 //!
 //! [topology]                       # below the root, tier by tier
 //! tiers = [
@@ -81,6 +82,33 @@ pub struct About {
     pub duration: Duration,
     #[serde(default = "default_engine")]
     pub engine: Spanned<String>,
+    /// What a run of this scenario must end in; a sweep counts a run that ends so as passing.
+    /// Canaries and planted-bug scenarios expect a failure.
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// The outcome a scenario is written to produce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    #[default]
+    Pass,
+    /// An invariant violation (exit 1).
+    Violation,
+    /// No convergence within the bound (exit 3).
+    Liveness,
+}
+
+impl Expect {
+    /// The `qsim run` exit code this expectation corresponds to.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Expect::Pass => crate::exit::PASS,
+            Expect::Violation => crate::exit::VIOLATION,
+            Expect::Liveness => crate::exit::LIVENESS,
+        }
+    }
 }
 
 fn default_engine() -> Spanned<String> {

@@ -24,6 +24,8 @@ pub enum Event {
     Bootstrapped { at_ms: u64, node: String, index: u64, hash: String },
     /// A fault started or ended.
     Fault { at_ms: u64, node: String, kind: String, phase: String },
+    /// A running node's replication lag (age of its newest applied entry) and applied index.
+    LagSample { at_ms: u64, node: String, lag_ms: u64, applied: u64 },
     /// The producer's write of `key` was acknowledged at root index `index`.
     WriteAcked { at_ms: u64, key: String, index: u64 },
     /// A checker found a violation.

@@ -42,6 +42,8 @@ const PRODUCER_TOKEN: &str = "qsim-producer-token";
 const REPLICATION_PORT: u16 = 7000;
 const MEMCACHED_PORT: u16 = 11211;
 const HTTP_PORT: u16 = 8000;
+/// How often every running node's lag is sampled into the trace.
+const LAG_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the liveness phase looks at every node.
 const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
 /// Longest the writer waits for one write before giving up on it.
@@ -81,7 +83,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let clock = || madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_millis() as u64);
-    let recorder = Recorder::new(clock, crate::checkers::all());
+    let recorder = Recorder::new(clock, crate::checkers::all(scenario));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
     let (pending, simulated, writes_acked) = tracing::subscriber::with_default(subscriber, || {
         runtime.block_on(world(scenario.clone(), seed, recorder.clone()))
@@ -328,6 +330,31 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
         ));
     }
 
+    // Lag samples, once a simulated second, from every node that is running.
+    let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+    {
+        let (states, recorder, down) = (states.clone(), recorder.clone(), down.clone());
+        tokio::spawn(async move {
+            loop {
+                madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
+                let samples: Vec<(String, u64, u64)> = {
+                    let down = down.lock().unwrap_or_else(|p| p.into_inner());
+                    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+                    states
+                        .iter()
+                        .filter(|(name, _)| !down.contains(*name))
+                        .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
+                        .collect()
+                };
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                for (node, lag_ms, applied) in samples {
+                    recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
+                }
+            }
+        });
+    }
+
     // Safety phase: faults at their times.
     let mut steps: Vec<FaultStep> = Vec::new();
     for fault in &scenario.fault {
@@ -345,6 +372,14 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
         }
         madsim::time::sleep_until(start + step.at).await;
         apply(&step, &nodes, &recorder);
+        if matches!(step.kind, FaultKind::Kill | FaultKind::Pause) {
+            let mut down = down.lock().unwrap_or_else(|p| p.into_inner());
+            if step.start {
+                down.insert(nodes[step.node].name.clone());
+            } else {
+                down.remove(&nodes[step.node].name);
+            }
+        }
         if step.start {
             open.push(step);
         } else {
@@ -358,6 +393,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
     for step in open {
         apply(&FaultStep { start: false, ..step }, &nodes, &recorder);
     }
+    down.lock().unwrap_or_else(|p| p.into_inner()).clear();
     // Poll until converged; the last poll falls exactly on the deadline, so convergence that
     // comes later is a failure.
     let deadline = madsim::time::Instant::now() + scenario.checks.converge_within;

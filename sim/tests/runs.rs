@@ -60,3 +60,28 @@ fn a_bad_scenario_is_refused_with_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("bad.toml"));
 }
+
+#[test]
+fn a_sweep_judges_runs_against_expectations_and_writes_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sweep = |shard: &str, out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_qsim"))
+            .current_dir(&root)
+            .args(["sweep", "scenarios/quickstart.toml", "scenarios/canary-liveness.toml", "--seeds", "1..3"])
+            .args(["--jobs", "2", "--shard", shard, "--out"])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let whole = sweep("1/1", &dir.path().join("whole"));
+    let stdout = String::from_utf8_lossy(&whole.stdout);
+    assert_eq!(whole.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("canary-liveness") && stdout.contains("2/2 as expected"), "{stdout}");
+    let junit = std::fs::read_to_string(dir.path().join("whole/junit.xml")).unwrap();
+    assert_eq!(junit.matches("<testcase").count(), 4, "{junit}");
+    assert!(!junit.contains("<failure"), "{junit}");
+    // Half the runs on shard 2 of 2.
+    let half = sweep("2/2", &dir.path().join("half"));
+    assert!(String::from_utf8_lossy(&half.stdout).contains(": 2 runs"), "{}", String::from_utf8_lossy(&half.stdout));
+}

@@ -1,0 +1,86 @@
+//! Bounded lag: a node with a healthy path to the root stays within `lag_max` of it.
+//!
+//! Lag is sampled from every running node once a simulated second (the age of its newest
+//! applied entry, which root heartbeats keep fresh). A sample over the bound is a violation only
+//! while the cluster is healthy: no fault active, the last one healed more than `lag_max` ago
+//! (the time the scenario allows for catching up), and the run older than `lag_max` (start-up).
+//! This is conservative — a fault anywhere pauses the check everywhere — and never blames a
+//! node for lag a fault explains.
+
+use std::collections::BTreeSet;
+
+use crate::trace::{Event, Observer};
+
+#[derive(Debug)]
+pub struct Lag {
+    lag_max_ms: u64,
+    active: BTreeSet<(String, String)>,
+    healthy_since_ms: u64,
+}
+
+impl Lag {
+    pub fn new(lag_max_ms: u64) -> Lag {
+        Lag { lag_max_ms, active: BTreeSet::new(), healthy_since_ms: 0 }
+    }
+}
+
+impl Observer for Lag {
+    fn observe(&mut self, event: &Event) -> Vec<Event> {
+        match event {
+            Event::Fault { at_ms, node, kind, phase } => {
+                let fault = (node.clone(), kind.clone());
+                if phase == "start" {
+                    self.active.insert(fault);
+                } else {
+                    self.active.remove(&fault);
+                    if self.active.is_empty() {
+                        self.healthy_since_ms = *at_ms;
+                    }
+                }
+                Vec::new()
+            }
+            Event::LagSample { at_ms, node, lag_ms, .. } => {
+                let settled = self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) > self.lag_max_ms;
+                if settled && *lag_ms > self.lag_max_ms {
+                    let message =
+                        format!("lag {lag_ms} ms with every fault healed; the bound is {} ms", self.lag_max_ms);
+                    return vec![Event::Violation {
+                        at_ms: *at_ms,
+                        checker: "lag".into(),
+                        node: node.clone(),
+                        index: 0,
+                        message,
+                    }];
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at_ms: u64, lag_ms: u64) -> Event {
+        Event::LagSample { at_ms, node: "edge-1".into(), lag_ms, applied: 1 }
+    }
+
+    fn fault(at_ms: u64, phase: &str) -> Event {
+        Event::Fault { at_ms, node: "mid-1".into(), kind: "kill".into(), phase: phase.into() }
+    }
+
+    #[test]
+    fn blames_lag_only_when_no_fault_explains_it() {
+        let mut check = Lag::new(1_000);
+        assert!(check.observe(&sample(500, 5_000)).is_empty(), "start-up grace");
+        assert_eq!(check.observe(&sample(2_000, 5_000)).len(), 1, "healthy and lagging");
+        assert!(check.observe(&fault(3_000, "start")).is_empty());
+        assert!(check.observe(&sample(4_000, 9_000)).is_empty(), "a fault is active");
+        assert!(check.observe(&fault(5_000, "end")).is_empty());
+        assert!(check.observe(&sample(5_500, 9_000)).is_empty(), "catching up after healing");
+        assert_eq!(check.observe(&sample(6_500, 9_000)).len(), 1, "still behind after the grace");
+        assert!(check.observe(&sample(7_500, 200)).is_empty());
+    }
+}
