@@ -77,6 +77,22 @@ pub struct NodeConfig {
     #[serde(default)]
     pub retention: RetentionConfig,
     pub root: Option<RootConfig>,
+    /// Legacy behaviours from the seeds, off by default, switched on only to show that the
+    /// simulator's checkers catch them (the "bug zoo").
+    #[serde(default)]
+    pub legacy: LegacyConfig,
+}
+
+/// Planted bugs. Each reproduces a failure the seeds describe; none is ever on by default.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LegacyConfig {
+    /// Serving: when a client asks for collected history, stream from the oldest entry still
+    /// held instead of answering OutOfRetention — Kyoto Tycoon's "nearest entries to this
+    /// timestamp", which silently skipped garbage-collected logs.
+    pub serve_nearest_when_collected: bool,
+    /// Following: apply entries whose index is not exactly applied + 1 (no gap check).
+    pub apply_without_gap_check: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -23,6 +23,8 @@
 //! batch_window = "500ms"
 //! heartbeat_interval = "1s"
 //! staleness_failover = "30s"
+//! retention_entries = 100000       # log entries each node keeps
+//! gc_interval = "1s"
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -39,6 +41,10 @@
 //! [checks]
 //! lag_max = "35s"
 //! converge_within = "60s"
+//!
+//! [legacy]                         # planted bugs, off unless a bug-zoo scenario asks
+//! serve_nearest_when_collected = false
+//! apply_without_gap_check = false
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -68,6 +74,9 @@ pub struct Scenario {
     #[serde(default)]
     pub fault: Vec<Spanned<Fault>>,
     pub checks: Checks,
+    /// Planted bugs switched on in every node (see `qs_node::config::LegacyConfig`).
+    #[serde(default)]
+    pub legacy: qs_node::config::LegacyConfig,
     /// The file this came from (set by `load`).
     #[serde(skip)]
     pub path: PathBuf,
@@ -145,6 +154,11 @@ pub struct NodeSettings {
     pub heartbeat_interval: Duration,
     #[serde(with = "humantime_serde")]
     pub staleness_failover: Duration,
+    /// Log entries every node keeps (its retention floor); older ones are collected.
+    pub retention_entries: u64,
+    /// How often every node collects its log.
+    #[serde(with = "humantime_serde")]
+    pub gc_interval: Duration,
 }
 
 impl Default for NodeSettings {
@@ -153,6 +167,8 @@ impl Default for NodeSettings {
             batch_window: Duration::from_millis(500),
             heartbeat_interval: Duration::from_secs(1),
             staleness_failover: Duration::from_secs(30),
+            retention_entries: 100_000,
+            gc_interval: Duration::from_secs(1),
         }
     }
 }

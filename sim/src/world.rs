@@ -110,10 +110,19 @@ fn ip(tier: usize, n: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
 }
 
-/// Each node's configuration, in topology order (root first).
-fn configs(scenario: &Scenario) -> Vec<(NodeConfig, IpAddr)> {
+/// Each node's configuration, in topology order (root first). `scratch` holds the nodes'
+/// files outside the store (snapshot exports and imports).
+fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, IpAddr)> {
     let mut out = Vec::new();
     let settings = &scenario.node;
+    let legacy = &scenario.legacy;
+    let tail = format!(
+        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\napply_without_gap_check = {}\n",
+        settings.retention_entries,
+        settings.gc_interval.as_millis(),
+        legacy.serve_nearest_when_collected,
+        legacy.apply_without_gap_check
+    );
     let listen = |ip: IpAddr| {
         format!(
             "[listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n",
@@ -124,7 +133,8 @@ fn configs(scenario: &Scenario) -> Vec<(NodeConfig, IpAddr)> {
     };
     let head = |name: &str, role: &str| {
         format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"memory\"\n"
+            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"memory\"\npath = \"{}\"\n",
+            scratch.join(name).display()
         )
     };
     let root_ip = ip(0, 0);
@@ -163,14 +173,18 @@ fn configs(scenario: &Scenario) -> Vec<(NodeConfig, IpAddr)> {
     }
     out.into_iter()
         .map(|(text, ip)| {
-            (NodeConfig::parse(&text, "generated node configuration").expect("generated configs are valid"), ip)
+            (
+                NodeConfig::parse(&(text + &tail), "generated node configuration")
+                    .expect("generated configs are valid"),
+                ip,
+            )
         })
         .collect()
 }
 
-fn start_nodes(scenario: &Scenario, states: &States) -> Vec<SimNode> {
+fn start_nodes(scenario: &Scenario, states: &States, scratch: &std::path::Path) -> Vec<SimNode> {
     let handle = Handle::current();
-    configs(scenario)
+    configs(scenario, scratch)
         .into_iter()
         .enumerate()
         .map(|(position, (config, ip))| {
@@ -307,7 +321,10 @@ fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
 
 async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<String>, Duration, usize) {
     let states: States = Arc::default();
-    let nodes = start_nodes(&scenario, &states);
+    // Files outside the stores (snapshot transfers), private to this run; their names never
+    // reach the trace.
+    let scratch = tempfile::tempdir().expect("a scratch directory for the run");
+    let nodes = start_nodes(&scenario, &states, scratch.path());
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
     let acked: Acked = Arc::default();
 
@@ -428,8 +445,15 @@ fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
             continue;
         };
         let (index, hash, digest) = head(state);
-        if (index, hash) != (root_index, root_hash) || digest != root_digest {
+        if index != root_index {
             out.push(format!("{} is at index {index}, the root at {root_index}", node.name));
+        } else if hash != root_hash {
+            out.push(format!("{} is at the root's index {index} with another chain hash", node.name));
+        } else if digest != root_digest {
+            out.push(format!(
+                "{} is at the root's index {index} and chain hash, but holds a different state",
+                node.name
+            ));
         }
     }
     // Every acknowledged write survives: each key holds its newest acknowledged value, or a

@@ -85,3 +85,20 @@ fn a_sweep_judges_runs_against_expectations_and_writes_junit() {
     let half = sweep("2/2", &dir.path().join("half"));
     assert!(String::from_utf8_lossy(&half.stdout).contains(": 2 runs"), "{}", String::from_utf8_lossy(&half.stdout));
 }
+
+#[test]
+fn a_collected_log_is_bootstrapped_over_by_the_fixed_node_and_skipped_by_the_planted_bug() {
+    let dir = tempfile::tempdir().unwrap();
+    // Fixed: out of retention, then a snapshot bootstrap; every checker passes.
+    let (code, stdout) = qsim(&["run", "scenarios/gc-gap.toml", "--seed", "1"], &dir.path().join("fixed"));
+    assert_eq!(code, 0, "{stdout}");
+    let trace = std::fs::read_to_string(dir.path().join("fixed/trace.jsonl")).unwrap();
+    assert!(
+        trace.contains(r#""event":"bootstrapped","#) && trace.contains(r#""node":"edge-1""#),
+        "no bootstrap in the trace"
+    );
+    // Planted bug (serve nearest + no gap check): the sequence checker catches the skip.
+    let (code, stdout) = qsim(&["run", "scenarios/bug-gc-skip.toml", "--seed", "1"], &dir.path().join("bug"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
+}

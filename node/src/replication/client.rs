@@ -171,7 +171,10 @@ fn apply_frame(state: &NodeState, frames: &[Vec<u8>]) -> Result<(), String> {
         .map(|frame| LogEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
-    state.with_store(|store| store.apply(&entries)).map_err(|e| match e {
+    let legacy = state.config.legacy.apply_without_gap_check;
+    let applied =
+        state.with_store(|store| if legacy { store.apply_without_gap_check(&entries) } else { store.apply(&entries) });
+    applied.map_err(|e| match e {
         StoreError::Refused(refusal) => refusal.to_string(),
         other => format!("applying: {other}"),
     })?;

@@ -155,6 +155,11 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                 let frames = entries.iter().map(|e| e.compress()).collect();
                 write_message(&mut stream, &Message::Entries { entries: frames }).await?;
             }
+            LogRead::Collected { first_retained } if state.config.legacy.serve_nearest_when_collected => {
+                // PLANTED BUG (legacy): carry on from the nearest entry still held.
+                tracing::warn!(requested = last + 1, first_retained, "legacy: serving the nearest entries instead");
+                last = first_retained - 1;
+            }
             LogRead::Collected { first_retained } => {
                 tracing::info!(requested = last + 1, first_retained, "client asked for collected history");
                 let answer = Message::OutOfRetention { requested: last + 1, first_retained };

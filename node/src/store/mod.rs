@@ -401,6 +401,18 @@ impl Store {
 
     /// Applies `entries` in one commit, or refuses them all and changes nothing.
     pub fn apply(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
+        self.apply_checked(entries, true)
+    }
+
+    /// PLANTED BUG (legacy, for the simulator's bug zoo only): [`apply`](Self::apply) without
+    /// the gap and chain checks — an entry is applied whatever its index and previous hash. Each
+    /// entry's own hash and database id are still checked. Never used unless a node's
+    /// configuration asks for `legacy.apply_without_gap_check`.
+    pub fn apply_without_gap_check(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
+        self.apply_checked(entries, false)
+    }
+
+    fn apply_checked(&mut self, entries: &[LogEntry], gap_check: bool) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -410,7 +422,12 @@ impl Store {
         let mut writes = Vec::with_capacity(entries.len() + 8);
         let mut logical_bytes_written = 0;
         for entry in entries {
-            check_next(&head, entry)?;
+            if gap_check {
+                check_next(&head, entry)?;
+            } else {
+                let unchained = Head { applied_index: entry.index - 1, chain_hash: entry.prev_hash, ..head };
+                check_next(&unchained, entry)?;
+            }
             for op in &entry.ops {
                 let key = op.key();
                 let old_len = match overlay.get(key) {
