@@ -199,9 +199,10 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
         "duration   {:?} safety, then up to {:?} to converge",
         scenario.scenario.duration, scenario.checks.converge_within
     );
-    for fault in &scenario.fault {
-        let f = fault.get_ref();
-        println!("fault      {:?} {} at {:?} for {:?}", f.kind, f.target.get_ref(), f.at, f.duration);
+    let drawn = scenario.fault.len();
+    for (i, f) in scenario.faults_for(seed).iter().enumerate() {
+        let origin = if i < drawn { "" } else { "   (swarm: drawn from the seed)" };
+        println!("fault      {:?} {} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
     }
 
     let attempt = |seed| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qs_sim::world::run(scenario, seed)));

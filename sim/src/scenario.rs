@@ -42,6 +42,13 @@
 //! lag_max = "35s"
 //! converge_within = "60s"
 //!
+//! [swarm]                          # optional: faults drawn from the seed
+//! kinds = ["kill", "pause", "partition"]   # the seed turns a non-empty subset on
+//! count_min = 1
+//! count_max = 6
+//! duration_min = "2s"
+//! duration_max = "40s"
+//!
 //! [legacy]                         # planted bugs, off unless a bug-zoo scenario asks
 //! serve_nearest_when_collected = false
 //! apply_without_gap_check = false
@@ -74,6 +81,8 @@ pub struct Scenario {
     #[serde(default)]
     pub fault: Vec<Spanned<Fault>>,
     pub checks: Checks,
+    /// Faults drawn from the seed, in addition to `fault`.
+    pub swarm: Option<Swarm>,
     /// Planted bugs switched on in every node (see `qs_node::config::LegacyConfig`).
     #[serde(default)]
     pub legacy: qs_node::config::LegacyConfig,
@@ -198,7 +207,21 @@ pub struct Fault {
     pub duration: Duration,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
+/// Swarm mode: the seed picks which of `kinds` are on (a non-empty subset), how many faults
+/// there are, and each one's time, target (any node but the root) and duration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Swarm {
+    pub kinds: Vec<FaultKind>,
+    pub count_min: usize,
+    pub count_max: usize,
+    #[serde(with = "humantime_serde")]
+    pub duration_min: Duration,
+    #[serde(with = "humantime_serde")]
+    pub duration_max: Duration,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
     /// The node's process dies; after `duration` it restarts on the same disk.
@@ -257,6 +280,36 @@ impl Scenario {
             problem,
         })?;
         Ok(scenario)
+    }
+
+    /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.
+    /// Drawn faults never overlap another fault on the same node.
+    pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
+        use rand::{RngExt, SeedableRng};
+        let mut faults: Vec<Fault> = self.fault.iter().map(|f| f.get_ref().clone()).collect();
+        let Some(swarm) = &self.swarm else { return faults };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7377_6172_6d00_0000);
+        // Which kinds are on for this seed: each with probability 1/2, at least one.
+        let mut kinds: Vec<FaultKind> = swarm.kinds.iter().copied().filter(|_| rng.random_bool(0.5)).collect();
+        if kinds.is_empty() {
+            kinds.push(swarm.kinds[rng.random_range(0..swarm.kinds.len())]);
+        }
+        let targets: Vec<String> = self.node_names().into_iter().skip(1).collect();
+        let horizon = self.scenario.duration.as_millis() as u64;
+        let count = rng.random_range(swarm.count_min..=swarm.count_max);
+        for _ in 0..count {
+            let kind = kinds[rng.random_range(0..kinds.len())];
+            let target = targets[rng.random_range(0..targets.len())].clone();
+            let at = Duration::from_millis(rng.random_range(0..horizon));
+            let span = swarm.duration_min.as_millis() as u64..=swarm.duration_max.as_millis() as u64;
+            let duration = Duration::from_millis(rng.random_range(span));
+            let overlaps =
+                faults.iter().any(|f| *f.target.get_ref() == target && at < f.at + f.duration && f.at < at + duration);
+            if !overlaps {
+                faults.push(Fault { at, kind, target: Spanned::new(0..0, target), duration });
+            }
+        }
+        faults
     }
 
     /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.
@@ -359,6 +412,20 @@ impl Scenario {
             }
             if f.duration.is_zero() {
                 return bad(span, "fault.duration", "must be above zero".into());
+            }
+        }
+        if let Some(swarm) = &self.swarm {
+            let problem = if swarm.kinds.is_empty() {
+                Some("kinds must name at least one fault kind")
+            } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
+                Some("needs count_min <= count_max <= 1000")
+            } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {
+                Some("needs 0 < duration_min <= duration_max")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return bad(None, "swarm", problem.into());
             }
         }
         if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {

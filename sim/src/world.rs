@@ -374,8 +374,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
 
     // Safety phase: faults at their times.
     let mut steps: Vec<FaultStep> = Vec::new();
-    for fault in &scenario.fault {
-        let f = fault.get_ref();
+    for f in &scenario.faults_for(seed) {
         let node = nodes.iter().position(|n| n.name == *f.target.get_ref()).expect("validated target");
         steps.push(FaultStep { at: f.at, kind: f.kind, node, start: true });
         steps.push(FaultStep { at: f.at + f.duration, kind: f.kind, node, start: false });

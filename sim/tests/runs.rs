@@ -37,6 +37,10 @@ fn scenarios_pass_and_every_seed_is_deterministic_across_processes() {
         assert!(stdout.contains("determinism pass"), "{stdout}");
         assert!(!digest(&stdout).is_empty(), "{stdout}");
     }
+    // Swarm: the faults are drawn from the seed, and the run is still one function of it.
+    let (code, stdout) = qsim(&["run", "scenarios/swarm.toml", "--seed", "5", "--check-determinism"], dir.path());
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("(swarm: drawn from the seed)") && stdout.contains("determinism pass"), "{stdout}");
     let (_, one) = qsim(&["run", "scenarios/quickstart.toml", "--seed", "1"], dir.path());
     let (_, two) = qsim(&["run", "scenarios/quickstart.toml", "--seed", "2"], dir.path());
     assert_ne!(digest(&one), digest(&two), "different seeds should make different runs");
