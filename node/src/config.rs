@@ -93,6 +93,10 @@ pub struct LegacyConfig {
     pub serve_nearest_when_collected: bool,
     /// Following: apply entries whose index is not exactly applied + 1 (no gap check).
     pub apply_without_gap_check: bool,
+    /// Following: keep the replication position in a side file (`<storage path>.rts`) written
+    /// only when a replication connection ends, and resume from it after a restart — Kyoto
+    /// Tycoon's `rts` file, which made a crashed node replay days of already-applied log.
+    pub cursor_written_at_disconnect: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

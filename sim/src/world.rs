@@ -117,11 +117,13 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     let settings = &scenario.node;
     let legacy = &scenario.legacy;
     let tail = format!(
-        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\napply_without_gap_check = {}\n",
+        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\n\
+         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\n",
         settings.retention_entries,
         settings.gc_interval.as_millis(),
         legacy.serve_nearest_when_collected,
-        legacy.apply_without_gap_check
+        legacy.apply_without_gap_check,
+        legacy.cursor_written_at_disconnect
     );
     let listen = |ip: IpAddr| {
         format!(

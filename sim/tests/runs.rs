@@ -106,3 +106,11 @@ fn a_collected_log_is_bootstrapped_over_by_the_fixed_node_and_skipped_by_the_pla
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
 }
+
+#[test]
+fn a_crash_with_the_legacy_rts_cursor_replays_and_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout) = qsim(&["run", "scenarios/bug-replay.toml", "--seed", "1"], dir.path());
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
+}

@@ -52,6 +52,8 @@ pub async fn run(state: Arc<NodeState>) {
     let mut rng = ChaCha8Rng::seed_from_u64(state.node_id as u64 ^ (state.node_id >> 64) as u64);
     let mut backoff = config.reconnect_backoff_min;
     let mut attempts: u64 = 0;
+    // PLANTED BUG (legacy): after a restart, resume from the side file, not the store.
+    let mut resume_from = state.config.legacy.cursor_written_at_disconnect.then(|| legacy_cursor(&state));
     loop {
         let mut progressed = false;
         let mut out_of_retention = 0;
@@ -61,7 +63,10 @@ pub async fn run(state: Arc<NodeState>) {
             }
             attempts += 1;
             let before = state.with_store(|s| s.applied_index());
-            let ended = follow(&state, source).await;
+            let ended = follow(&state, source, resume_from.take()).await;
+            if state.config.legacy.cursor_written_at_disconnect {
+                write_legacy_cursor(&state);
+            }
             let after = state.with_store(|s| s.applied_index());
             progressed |= after > before;
             tracing::info!(node = %state.config.name, %source, ?ended, applied = after, "left replication source");
@@ -95,8 +100,31 @@ pub async fn run(state: Arc<NodeState>) {
     }
 }
 
+/// The legacy side-file cursor: `<storage path>.rts`, 0 when absent.
+fn legacy_cursor_path(state: &NodeState) -> std::path::PathBuf {
+    let mut name = state.config.storage.path.file_name().unwrap_or_default().to_os_string();
+    name.push(".rts");
+    state.config.storage.path.with_file_name(name)
+}
+
+fn legacy_cursor(state: &NodeState) -> u64 {
+    std::fs::read_to_string(legacy_cursor_path(state)).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+}
+
+fn write_legacy_cursor(state: &NodeState) {
+    let applied = state.with_store(|s| s.applied_index());
+    if let Err(e) = std::fs::write(legacy_cursor_path(state), applied.to_string()) {
+        tracing::warn!(error = %e, "legacy: writing the rts cursor failed");
+    }
+}
+
 fn hello(state: &NodeState, want: Want) -> Message {
-    let last_index = state.with_store(|s| s.applied_index());
+    hello_from(state, want, None)
+}
+
+/// A hello asking for entries after `last_index`, or after the applied index when `None`.
+fn hello_from(state: &NodeState, want: Want, last_index: Option<u64>) -> Message {
+    let last_index = last_index.unwrap_or_else(|| state.with_store(|s| s.applied_index()));
     Message::Hello(ClientHello {
         version: PROTOCOL_VERSION,
         client_id: state.node_id,
@@ -108,15 +136,16 @@ fn hello(state: &NodeState, want: Want) -> Message {
     })
 }
 
-/// Connects to `source` and applies what it streams until something ends it.
-async fn follow(state: &NodeState, source: SocketAddr) -> Ended {
+/// Connects to `source` and applies what it streams until something ends it; asks for entries
+/// after `resume_from` instead of the applied index when given (the legacy cursor).
+async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>) -> Ended {
     let staleness = state.config.replication.staleness_failover;
     let mut stream = match timeout(staleness, TcpStream::connect(source)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Ended::Disconnected(format!("connect: {e}")),
         Err(_) => return Ended::Disconnected("connect timed out".into()),
     };
-    if let Err(e) = write_message(&mut stream, &hello(state, Want::Log)).await {
+    if let Err(e) = write_message(&mut stream, &hello_from(state, Want::Log, resume_from)).await {
         return Ended::Disconnected(format!("hello: {e}"));
     }
     loop {
