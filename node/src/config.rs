@@ -97,6 +97,10 @@ pub struct LegacyConfig {
     /// only when a replication connection ends, and resume from it after a restart — Kyoto
     /// Tycoon's `rts` file, which made a crashed node replay days of already-applied log.
     pub cursor_written_at_disconnect: bool,
+    /// Serving and following: a replica that loses its upstream drops its downstream clients
+    /// and refuses new ones until it has an upstream again, and reconnects with uncapped,
+    /// unjittered exponential backoff — the seed's cascading disconnect across six layers.
+    pub stop_serving_when_upstream_lost: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -32,6 +32,8 @@ pub struct NodeState {
     store: Mutex<Store>,
     applied: watch::Sender<u64>,
     newest_entry_ms: AtomicU64,
+    /// Whether this node currently follows a source (always true on the root).
+    upstream_ok: std::sync::atomic::AtomicBool,
     pub metrics: Metrics,
     pub read_counters: ReadCounters,
 }
@@ -45,6 +47,7 @@ impl NodeState {
             store: Mutex::new(store),
             applied,
             newest_entry_ms: AtomicU64::new(0),
+            upstream_ok: std::sync::atomic::AtomicBool::new(true),
             metrics: Metrics::default(),
             read_counters: ReadCounters::default(),
         });
@@ -96,6 +99,17 @@ impl NodeState {
             Role::Root => 0,
             Role::Replica => crate::clock::unix_ms().saturating_sub(self.newest_entry_ms()),
         }
+    }
+
+    /// Records whether the replication client is following a source.
+    pub fn set_upstream_ok(&self, ok: bool) {
+        self.upstream_ok.store(ok, Ordering::Relaxed);
+    }
+
+    /// PLANTED BUG support (legacy): whether this node refuses to serve downstream now — only
+    /// when `legacy.stop_serving_when_upstream_lost` is on and it has lost its upstream.
+    pub fn legacy_refuses_downstream(&self) -> bool {
+        self.config.legacy.stop_serving_when_upstream_lost && !self.upstream_ok.load(Ordering::Relaxed)
     }
 
     pub fn subscribe_applied(&self) -> watch::Receiver<u64> {

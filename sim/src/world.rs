@@ -118,12 +118,13 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     let legacy = &scenario.legacy;
     let tail = format!(
         "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\n\
-         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\n",
+         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\nstop_serving_when_upstream_lost = {}\n",
         settings.retention_entries,
         settings.gc_interval.as_millis(),
         legacy.serve_nearest_when_collected,
         legacy.apply_without_gap_check,
-        legacy.cursor_written_at_disconnect
+        legacy.cursor_written_at_disconnect,
+        legacy.stop_serving_when_upstream_lost
     );
     let listen = |ip: IpAddr| {
         format!(

@@ -114,3 +114,13 @@ fn a_crash_with_the_legacy_rts_cursor_replays_and_is_caught() {
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
 }
+
+#[test]
+fn a_deep_tree_rides_out_root_flaps_unless_replicas_stop_serving_downstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout) = qsim(&["run", "scenarios/cascade.toml", "--seed", "1"], &dir.path().join("fixed"));
+    assert_eq!(code, 0, "{stdout}");
+    let (code, stdout) = qsim(&["run", "scenarios/bug-cascade.toml", "--seed", "1"], &dir.path().join("bug"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("lag        FAIL") && stdout.contains("with every fault healed"), "{stdout}");
+}

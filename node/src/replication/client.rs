@@ -30,6 +30,9 @@ use crate::node::NodeState;
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
 use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
 
+/// The legacy backoff's ceiling: far above any sane cap, as in the seed's incident.
+const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Why following one source ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Ended {
@@ -64,6 +67,7 @@ pub async fn run(state: Arc<NodeState>) {
             attempts += 1;
             let before = state.with_store(|s| s.applied_index());
             let ended = follow(&state, source, resume_from.take()).await;
+            state.set_upstream_ok(false);
             if state.config.legacy.cursor_written_at_disconnect {
                 write_legacy_cursor(&state);
             }
@@ -91,6 +95,13 @@ pub async fn run(state: Arc<NodeState>) {
         }
         if progressed {
             backoff = config.reconnect_backoff_min;
+        }
+        if state.config.legacy.stop_serving_when_upstream_lost {
+            // PLANTED BUG (legacy): uncapped, unjittered exponential backoff (bounded only by
+            // LEGACY_BACKOFF_MAX so that even the bug has a limit).
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(LEGACY_BACKOFF_MAX);
+            continue;
         }
         // Full jitter over [backoff/2, backoff], so replicas that lost one source together do
         // not all come back at once.
@@ -159,7 +170,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>)
             Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
                 return violation(&state.metrics, format!("source holds database {db_id}"));
             }
-            Message::Welcome { .. } => {}
+            Message::Welcome { .. } => state.set_upstream_ok(true),
             Message::Entries { entries } => {
                 if let Err(reason) = apply_frame(state, &entries) {
                     return violation(&state.metrics, reason);

@@ -101,6 +101,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         let detail = format!("this node holds database {}, not {}", state.config.database_id, hello.db_id);
         return refuse(&mut stream, metrics, RefusalReason::WrongDatabase, detail).await;
     }
+    if state.legacy_refuses_downstream() {
+        let detail = "legacy: this node lost its upstream and stopped serving".to_string();
+        return refuse(&mut stream, metrics, RefusalReason::ShuttingDown, detail).await;
+    }
     match hello.want.clone() {
         Want::Log => stream_log(state, stream, &hello).await,
         Want::Snapshot { resume_chunk, manifest_fingerprint } => {
@@ -136,7 +140,7 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
     let mut applied = state.subscribe_applied();
     let mut last = if hello.newest_only { state.with_store(|s| s.applied_index()) } else { hello.last_index };
     loop {
-        if hello.stop_index.is_some_and(|stop| last >= stop) {
+        if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());
         }
         let read = state.with_store(|store| store.read_log_after(last, FRAME_LIMITS));

@@ -39,7 +39,7 @@ impl Observer for Lag {
                 }
                 Vec::new()
             }
-            Event::LagSample { at_ms, node, lag_ms, .. } => {
+            Event::LagSample { at_ms, node, lag_ms, applied } => {
                 let settled = self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) > self.lag_max_ms;
                 if settled && *lag_ms > self.lag_max_ms {
                     let message =
@@ -48,7 +48,7 @@ impl Observer for Lag {
                         at_ms: *at_ms,
                         checker: "lag".into(),
                         node: node.clone(),
-                        index: 0,
+                        index: *applied,
                         message,
                     }];
                 }
