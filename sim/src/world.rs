@@ -68,6 +68,12 @@ impl RunOutcome {
 
 /// Runs `scenario` under `seed` and returns its trace and verdicts.
 ///
+/// Call it once per process: a later run in the same process is neither deterministic (lazily
+/// initialised globals drew from the first run's random stream) nor safe (tracing's global
+/// callsite state still refers to spans of the first run's subscriber; a third run panics in
+/// tracing-subscriber). `qsim run`, `--check-determinism`, `qsim sweep` and the benchmark all
+/// start a process per run.
+///
 /// Each run gets a thread of its own: per-thread state the standard library seeds once (the
 /// `HashMap` hash keys, drawn through `getrandom`, which madsim answers from the run's RNG)
 /// would otherwise make a second run on the same thread draw differently from the first. A
