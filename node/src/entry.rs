@@ -271,6 +271,19 @@ impl LogEntry {
         out
     }
 
+    /// [`compress`](Self::compress), after checking `hash` against the very bytes compressed:
+    /// one encoding serves both the check and the stored form.
+    pub fn compress_verified(&self) -> Result<Vec<u8>, EntryError> {
+        let encoded = self.encode();
+        let canonical = &encoded[..encoded.len() - HASH_BYTES];
+        if *blake3::hash(canonical).as_bytes() != self.hash.0 {
+            return Err(EntryError::HashMismatch { index: self.index });
+        }
+        Ok(snap::raw::Encoder::new()
+            .compress_vec(&encoded)
+            .expect("snappy compresses any input below 4 GiB; entries are bounded by ENTRY_BYTES_MAX"))
+    }
+
     /// Snappy-compressed [`encode`](Self::encode): the stored and transmitted form.
     pub fn compress(&self) -> Vec<u8> {
         snap::raw::Encoder::new()

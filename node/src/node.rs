@@ -69,21 +69,28 @@ impl NodeState {
         self.after_apply();
     }
 
-    /// Records that entries `first..=last` were applied, as the `qs::apply` trace event the
-    /// simulator's checkers consume, then wakes everything waiting for new entries.
-    pub fn applied(&self, first: u64, last: u64, hash: crate::entry::ChainHash) {
-        if first <= last {
-            tracing::info!(target: "qs::apply", node = %self.config.name, first, last, hash = %hash, "applied");
+    /// Records that `entries` (one commit's worth, in order) were applied: the `qs::apply` trace
+    /// event the simulator's checkers consume, the newest root timestamp (for lag), and a wake-up
+    /// for everything waiting on new entries. Takes the entries so nothing is read back.
+    pub fn applied(&self, entries: &[crate::entry::LogEntry]) {
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+            tracing::info!(target: "qs::apply", node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
+            self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);
+            self.publish(last.index);
         }
-        self.after_apply();
     }
 
-    /// Wakes everything waiting for new entries and refreshes the gauges.
+    /// Refreshes the gauges and wakes waiters from the store itself (start-up, a replaced store,
+    /// a failed commit): reads the newest entry back for its timestamp.
     pub fn after_apply(&self) {
         let (applied, newest_ms) = self.with_store(|store| (store.applied_index(), newest_timestamp(store)));
         if let Some(ms) = newest_ms {
             self.newest_entry_ms.store(ms, Ordering::Relaxed);
         }
+        self.publish(applied);
+    }
+
+    fn publish(&self, applied: u64) {
         self.metrics.applied_index.set(applied as i64);
         self.applied.send_replace(applied);
     }

@@ -95,7 +95,7 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
                 store.apply(std::slice::from_ref(&entry)).map(|()| entry)
             });
             match committed {
-                Ok(entry) => state.applied(entry.index, entry.index, entry.hash),
+                Ok(entry) => state.applied(std::slice::from_ref(&entry)),
                 Err(e) => tracing::error!(error = %e, "heartbeat commit failed"),
             }
         }
@@ -142,9 +142,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     });
     match outcome {
         Ok((index, dropped, entries)) => {
-            if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-                state.applied(first.index, last.index, last.hash);
-            }
+            state.applied(&entries);
             let written: u64 = entries.iter().map(|e| e.ops.len() as u64).sum();
             state.metrics.writes_accepted.inc_by(written);
             for (request, identical_dropped) in batch.into_iter().zip(dropped) {

@@ -220,9 +220,7 @@ fn apply_frame(state: &NodeState, frames: &[Vec<u8>]) -> Result<(), String> {
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);
-    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-        state.applied(first.index, last.index, last.hash);
-    }
+    state.applied(&entries);
     Ok(())
 }
 
