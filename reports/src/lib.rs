@@ -1,3 +1,7 @@
 //! qs-reports: HTML reports with plots for qsim runs and sweeps.
 //!
-//! Empty until the simulator writes traces for it to read.
+//! Module map:
+//! - [`schema`]: the trace and summary files a run and a sweep write — the one definition the
+//!   simulator writes and the reports read.
+
+pub mod schema;

@@ -218,10 +218,6 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
     };
 
     let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&scenario.scenario.name).join(format!("seed-{seed}")));
-    if let Err(e) = write_outputs(&out, scenario, seed, &outcome) {
-        eprintln!("qsim: writing {}: {e}", out.display());
-    }
-
     println!();
     println!("simulated  {:?}; {} writes acknowledged", outcome.simulated, outcome.writes_acked);
     println!(
@@ -230,31 +226,21 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
         outcome.digest,
         out.join("trace.jsonl").display()
     );
-    let mut failed = false;
-    for checker in qs_sim::checkers::NAMES {
-        let verdict = if checker == "convergence" {
-            if outcome.pending.is_empty() {
-                "pass".to_string()
-            } else {
-                format!("FAIL: {}", outcome.pending.join("; "))
-            }
-        } else {
-            let found: Vec<&Event> = outcome
-                .violations()
-                .filter(|e| matches!(e, Event::Violation { checker: c, .. } if c == checker))
-                .collect();
-            match found.first() {
-                None => "pass".to_string(),
-                Some(Event::Violation { at_ms, node, index, message, .. }) => {
-                    format!("FAIL ({} violations); first: {node} at {at_ms} ms, index {index}: {message}", found.len())
-                }
-                Some(_) => unreachable!("filtered to violations"),
-            }
+    let verdicts = verdicts(&outcome);
+    for v in &verdicts {
+        let text = match (&v.first, v.status.as_str()) {
+            (_, "pass") => "pass".to_string(),
+            (Some(first), _) if v.checker == "convergence" => format!("FAIL: {first}"),
+            (Some(first), _) => format!("FAIL ({} violations); first: {first}", v.violations),
+            (None, _) => "FAIL".to_string(),
         };
-        failed |= verdict != "pass";
-        println!("{checker:<10} {verdict}");
+        println!("{:<10} {text}", v.checker);
     }
+    let failed = verdicts.iter().any(|v| v.status != "pass");
     let violated = outcome.violations().next().is_some();
+    if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
+        eprintln!("qsim: writing {}: {e}", out.display());
+    }
     if failed {
         println!("reproduce  {}", reproduce(path, seed));
         return ExitCode::from(if violated { exit::VIOLATION } else { exit::LIVENESS });
@@ -298,13 +284,55 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
     ExitCode::from(exit::PASS)
 }
 
+/// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
+#[cfg(madsim)]
+fn verdicts(outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
+    use qs_sim::trace::Event;
+    qs_sim::checkers::NAMES
+        .iter()
+        .map(|&checker| {
+            let (violations, first) = if checker == "convergence" {
+                (outcome.pending.len() as u64, outcome.pending.first().cloned())
+            } else {
+                let found: Vec<&Event> = outcome
+                    .violations()
+                    .filter(|e| matches!(e, Event::Violation { checker: c, .. } if c == checker))
+                    .collect();
+                let first = found.first().map(|e| match e {
+                    Event::Violation { at_ms, node, index, message, .. } => {
+                        format!("{node} at {at_ms} ms, index {index}: {message}")
+                    }
+                    _ => unreachable!("filtered to violations"),
+                });
+                (found.len() as u64, first)
+            };
+            qs_reports::schema::Verdict {
+                checker: checker.to_string(),
+                status: if violations == 0 { "pass" } else { "fail" }.to_string(),
+                violations,
+                first,
+            }
+        })
+        .collect()
+}
+
+/// The build that ran a scenario: version and commit, for the report header.
+#[cfg(madsim)]
+fn build() -> String {
+    format!("qsim {} ({})", env!("CARGO_PKG_VERSION"), env!("QSIM_COMMIT"))
+}
+
 #[cfg(madsim)]
 fn write_outputs(
     out: &Path,
     scenario: &Scenario,
     seed: u64,
     outcome: &qs_sim::world::RunOutcome,
+    verdicts: &[qs_reports::schema::Verdict],
 ) -> std::io::Result<()> {
+    use qs_sim::trace::Event;
+    /// Violations listed in the summary (the trace has them all).
+    const VIOLATIONS_LISTED: usize = 200;
     std::fs::create_dir_all(out)?;
     let mut trace = String::new();
     for event in &outcome.events {
@@ -312,17 +340,41 @@ fn write_outputs(
         trace.push('\n');
     }
     std::fs::write(out.join("trace.jsonl"), trace)?;
-    let summary = serde_json::json!({
-        "scenario": scenario.scenario.name,
-        "path": scenario.path,
-        "seed": seed,
-        "digest": outcome.digest,
-        "events": outcome.events.len(),
-        "simulated_ms": outcome.simulated.as_millis() as u64,
-        "writes_acked": outcome.writes_acked,
-        "pending": outcome.pending,
-        "violations": outcome.violations().map(|e| e.line()).collect::<Vec<_>>(),
-        "reproduce": reproduce(&scenario.path, seed),
-    });
+    let failed = verdicts.iter().any(|v| v.status != "pass");
+    let summary = qs_reports::schema::RunSummary {
+        scenario: scenario.scenario.name.clone(),
+        description: scenario.scenario.description.clone(),
+        path: scenario.path.clone(),
+        seed,
+        engine: scenario.scenario.engine.get_ref().to_string(),
+        build: build(),
+        outcome: match (failed, outcome.violations().next().is_some()) {
+            (false, _) => "pass",
+            (true, true) => "violation",
+            (true, false) => "liveness",
+        }
+        .to_string(),
+        digest: outcome.digest.clone(),
+        events: outcome.events.len() as u64,
+        simulated_ms: outcome.simulated.as_millis() as u64,
+        liveness_from_ms: outcome.liveness_from.as_millis() as u64,
+        converged_after_ms: outcome.converged_after.map(|d| d.as_millis() as u64),
+        max_lag_ms: outcome
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::LagSample { lag_ms, .. } => Some(*lag_ms),
+                _ => None,
+            })
+            .max(),
+        lag_max_ms: scenario.checks.lag_max.as_millis() as u64,
+        converge_within_ms: scenario.checks.converge_within.as_millis() as u64,
+        writes_acked: outcome.writes_acked as u64,
+        pending: outcome.pending.clone(),
+        violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
+        verdicts: verdicts.to_vec(),
+        nodes: scenario.node_infos(),
+        reproduce: reproduce(&scenario.path, seed),
+    };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
 }

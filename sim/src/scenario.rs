@@ -321,6 +321,20 @@ impl Scenario {
         names
     }
 
+    /// Every node with its tier, in topology order (root first).
+    pub fn node_infos(&self) -> Vec<qs_reports::schema::NodeInfo> {
+        let mut nodes = vec![qs_reports::schema::NodeInfo { name: "root".into(), tier: "root".into(), depth: 0 }];
+        for (depth, tier) in self.topology.tiers.iter().enumerate() {
+            let tier = tier.get_ref();
+            nodes.extend((1..=tier.count).map(|n| qs_reports::schema::NodeInfo {
+                name: format!("{}-{n}", tier.name),
+                tier: tier.name.clone(),
+                depth: depth as u32 + 1,
+            }));
+        }
+        nodes
+    }
+
     fn validate(&self) -> Result<(), (Option<std::ops::Range<usize>>, String, String)> {
         let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
             Err((span, field.to_string(), problem))

@@ -14,11 +14,9 @@
 //!   for each failure its first violation and the command that reproduces it.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-
-use serde::Serialize;
 
 use crate::exit;
 use crate::scenario::Scenario;
@@ -56,24 +54,7 @@ pub fn parse_seeds(s: &str) -> Result<std::ops::Range<u64>, String> {
     if a < b { Ok(a..b) } else { Err(bad()) }
 }
 
-/// One run's result.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunResult {
-    pub scenario: String,
-    pub path: PathBuf,
-    pub seed: u64,
-    /// `pass`, `violation`, `liveness`, `crash`, `nondeterminism` or `error`.
-    pub outcome: String,
-    pub expected: String,
-    /// Whether the run ended as its scenario expects.
-    pub ok: bool,
-    pub exit_code: Option<i32>,
-    pub digest: Option<String>,
-    /// The first violation or pending convergence reason, in words.
-    pub first_problem: Option<String>,
-    pub reproduce: String,
-    pub out: PathBuf,
-}
+pub use qs_reports::schema::RunResult;
 
 fn outcome_name(code: Option<i32>) -> &'static str {
     match code.and_then(|c| u8::try_from(c).ok()) {
@@ -174,15 +155,15 @@ fn run_one(exe: &Path, scenario: &Scenario, seed: u64, out: &Path) -> RunResult 
         }
         Err(e) => (None, format!("could not start qsim: {e}")),
     };
-    let summary: Option<serde_json::Value> =
+    let summary: Option<qs_reports::schema::RunSummary> =
         std::fs::read(dir.join("summary.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
-    let digest = summary.as_ref().and_then(|s| s["digest"].as_str()).map(str::to_string);
     let first_problem = summary
         .as_ref()
         .and_then(|s| {
-            s["violations"].get(0).and_then(|v| v.as_str()).map(str::to_string).or_else(|| {
-                s["pending"].as_array().filter(|p| !p.is_empty()).map(|p| format!("not converged: {}", p[0]))
-            })
+            s.verdicts
+                .iter()
+                .find(|v| v.status != "pass")
+                .and_then(|v| v.first.clone().map(|f| format!("{}: {f}", v.checker)))
         })
         .or_else(|| stdout.lines().find(|l| l.contains("CRASH") || l.contains("FAIL")).map(str::to_string));
     let outcome = outcome_name(code);
@@ -195,7 +176,9 @@ fn run_one(exe: &Path, scenario: &Scenario, seed: u64, out: &Path) -> RunResult 
         expected: serde_json::to_value(expected).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
         ok: code == Some(i32::from(expected.exit_code())),
         exit_code: code,
-        digest,
+        digest: summary.as_ref().map(|s| s.digest.clone()),
+        max_lag_ms: summary.as_ref().and_then(|s| s.max_lag_ms),
+        converged_after_ms: summary.as_ref().and_then(|s| s.converged_after_ms),
         first_problem,
         reproduce,
         out: dir,

@@ -10,33 +10,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::Context;
 
-/// One thing that happened, at `at_ms` of simulated time since the run started.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// `node` applied entries `first..=last`; `hash` is its chain hash after `last`.
-    Applied { at_ms: u64, node: String, first: u64, last: u64, hash: String },
-    /// `node` installed a snapshot at `index`.
-    Bootstrapped { at_ms: u64, node: String, index: u64, hash: String },
-    /// A fault started or ended.
-    Fault { at_ms: u64, node: String, kind: String, phase: String },
-    /// A running node's replication lag (age of its newest applied entry) and applied index.
-    LagSample { at_ms: u64, node: String, lag_ms: u64, applied: u64 },
-    /// The producer's write of `key` was acknowledged at root index `index`.
-    WriteAcked { at_ms: u64, key: String, index: u64 },
-    /// A checker found a violation.
-    Violation { at_ms: u64, checker: String, node: String, index: u64, message: String },
-}
-
-impl Event {
-    pub fn line(&self) -> String {
-        serde_json::to_string(self).expect("events always serialize")
-    }
-}
+pub use qs_reports::schema::Event;
 
 /// Receives each event as it happens (the checkers).
 pub trait Observer: Send {

@@ -58,6 +58,19 @@ pub struct RunOutcome {
     pub pending: Vec<String>,
     pub simulated: Duration,
     pub writes_acked: usize,
+    /// When the liveness phase began (faults healed, writes stopped).
+    pub liveness_from: Duration,
+    /// How long after that the cluster converged; None if it did not within the bound.
+    pub converged_after: Option<Duration>,
+}
+
+/// What the world hands back besides the trace.
+struct WorldEnd {
+    pending: Vec<String>,
+    simulated: Duration,
+    writes_acked: usize,
+    liveness_from: Duration,
+    converged_after: Option<Duration>,
 }
 
 impl RunOutcome {
@@ -91,12 +104,20 @@ fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     let clock = || madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_millis() as u64);
     let recorder = Recorder::new(clock, crate::checkers::all(scenario));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
-    let (pending, simulated, writes_acked) = tracing::subscriber::with_default(subscriber, || {
+    let end = tracing::subscriber::with_default(subscriber, || {
         runtime.block_on(world(scenario.clone(), seed, recorder.clone()))
     });
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).events().to_vec();
     let digest = crate::trace::digest(&events);
-    RunOutcome { events, digest, pending, simulated, writes_acked }
+    RunOutcome {
+        events,
+        digest,
+        pending: end.pending,
+        simulated: end.simulated,
+        writes_acked: end.writes_acked,
+        liveness_from: end.liveness_from,
+        converged_after: end.converged_after,
+    }
 }
 
 /// A simulated node and how to reach it.
@@ -325,10 +346,10 @@ fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
     let at_ms = recorder.now_ms();
     let kind = serde_json::to_value(step.kind).expect("serializes").as_str().unwrap_or_default().to_string();
     let phase = if step.start { "start" } else { "end" }.to_string();
-    recorder.record(Event::Fault { at_ms, node: nodes[step.node].name.clone(), kind, phase });
+    recorder.record(Event::Fault { at_ms, node: nodes[step.node].name.clone(), kind, phase, detail: String::new() });
 }
 
-async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<String>, Duration, usize) {
+async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> WorldEnd {
     let states: States = Arc::default();
     // Files outside the stores (snapshot transfers), private to this run; their names never
     // reach the trace.
@@ -390,6 +411,11 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
     }
     steps.sort_by_key(|s| (s.at, !s.start, s.node));
     let start = madsim::time::Instant::now();
+    {
+        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let at_ms = recorder.now_ms();
+        recorder.record(Event::Phase { at_ms, phase: "safety".into() });
+    }
     let mut open: Vec<FaultStep> = Vec::new();
     for step in steps {
         if step.at >= scenario.scenario.duration {
@@ -414,6 +440,12 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
     madsim::time::sleep_until(start + scenario.scenario.duration).await;
 
     // Liveness phase: heal, stop writing, converge.
+    let liveness_from = start.elapsed();
+    {
+        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let at_ms = recorder.now_ms();
+        recorder.record(Event::Phase { at_ms, phase: "liveness".into() });
+    }
     Handle::current().kill(producer.id());
     for step in open {
         apply(&FaultStep { start: false, ..step }, &nodes, &recorder);
@@ -437,7 +469,9 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> (Vec<
         .iter()
         .filter(|e| matches!(e, Event::WriteAcked { .. }))
         .count();
-    (pending, start.elapsed(), writes_acked)
+    let simulated = start.elapsed();
+    let converged_after = pending.is_empty().then(|| simulated - liveness_from);
+    WorldEnd { pending, simulated, writes_acked, liveness_from, converged_after }
 }
 
 /// Why the cluster has not converged yet: per node, what differs from the root.

@@ -27,7 +27,7 @@ impl Lag {
 impl Observer for Lag {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         match event {
-            Event::Fault { at_ms, node, kind, phase } => {
+            Event::Fault { at_ms, node, kind, phase, .. } => {
                 let fault = (node.clone(), kind.clone());
                 if phase == "start" {
                     self.active.insert(fault);
@@ -68,7 +68,7 @@ mod tests {
     }
 
     fn fault(at_ms: u64, phase: &str) -> Event {
-        Event::Fault { at_ms, node: "mid-1".into(), kind: "kill".into(), phase: phase.into() }
+        Event::Fault { at_ms, node: "mid-1".into(), kind: "kill".into(), phase: phase.into(), detail: String::new() }
     }
 
     #[test]

@@ -1,0 +1,243 @@
+//! The files a run and a sweep leave behind: the one definition both the simulator (writer) and
+//! the reports (reader) use.
+//!
+//! A run folder holds `trace.jsonl` (one [`Event`] per line, in simulated-time order) and
+//! `summary.json` (a [`RunSummary`]). A sweep folder holds `summary.json` (a [`SweepSummary`])
+//! and one run folder per (scenario, seed) under `<scenario>/seed-<seed>/`.
+//!
+//! Compatibility: fields are only ever added, with `#[serde(default)]`, so a report can be rebuilt
+//! from the trace of an older run. Serialization is canonical (fields in declaration order, no
+//! maps with unordered keys), which the simulator's trace digest relies on.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One thing that happened, at `at_ms` of simulated time since the run started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// `node` applied entries `first..=last`; `hash` is its chain hash after `last`.
+    Applied { at_ms: u64, node: String, first: u64, last: u64, hash: String },
+    /// `node` installed a snapshot at `index`.
+    Bootstrapped { at_ms: u64, node: String, index: u64, hash: String },
+    /// A fault started (`phase = "start"`) or ended (`"end"`). `kind` is the scenario's fault
+    /// kind (`kill`, `pause`, `partition`, `slow_disk`, `sigbus`, ...); `detail` says more where
+    /// the kind has parameters (a latency model, a peer group).
+    Fault {
+        at_ms: u64,
+        node: String,
+        kind: String,
+        phase: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
+    /// A running node's replication lag (age of its newest applied entry) and applied index,
+    /// sampled once a simulated second.
+    LagSample { at_ms: u64, node: String, lag_ms: u64, applied: u64 },
+    /// The producer's write of `key` was acknowledged at root index `index`.
+    WriteAcked { at_ms: u64, key: String, index: u64 },
+    /// A checker found a violation: at `node`, at `index`, `message` says what was expected and
+    /// what was found.
+    Violation { at_ms: u64, checker: String, node: String, index: u64, message: String },
+    /// `node` connected to the upstream `source` (an address); `reason` says why it left the one
+    /// before (`start`, `disconnected`, `stale`, `refused`, `out_of_retention`, `violation`).
+    SourceChanged { at_ms: u64, node: String, source: String, reason: String },
+    /// `node` persisted its resume position `index` (the store's applied index, or a legacy
+    /// cursor file).
+    Cursor { at_ms: u64, node: String, index: u64 },
+    /// The readers on edge `node` over the last simulated second: reads, misses, latency.
+    ReadSample { at_ms: u64, node: String, reads: u64, misses: u64, p50_us: u64, p99_us: u64, max_us: u64 },
+    /// Store operations on `node` over the last simulated second while its disk is slow.
+    DiskSample { at_ms: u64, node: String, ops: u64, p50_us: u64, p99_us: u64, max_us: u64 },
+    /// The run entered a phase: `safety` (workload under faults) or `liveness` (faults healed,
+    /// workload stopped, waiting for convergence).
+    Phase { at_ms: u64, phase: String },
+    /// End of run, per node.
+    NodeSummary {
+        at_ms: u64,
+        node: String,
+        tier: String,
+        applied: u64,
+        failovers: u64,
+        bootstraps: u64,
+        bogus_requests: u64,
+        /// Bytes of keys and values applied (what producers asked to store).
+        logical_bytes: u64,
+        /// Bytes the engine wrote to its disk for them.
+        engine_bytes_written: u64,
+    },
+    /// End of run, per key prefix (the text before the first `:`), on the root.
+    KeyUsage { at_ms: u64, prefix: String, keys: u64, bytes: u64, reads: u64, never_read: u64 },
+}
+
+impl Event {
+    /// The canonical trace line (no newline).
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).expect("events always serialize")
+    }
+
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            Event::Applied { at_ms, .. }
+            | Event::Bootstrapped { at_ms, .. }
+            | Event::Fault { at_ms, .. }
+            | Event::LagSample { at_ms, .. }
+            | Event::WriteAcked { at_ms, .. }
+            | Event::Violation { at_ms, .. }
+            | Event::SourceChanged { at_ms, .. }
+            | Event::Cursor { at_ms, .. }
+            | Event::ReadSample { at_ms, .. }
+            | Event::DiskSample { at_ms, .. }
+            | Event::Phase { at_ms, .. }
+            | Event::NodeSummary { at_ms, .. }
+            | Event::KeyUsage { at_ms, .. } => *at_ms,
+        }
+    }
+}
+
+/// Reads a trace file's lines; a bad line is an error naming its line number.
+pub fn parse_trace(text: &str) -> Result<Vec<Event>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| serde_json::from_str(line).map_err(|e| format!("trace line {}: {e}", n + 1)))
+        .collect()
+}
+
+/// One checker's verdict.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub checker: String,
+    /// `pass` or `fail`.
+    pub status: String,
+    pub violations: u64,
+    /// The first violation (or, for convergence, what was still pending), in words.
+    #[serde(default)]
+    pub first: Option<String>,
+}
+
+/// A node of the run's topology.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    /// `root`, or the tier's name from the scenario.
+    pub tier: String,
+    /// 0 for the root, 1 for the first tier below it, ...
+    pub depth: u32,
+}
+
+/// `summary.json` of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub scenario: String,
+    #[serde(default)]
+    pub description: String,
+    pub path: PathBuf,
+    pub seed: u64,
+    #[serde(default)]
+    pub engine: String,
+    /// The qsim build that ran it (version and commit).
+    #[serde(default)]
+    pub build: String,
+    /// `pass`, `violation`, `liveness`, `crash`.
+    #[serde(default)]
+    pub outcome: String,
+    pub digest: String,
+    pub events: u64,
+    pub simulated_ms: u64,
+    /// When the liveness phase began (faults healed, writes stopped).
+    #[serde(default)]
+    pub liveness_from_ms: u64,
+    /// How long after the liveness phase began the cluster converged; None if it did not.
+    #[serde(default)]
+    pub converged_after_ms: Option<u64>,
+    /// Largest lag any node showed in its samples.
+    #[serde(default)]
+    pub max_lag_ms: Option<u64>,
+    /// The scenario's lag bound.
+    #[serde(default)]
+    pub lag_max_ms: u64,
+    #[serde(default)]
+    pub converge_within_ms: u64,
+    pub writes_acked: u64,
+    /// Why the cluster had not converged, per node; empty when it had.
+    pub pending: Vec<String>,
+    /// Trace lines of the violations (the first few hundred).
+    pub violations: Vec<String>,
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
+    #[serde(default)]
+    pub nodes: Vec<NodeInfo>,
+    pub reproduce: String,
+}
+
+/// One run of a sweep.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub scenario: String,
+    pub path: PathBuf,
+    pub seed: u64,
+    /// `pass`, `violation`, `liveness`, `crash`, `nondeterminism` or `error`.
+    pub outcome: String,
+    pub expected: String,
+    /// Whether the run ended as its scenario expects.
+    pub ok: bool,
+    pub exit_code: Option<i32>,
+    pub digest: Option<String>,
+    /// The first violation or pending convergence reason, in words.
+    pub first_problem: Option<String>,
+    pub reproduce: String,
+    /// The run's folder (holds its trace, summary and report).
+    pub out: PathBuf,
+    /// Largest lag any node showed, from the run's lag samples.
+    #[serde(default)]
+    pub max_lag_ms: Option<u64>,
+    #[serde(default)]
+    pub converged_after_ms: Option<u64>,
+}
+
+/// `summary.json` of a sweep.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    /// `A..B`, B excluded.
+    pub seeds: String,
+    /// `i/n`.
+    pub shard: String,
+    pub runs: u64,
+    pub failed: u64,
+    pub results: Vec<RunResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_trace_lines() {
+        let events = vec![
+            Event::Applied { at_ms: 1, node: "root".into(), first: 1, last: 3, hash: "ab".into() },
+            Event::Fault {
+                at_ms: 2,
+                node: "mid-1".into(),
+                kind: "kill".into(),
+                phase: "start".into(),
+                detail: "".into(),
+            },
+            Event::ReadSample {
+                at_ms: 3,
+                node: "edge-1".into(),
+                reads: 5,
+                misses: 1,
+                p50_us: 80,
+                p99_us: 300,
+                max_us: 900,
+            },
+        ];
+        let text: String = events.iter().map(|e| e.line() + "\n").collect();
+        assert!(!text.contains("detail"), "empty details are not written: {text}");
+        assert_eq!(parse_trace(&text).unwrap(), events);
+        let err = parse_trace("{\"event\":\"applied\"}\n").unwrap_err();
+        assert!(err.starts_with("trace line 1:"), "{err}");
+    }
+}
