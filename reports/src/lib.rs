@@ -3,5 +3,22 @@
 //! Module map:
 //! - [`schema`]: the trace and summary files a run and a sweep write — the one definition the
 //!   simulator writes and the reports read.
+//! - [`load`]: reading run and sweep folders; every failure a [`ReportError`] naming the file.
+//! - [`html`]: escaping, the page shell with its inline style sheet, number formatting.
+//! - [`series`]: gap splitting and downsampling (min/max per bucket, per-tier spreads).
+//! - [`chart`]: plotters SVG charts on one shared time axis; lane charts; histograms.
+//! - [`facts`]: what a run's summary and trace say per node, per fault, per violation.
+//! - [`run`]: the run report page ([`render_run`], [`write_run_report`]); its per-node charts
+//!   are the list [`run::NODE_METRICS`].
 
+pub mod chart;
+mod error;
+pub mod facts;
+pub mod html;
+pub mod load;
+pub mod run;
 pub mod schema;
+pub mod series;
+
+pub use error::ReportError;
+pub use run::{render_run, write_run_report};

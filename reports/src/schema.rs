@@ -35,8 +35,14 @@ pub enum Event {
     /// A running node's replication lag (age of its newest applied entry) and applied index,
     /// sampled once a simulated second.
     LagSample { at_ms: u64, node: String, lag_ms: u64, applied: u64 },
-    /// The producer's write of `key` was acknowledged at root index `index`.
-    WriteAcked { at_ms: u64, key: String, index: u64 },
+    /// The producer's write of `version` of `key` was acknowledged at root index `index`.
+    WriteAcked {
+        at_ms: u64,
+        key: String,
+        index: u64,
+        #[serde(default)]
+        version: u64,
+    },
     /// A checker found a violation: at `node`, at `index`, `message` says what was expected and
     /// what was found.
     Violation { at_ms: u64, checker: String, node: String, index: u64, message: String },
