@@ -98,6 +98,18 @@ fn axis_label(v: f64) -> String {
     }
 }
 
+/// A tick label with enough digits to tell ticks `span` apart (a sweep's max lags may differ by a
+/// millisecond in 5.5 s, or by days in decades).
+fn tick_label(v: f64, span: f64) -> String {
+    let step = (span / 4.0).abs().max(f64::MIN_POSITIVE);
+    if v.abs() >= 1e6 {
+        let digits = ((v.abs().log10() - step.log10()).ceil().max(1.0) as usize).min(8);
+        return format!("{v:.digits$e}");
+    }
+    let decimals = (-step.log10()).ceil().clamp(0.0, 6.0) as usize;
+    format!("{v:.decimals$}")
+}
+
 type Svg = Result<String, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -360,8 +372,8 @@ pub fn histogram_svg(values: &[f64], x_desc: &str, color: RGBColor) -> Svg {
             .y_labels(3)
             .x_desc(x_desc)
             .y_desc("runs")
-            .x_label_formatter(&|x| axis_label(*x))
-            .y_label_formatter(&|y| axis_label(*y))
+            .x_label_formatter(&|x| tick_label(*x, hi - lo))
+            .y_label_formatter(&|y| if y.fract() == 0.0 { format!("{y:.0}") } else { String::new() })
             .label_style((FONT, 11))
             .axis_desc_style((FONT, 11))
             .disable_x_mesh()
@@ -424,5 +436,8 @@ mod tests {
         assert!(svg.matches("<rect").count() >= 4, "{svg}");
         assert!(histogram_svg(&[5.0, 5.0], "x", palette(0)).is_ok());
         assert!(histogram_svg(&[], "x", palette(0)).is_err());
+        assert_eq!(tick_label(5.4935, 0.001), "5.4935");
+        assert_eq!(tick_label(20.0, 100.0), "20");
+        assert_eq!(tick_label(1.66e9, 7e6), "1.660e9");
     }
 }

@@ -10,6 +10,8 @@
 //! - [`facts`]: what a run's summary and trace say per node, per fault, per violation.
 //! - [`run`]: the run report page ([`render_run`], [`write_run_report`]); its per-node charts
 //!   are the list [`run::NODE_METRICS`].
+//! - [`sweep`]: the sweep report page ([`render_sweep`], [`write_sweep_report`]).
+//! - [`testkit`]: deterministic synthetic runs (every event kind) for tests and the benchmark.
 
 pub mod chart;
 mod error;
@@ -19,6 +21,9 @@ pub mod load;
 pub mod run;
 pub mod schema;
 pub mod series;
+pub mod sweep;
+pub mod testkit;
 
 pub use error::ReportError;
 pub use run::{render_run, write_run_report};
+pub use sweep::{render_sweep, write_sweep_report};

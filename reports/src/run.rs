@@ -587,7 +587,7 @@ fn metric_figure(
     let p99 = series::quantile(&values, 0.99).unwrap_or(0.0);
     let max = *values.last().expect("present is non-empty");
     let reference = p99.max(bound.unwrap_or(0.0));
-    let y_top = (reference > 0.0 && max > 20.0 * reference).then(|| reference * 1.5);
+    let y_top = (reference > 0.0 && max > 20.0 * reference).then_some(reference * 1.5);
     if let Some(top) = y_top {
         let clipped = values.iter().filter(|&&v| v > top).count();
         let _ = write!(note, " {clipped} samples above {top:.1} (up to {max:.3e}) are clipped at the top edge.");
