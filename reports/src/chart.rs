@@ -30,6 +30,9 @@ pub const LIVENESS_FILL: RGBColor = RGBColor(0xFF, 0xF1, 0xC9);
 /// The colour of a bound drawn across a chart (the scenario's lag bound).
 pub const BOUND_COLOR: RGBColor = RGBColor(0xC6, 0x28, 0x28);
 
+/// The vertical line at the first violation, on every time chart.
+pub const VIOLATION_COLOR: RGBColor = RGBColor(0xB0, 0x00, 0x20);
+
 /// Distinct colours for up to twelve lines (nodes); more wrap around, which is why many nodes are
 /// grouped by tier before they get here.
 pub const PALETTE: [RGBColor; 12] = [
@@ -62,6 +65,8 @@ pub struct TimeAxis {
     pub end_s: f64,
     /// Where the liveness phase starts, shaded from there to the end.
     pub liveness_from_s: Option<f64>,
+    /// The first violation, drawn as a vertical line across every chart.
+    pub first_violation_s: Option<f64>,
 }
 
 /// Something drawn on a time chart. Points are (seconds, value).
@@ -209,6 +214,7 @@ impl TimeChart {
                     }
                 }
             }
+            mark_violation(&mut chart, axis, y_lo, y_hi)?;
             root.present().map_err(err)?;
         }
         Ok(out)
@@ -228,6 +234,24 @@ fn shade_liveness<DB: DrawingBackend>(
     if let Some(from) = axis.liveness_from_s.filter(|&from| from < axis.end_s) {
         chart
             .draw_series(std::iter::once(Rectangle::new([(from, y_lo), (axis.end_s, y_hi)], LIVENESS_FILL.filled())))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn mark_violation<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    axis: &TimeAxis,
+    y_lo: f64,
+    y_hi: f64,
+) -> Result<(), String> {
+    if let Some(t) = axis.first_violation_s {
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(t, y_lo), (t, y_hi)], VIOLATION_COLOR.stroke_width(2))))
             .map_err(err)?;
     }
     Ok(())
@@ -329,6 +353,7 @@ pub fn lanes_svg(axis: &TimeAxis, lanes: &[Lane]) -> Svg {
             ))
             .map_err(err)?;
         }
+        mark_violation(&mut chart, axis, 0.0, y_hi)?;
         root.present().map_err(err)?;
     }
     Ok(out)
@@ -396,7 +421,7 @@ mod tests {
     use super::*;
 
     fn axis() -> TimeAxis {
-        TimeAxis { end_s: 120.0, liveness_from_s: Some(90.0) }
+        TimeAxis { end_s: 120.0, liveness_from_s: Some(90.0), first_violation_s: Some(60.0) }
     }
 
     #[test]
@@ -420,6 +445,7 @@ mod tests {
         assert!(svg.contains("<circle"), "one-point segments are dots: {svg}");
         assert!(svg.contains(&format!("fill=\"{}\"", hex(LIVENESS_FILL))), "{svg}");
         assert!(svg.contains("lag (s) &lt;&amp;&gt;"), "plotters escapes text: {svg}");
+        assert!(svg.contains(&format!("stroke=\"{}\"", hex(VIOLATION_COLOR))), "{svg}");
     }
 
     #[test]

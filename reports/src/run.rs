@@ -193,6 +193,7 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
     let axis = TimeAxis {
         end_s: facts.end_ms as f64 / 1000.0,
         liveness_from_s: facts.liveness_from_ms.map(|ms| ms as f64 / 1000.0),
+        first_violation_s: facts.violations.first().map(|v| v.at_ms as f64 / 1000.0),
     };
     let mut body = String::new();
     header(&mut body, summary, &facts);
@@ -212,6 +213,13 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
             None => "The trace does not say when the liveness phase began.".into(),
         }
     );
+    if let Some(v) = facts.violations.first() {
+        let _ = write!(
+            body,
+            "<p class=\"note\" id=\"violation-marker\">The dark red vertical line marks the first violation, at {}.</p>",
+            secs(v.at_ms)
+        );
+    }
     let mut left_out: Vec<&str> = Vec::new();
     let mut figures: Vec<Figure> = Vec::new();
     match fault_figure(&facts, &axis) {

@@ -343,3 +343,45 @@ fn problem_table(out: &mut String, summary: &SweepSummary, idx: &[usize], id: &s
         let _ = write!(out, "<p class=\"note\">… and {} more, not listed.</p>", idx.len() - MAX_PROBLEM_ROWS);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(scenario: &str, seed: u64, ok: bool) -> RunResult {
+        RunResult {
+            scenario: scenario.into(),
+            path: PathBuf::from(format!("scenarios/{scenario}.toml")),
+            seed,
+            outcome: if ok { "pass" } else { "violation" }.into(),
+            expected: "pass".into(),
+            ok,
+            exit_code: Some(if ok { 0 } else { 1 }),
+            digest: None,
+            first_problem: (!ok).then(|| format!("seed {seed} broke")),
+            reproduce: format!("./qsim run scenarios/{scenario}.toml --seed {seed}"),
+            out: PathBuf::from(format!("/elsewhere/{scenario}/seed-{seed}")),
+            max_lag_ms: Some(seed * 10),
+            converged_after_ms: ok.then_some(seed),
+        }
+    }
+
+    #[test]
+    fn huge_sweeps_draw_every_failing_cell_and_count_the_rest() {
+        let n = MAX_PASSING_CELLS as u64 + 500;
+        let results: Vec<RunResult> = (1..=n).map(|seed| result("swarm", seed, seed % 1000 != 0)).collect();
+        let summary = SweepSummary { seeds: format!("1..{}", n + 1), shard: "1/1".into(), runs: n, failed: 2, results };
+        let html = render_sweep(&summary, &[]);
+        assert_eq!(html.matches("class=\"cell ok").count(), MAX_PASSING_CELLS);
+        assert_eq!(html.matches("class=\"cell bad").count(), 2, "seeds 1000 and 2000");
+        assert!(html.contains("… and 498 more passing seeds, not drawn."));
+        assert!(html.len() < 2_000_000, "{}", html.len());
+    }
+
+    #[test]
+    fn links_follow_the_sweep_layout_not_the_absolute_out_path() {
+        let r = result("bug gc", 3, false);
+        assert_eq!(run_link(&r), "bug%20gc/seed-3/report.html");
+        assert_eq!(run_folder(&r), PathBuf::from("bug gc/seed-3"));
+    }
+}

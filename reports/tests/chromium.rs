@@ -25,10 +25,8 @@ fn chromium() -> PathBuf {
         return PathBuf::from(path);
     }
     for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
-        if let Some(dir) = std::env::var_os("PATH")
-            .iter()
-            .flat_map(std::env::split_paths)
-            .find(|dir| dir.join(name).is_file())
+        if let Some(dir) =
+            std::env::var_os("PATH").iter().flat_map(std::env::split_paths).find(|dir| dir.join(name).is_file())
         {
             return dir.join(name);
         }

@@ -87,10 +87,16 @@ fn planted_bug_failure_names_the_first_violation_and_shades_liveness() {
     assert!(first.contains("holds a different state"), "pending convergence listed: {first}");
     assert!(text(one(&doc, "#verdicts tr[data-checker=\"sequence\"]")).contains("index 168"));
 
-    // Liveness began at 90 s of 150 s: shaded on every time chart.
+    // Liveness began at 90 s of 150 s: shaded on every time chart; the first violation is a
+    // vertical line on each.
+    let violation = qs_reports::chart::hex(qs_reports::chart::VIOLATION_COLOR);
     for id in TIME_CHARTS {
-        assert!(has_liveness_shading(chart(&doc, id)), "{id} shades the liveness phase");
+        let fig = chart(&doc, id);
+        assert!(has_liveness_shading(fig), "{id} shades the liveness phase");
+        let marked = within(fig, "polyline").iter().any(|p| p.value().attr("stroke") == Some(violation.as_str()));
+        assert!(marked, "{id} marks the first violation");
     }
+    assert!(text(one(&doc, "#violation-marker")).contains("60.019 s"));
     assert_eq!(text(one(&doc, "#violation-total")), "1 violations in total.");
     let v = rows(&doc, "table.violations");
     assert_eq!(v.len(), 1);
