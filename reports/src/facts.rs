@@ -222,8 +222,12 @@ impl RunFacts {
                     reads: *reads,
                     never_read: *never_read,
                 }),
-                // Time series (write rate, read and disk latency, cursors) are read by the charts;
-                // kinds added to the schema later are ignored here until the page shows them.
+                // Their values are read by the charts; here they only make their node known.
+                Event::Cursor { node, .. } | Event::ReadSample { node, .. } | Event::DiskSample { node, .. } => {
+                    facts.node_mut(node);
+                }
+                // Writes have no node; kinds added to the schema later are ignored here until the
+                // page shows them.
                 _ => {}
             }
         }
@@ -294,5 +298,10 @@ mod tests {
         assert_eq!(names, ["root", "e1", "x", "e2"], "summary order, then first appearance");
         assert_eq!(facts.nodes[1].faults, 2);
         assert_eq!(facts.tiers().iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["root", "edge", "?"]);
+
+        let events =
+            [Event::ReadSample { at_ms: 1, node: "e9".into(), reads: 1, misses: 0, p50_us: 1, p99_us: 2, max_us: 3 }];
+        let facts = RunFacts::gather(&summary(), &events);
+        assert_eq!(facts.node_index("e9"), Some(2), "a node seen only in samples is still a node");
     }
 }

@@ -91,15 +91,14 @@ fn run_chromium(work: &Path, page: &Path, args: &[&str]) -> (String, String) {
 fn open(page: &Path, height: u32) -> Opened {
     let work = tempfile::tempdir().unwrap();
     let screenshot = page.with_extension("png");
-    let (_, shot_log) = run_chromium(
+    // One launch does both: the screenshot to a file, the DOM it built to stdout.
+    let (dom, log) = run_chromium(
         work.path(),
         page,
-        &[&format!("--screenshot={}", screenshot.display()), &format!("--window-size=1280,{height}")],
+        &[&format!("--screenshot={}", screenshot.display()), &format!("--window-size=1280,{height}"), "--dump-dom"],
     );
-    let (dom, dom_log) = run_chromium(work.path(), page, &["--dump-dom"]);
     // Console output is logged as `...:INFO:CONSOLE:...] "message", source: ...`.
-    let console =
-        shot_log.lines().chain(dom_log.lines()).filter(|l| l.contains(":CONSOLE")).map(str::to_string).collect();
+    let console = log.lines().filter(|l| l.contains(":CONSOLE")).map(str::to_string).collect();
     Opened { dom, console, screenshot }
 }
 
