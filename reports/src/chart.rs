@@ -12,6 +12,7 @@
 //! are plotters' own estimates, only used for its layout; the SVG keeps `<text>` elements that the
 //! browser sets in its own fonts. Label areas are therefore fixed sizes, not measured.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -221,12 +222,11 @@ impl TimeChart {
     }
 }
 
+/// A chart with simulated seconds across and values up, as every time and lane chart is.
+type TimeContext<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 fn shade_liveness<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut TimeContext<'_, DB>,
     axis: &TimeAxis,
     y_lo: f64,
     y_hi: f64,
@@ -240,11 +240,7 @@ fn shade_liveness<DB: DrawingBackend>(
 }
 
 fn mark_violation<DB: DrawingBackend>(
-    chart: &mut ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+    chart: &mut TimeContext<'_, DB>,
     axis: &TimeAxis,
     y_lo: f64,
     y_hi: f64,
