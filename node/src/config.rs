@@ -97,6 +97,9 @@ pub struct LegacyConfig {
     /// only when a replication connection ends, and resume from it after a restart — Kyoto
     /// Tycoon's `rts` file, which made a crashed node replay days of already-applied log.
     pub cursor_written_at_disconnect: bool,
+    /// Following: write that side-file cursor when a batch is received, before applying it —
+    /// a crash in between resumes past entries never applied (the cursor runs ahead).
+    pub cursor_written_before_apply: bool,
     /// Serving and following: a replica that loses its upstream drops its downstream clients
     /// and refuses new ones until it has an upstream again, and reconnects with uncapped,
     /// unjittered exponential backoff — the seed's cascading disconnect across six layers.

@@ -152,6 +152,14 @@ impl Op {
         }
     }
 
+    /// Key and value bytes this operation writes (its share of an entry's logical bytes).
+    pub fn logical_bytes(&self) -> u64 {
+        match self {
+            Op::Set { key, value } => (key.len() + value.len()) as u64,
+            Op::Delete { key } => key.len() as u64,
+        }
+    }
+
     /// Checks the key and value against the limits and the key rules of [`validate_key`].
     pub fn validate(&self) -> Result<(), EntryError> {
         validate_key(self.key())?;
@@ -350,13 +358,7 @@ impl LogEntry {
 
     /// Sum of key and value bytes this entry writes: the "logical bytes" of write amplification.
     pub fn logical_bytes(&self) -> u64 {
-        self.ops
-            .iter()
-            .map(|op| match op {
-                Op::Set { key, value } => (key.len() + value.len()) as u64,
-                Op::Delete { key } => key.len() as u64,
-            })
-            .sum()
+        self.ops.iter().map(Op::logical_bytes).sum()
     }
 }
 

@@ -86,6 +86,11 @@ pub trait ReadBackend: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Token returned by `gets` as the cas unique: the node's applied index at read time.
     fn cas_token(&self) -> u64;
+    /// How long one `get`'s reads take beyond the work itself: a simulated disk's latency,
+    /// waited before answering. Zero on a real disk.
+    fn read_latency(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// Extra `stats` lines from the node (applied index, lag, ...), in a fixed order.
     fn stats(&self) -> Vec<(String, String)>;
 }
@@ -407,7 +412,15 @@ where
             LineRead::Truncated => refuse(RequestError::Truncated, counters),
             LineRead::TooLong => refuse(RequestError::LineTooLong, counters),
             LineRead::Line => match parse_request(&line) {
-                Ok(request) => respond(request, backend, counters),
+                Ok(request) => {
+                    if matches!(request, Request::Get { .. }) {
+                        let latency = backend.read_latency();
+                        if !latency.is_zero() {
+                            tokio::time::sleep(latency).await;
+                        }
+                    }
+                    respond(request, backend, counters)
+                }
                 Err(e) => refuse(e, counters),
             },
         };

@@ -23,6 +23,26 @@ use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
 use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
 
+/// What a store operation is, for a [`DiskModel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskOp {
+    /// Opening the store at start-up (reads its head).
+    Open,
+    /// A read: a key, a range of the log, a snapshot export.
+    Read,
+    /// One atomic, synced commit of `bytes` logical bytes.
+    Commit { bytes: u64 },
+}
+
+/// The simulator's seam for the disk: how long each store operation takes, and whether it
+/// kills the process. A real node has none — its disk supplies both. Under the simulator the
+/// returned latency is slept in simulated time before the operation (so a slow disk delays
+/// exactly the tasks that touch it), and a model may panic to kill the node's process the way a
+/// SIGBUS on a poisoned mmap page does.
+pub trait DiskModel: Send + Sync + std::fmt::Debug {
+    fn charge(&self, op: DiskOp) -> std::time::Duration;
+}
+
 /// State shared by every task of one node.
 #[derive(Debug)]
 pub struct NodeState {
@@ -32,14 +52,35 @@ pub struct NodeState {
     store: Mutex<Store>,
     applied: watch::Sender<u64>,
     newest_entry_ms: AtomicU64,
+    /// When this process started (lag of a node that holds no entry yet counts from here).
+    started_ms: u64,
     /// Whether this node currently follows a source (always true on the root).
     upstream_ok: std::sync::atomic::AtomicBool,
     pub metrics: Metrics,
     pub read_counters: ReadCounters,
+    /// Simulated disk latency and failure; None on a real disk.
+    disk: Option<Arc<dyn DiskModel>>,
+    /// The simulated disk a memory store lives on, so a snapshot installs onto it.
+    memory_disk: Option<crate::store::MemDisk>,
+    /// Whether reads are served: false only while a replica that started with an empty store
+    /// has not yet caught up with a source once (it would answer with nothing, or with data
+    /// older than what its clients read before its disk was replaced).
+    ready: std::sync::atomic::AtomicBool,
 }
 
 impl NodeState {
     pub fn new(config: NodeConfig, store: Store, node_id: u128) -> Arc<NodeState> {
+        NodeState::with_disk(config, store, node_id, None, None)
+    }
+
+    fn with_disk(
+        config: NodeConfig,
+        store: Store,
+        node_id: u128,
+        disk: Option<Arc<dyn DiskModel>>,
+        memory_disk: Option<crate::store::MemDisk>,
+    ) -> Arc<NodeState> {
+        let ready = config.role == Role::Root || store.applied_index() > 0;
         let (applied, _) = watch::channel(store.applied_index());
         let state = Arc::new(NodeState {
             config,
@@ -47,9 +88,13 @@ impl NodeState {
             store: Mutex::new(store),
             applied,
             newest_entry_ms: AtomicU64::new(0),
+            started_ms: crate::clock::unix_ms(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
             metrics: Metrics::default(),
             read_counters: ReadCounters::default(),
+            disk,
+            memory_disk,
+            ready: std::sync::atomic::AtomicBool::new(ready),
         });
         state.after_apply();
         state
@@ -61,6 +106,38 @@ impl NodeState {
         // A panic inside `f` cannot leave the store half-changed: a commit is atomic.
         let mut store = self.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut store)
+    }
+
+    /// Charges a store operation to the simulated disk (nothing on a real one). Call it before
+    /// the operation, outside [`with_store`](Self::with_store).
+    pub async fn disk_io(&self, op: DiskOp) {
+        if let Some(disk) = &self.disk {
+            let latency = disk.charge(op);
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+        }
+    }
+
+    /// The simulated disk a memory store lives on, if any.
+    pub fn memory_disk(&self) -> Option<&crate::store::MemDisk> {
+        self.memory_disk.as_ref()
+    }
+
+    /// Whether reads are served (see the field's doc).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Marks the node caught up with a source: from now on it serves reads.
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Records a persisted resume position: the `qs::cursor` trace event, which the simulator
+    /// checks never runs ahead of what the node applied.
+    pub fn cursor_persisted(&self, index: u64) {
+        tracing::info!(target: "qs::cursor", node = %self.config.name, index, "resume position persisted");
     }
 
     /// Replaces the store (after a snapshot bootstrap).
@@ -104,7 +181,8 @@ impl NodeState {
     pub fn lag_ms(&self) -> u64 {
         match self.config.role {
             Role::Root => 0,
-            Role::Replica => crate::clock::unix_ms().saturating_sub(self.newest_entry_ms()),
+            // A replica holding no entry yet is as far behind as it has been running.
+            Role::Replica => crate::clock::unix_ms().saturating_sub(self.newest_entry_ms().max(self.started_ms)),
         }
     }
 
@@ -137,11 +215,18 @@ fn newest_timestamp(store: &Store) -> Option<u64> {
 
 impl ReadBackend for NodeState {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        if !self.is_ready() {
+            return Err("not ready: this replica started empty and is still catching up".into());
+        }
         let result = self.with_store(|store| store.get(key));
         result.map_err(|e| {
             self.metrics.checksum_failures.inc();
             e.to_string()
         })
+    }
+
+    fn read_latency(&self) -> std::time::Duration {
+        self.disk.as_ref().map_or(std::time::Duration::ZERO, |disk| disk.charge(DiskOp::Read))
     }
 
     fn cas_token(&self) -> u64 {
@@ -189,9 +274,32 @@ impl Node {
     /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
     /// that outlives the node's process, so a restarted node finds its data again.
     pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
+        Node::start_simulated(config, location, node_id, None).await
+    }
+
+    /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation.
+    pub async fn start_simulated(
+        config: NodeConfig,
+        location: &StoreLocation,
+        node_id: u128,
+        disk: Option<Arc<dyn DiskModel>>,
+    ) -> Result<Node, StartError> {
+        if let Some(disk) = &disk {
+            let latency = disk.charge(DiskOp::Open);
+            tokio::time::sleep(latency).await;
+        }
         let store = Store::open(location, &OpenOptions::new(config.database_id))?;
         tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
-        let state = NodeState::new(config, store, node_id);
+        let memory_disk = match location {
+            StoreLocation::Memory(disk) => Some(disk.clone()),
+            _ => None,
+        };
+        let resume_from = store.applied_index();
+        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk);
+        if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
+            // The position is in the store, in the same commit as the data it covers.
+            state.cursor_persisted(resume_from);
+        }
         let bind = |what, addr| async move {
             TcpListener::bind(addr).await.map_err(|source| StartError::Listen { what, addr, source })
         };
@@ -258,6 +366,7 @@ async fn run_gc(state: Arc<NodeState>) {
     loop {
         tokio::time::sleep(state.config.retention.gc_interval).await;
         let now = crate::clock::unix_ms();
+        state.disk_io(DiskOp::Read).await;
         let outcome = state.with_store(|store| store.collect_garbage(policy, now));
         match outcome {
             Ok(outcome) if outcome.collected > 0 => {

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::entry::{LogEntry, Op};
 use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
-use crate::node::NodeState;
+use crate::node::{DiskOp, NodeState};
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;
@@ -81,6 +81,8 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
+        let bytes: u64 = batch.iter().flat_map(|r| r.ops.iter()).map(Op::logical_bytes).sum();
+        state.disk_io(DiskOp::Commit { bytes }).await;
         commit_batch(&state, batch);
     }
 }
@@ -90,6 +92,7 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
         tokio::time::sleep(interval).await;
         let newest = state.newest_entry_ms();
         if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
+            state.disk_io(DiskOp::Commit { bytes: 0 }).await;
             let committed = state.with_store(|store| {
                 let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
                 store.apply(std::slice::from_ref(&entry)).map(|()| entry)

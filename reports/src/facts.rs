@@ -299,8 +299,16 @@ mod tests {
         assert_eq!(facts.nodes[1].faults, 2);
         assert_eq!(facts.tiers().iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["root", "edge", "?"]);
 
-        let events =
-            [Event::ReadSample { at_ms: 1, node: "e9".into(), reads: 1, misses: 0, p50_us: 1, p99_us: 2, max_us: 3 }];
+        let events = [Event::ReadSample {
+            at_ms: 1,
+            node: "e9".into(),
+            reads: 1,
+            misses: 0,
+            p50_us: 1,
+            p99_us: 2,
+            max_us: 3,
+            errors: 0,
+        }];
         let facts = RunFacts::gather(&summary(), &events);
         assert_eq!(facts.node_index("e9"), Some(2), "a node seen only in samples is still a node");
     }

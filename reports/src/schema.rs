@@ -53,7 +53,18 @@ pub enum Event {
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
     /// The readers on edge `node` over the last simulated second: reads, misses, latency.
-    ReadSample { at_ms: u64, node: String, reads: u64, misses: u64, p50_us: u64, p99_us: u64, max_us: u64 },
+    ReadSample {
+        at_ms: u64,
+        node: String,
+        reads: u64,
+        misses: u64,
+        p50_us: u64,
+        p99_us: u64,
+        max_us: u64,
+        /// Reads that got no answer: connection failures, timeouts, refusals (not ready).
+        #[serde(default)]
+        errors: u64,
+    },
     /// Store operations on `node` over the last simulated second while its disk is slow.
     DiskSample { at_ms: u64, node: String, ops: u64, p50_us: u64, p99_us: u64, max_us: u64 },
     /// The run entered a phase: `safety` (workload under faults) or `liveness` (faults healed,
@@ -237,6 +248,7 @@ mod tests {
                 misses: 1,
                 p50_us: 80,
                 p99_us: 300,
+                errors: 0,
                 max_us: 900,
             },
         ];

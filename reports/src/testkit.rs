@@ -249,6 +249,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                     p50_us: 60 + rng.next(30) * slow,
                     p99_us: 250 + rng.next(200) * slow,
                     max_us: 900 + rng.next(2000),
+                    errors: 0,
                 });
             }
             if active(&node.name, second, |k| k == "slow_disk") {

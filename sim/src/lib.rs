@@ -6,12 +6,17 @@
 //! - [`trace`]: events, the recorder (a `tracing` layer), the digest;
 //! - [`checkers`]: one invariant family per file, fed by trace events;
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
-//! - `world` (only with `--cfg madsim`): the madsim world that runs a scenario.
+//! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
+//!   scenario, its writers and readers, and the fault injectors.
 
 pub mod checkers;
+#[cfg(madsim)]
+pub mod faults;
 pub mod scenario;
 pub mod sweep;
 pub mod trace;
+#[cfg(madsim)]
+pub mod workload;
 #[cfg(madsim)]
 pub mod world;
 

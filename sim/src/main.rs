@@ -41,6 +41,14 @@ enum Command {
         /// the first differing event.
         #[arg(long)]
         check_determinism: bool,
+        /// Do not write report.html (sweeps write reports only for the runs that failed).
+        #[arg(long)]
+        no_report: bool,
+    },
+    /// Rebuild the HTML report of a run folder (or of a sweep folder) from its files.
+    Report {
+        /// A folder written by `qsim run` (trace.jsonl, summary.json) or `qsim sweep`.
+        dir: PathBuf,
     },
     /// Run scenarios × seeds, each seed in its own process, and write summary.json and junit.xml.
     Sweep {
@@ -80,7 +88,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::List { dir } => list(&dir),
         Command::Sweep { scenarios, seeds, jobs, shard, out } => sweep(&scenarios, seeds, jobs, shard, &out),
-        Command::Run { scenario, seed, out, check_determinism } => {
+        Command::Report { dir } => report(&dir),
+        Command::Run { scenario, seed, out, check_determinism, no_report } => {
             let loaded = match Scenario::load(&scenario) {
                 Ok(s) => s,
                 Err(e) => {
@@ -88,7 +97,25 @@ fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            run(&loaded, &scenario, seed, out, check_determinism)
+            run(&loaded, &scenario, seed, out, check_determinism, !no_report)
+        }
+    }
+}
+
+fn report(dir: &Path) -> ExitCode {
+    let written = if dir.join("trace.jsonl").exists() {
+        qs_reports::write_run_report(dir)
+    } else {
+        qs_reports::write_sweep_report(dir)
+    };
+    match written {
+        Ok(path) => {
+            println!("report     {}", path.display());
+            ExitCode::from(exit::PASS)
+        }
+        Err(e) => {
+            eprintln!("qsim: {e}");
+            ExitCode::from(exit::USAGE)
         }
     }
 }
@@ -127,6 +154,16 @@ fn sweep(
     let results = qs_sim::sweep::sweep(&scenarios, seeds.clone(), shard, jobs, out);
     if let Err(e) = qs_sim::sweep::write_reports(&results, &seeds, shard, out) {
         eprintln!("qsim: writing the sweep reports into {}: {e}", out.display());
+    }
+    // Run reports for the runs that did not pass (expected failures included), then the page.
+    for result in results.iter().filter(|r| r.outcome != "pass") {
+        if let Err(e) = qs_reports::write_run_report(&result.out) {
+            eprintln!("qsim: report for {} seed {}: {e}", result.scenario, result.seed);
+        }
+    }
+    match qs_reports::write_sweep_report(out) {
+        Ok(path) => println!("report     {}", path.display()),
+        Err(e) => eprintln!("qsim: writing the sweep report: {e}"),
     }
     for scenario in &scenarios {
         let name = &scenario.scenario.name;
@@ -178,7 +215,7 @@ fn reproduce(path: &Path, seed: u64) -> String {
 }
 
 #[cfg(not(madsim))]
-fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool) -> ExitCode {
+fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
     eprintln!(
         "qsim: this build has no simulator runtime (it was built without --cfg madsim); run scenarios with ./qsim"
     );
@@ -186,7 +223,14 @@ fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool) -> ExitCode 
 }
 
 #[cfg(madsim)]
-fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_determinism: bool) -> ExitCode {
+fn run(
+    scenario: &Scenario,
+    path: &Path,
+    seed: u64,
+    out: Option<PathBuf>,
+    check_determinism: bool,
+    write_report: bool,
+) -> ExitCode {
     use qs_sim::trace::Event;
 
     let names = scenario.node_names();
@@ -240,6 +284,11 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
     let violated = outcome.violations().next().is_some();
     if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
         eprintln!("qsim: writing {}: {e}", out.display());
+    } else if write_report {
+        match qs_reports::write_run_report(&out) {
+            Ok(path) => println!("report     {}", path.display()),
+            Err(e) => eprintln!("qsim: writing the report: {e}"),
+        }
     }
     if failed {
         println!("reproduce  {}", reproduce(path, seed));
@@ -255,7 +304,7 @@ fn run(scenario: &Scenario, path: &Path, seed: u64, out: Option<PathBuf>, check_
             std::process::Command::new(exe)
                 .arg("run")
                 .arg(path)
-                .args(["--seed", &seed.to_string(), "--out"])
+                .args(["--seed", &seed.to_string(), "--no-report", "--out"])
                 .arg(&second)
                 .stdout(std::process::Stdio::null())
                 .status()

@@ -187,6 +187,18 @@ impl Default for NodeSettings {
 pub enum Workload {
     /// Writes through the root's HTTP API at a steady rate.
     Writer { rate_per_s: f64, keys: u64, value_bytes: ValueBytes },
+    /// Reads every node of the last tier over its memcached port: `rate_per_s` `gets` per edge,
+    /// keys drawn from the writers' key spaces with Zipf popularity of exponent `skew`
+    /// (0 = uniform; ~1 = a few hot keys, as configuration reads are).
+    Reader {
+        rate_per_s: f64,
+        #[serde(default = "default_skew")]
+        skew: f64,
+    },
+}
+
+fn default_skew() -> f64 {
+    1.0
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -196,15 +208,78 @@ pub struct ValueBytes {
     pub max: usize,
 }
 
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
     #[serde(with = "humantime_serde")]
     pub at: Duration,
     pub kind: FaultKind,
+    /// A node, or `network` for the network-wide kinds (`latency`, `loss`).
     pub target: Spanned<String>,
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
+    /// `clog_link`: the node at the other end of the link.
+    #[serde(default)]
+    pub peer: Option<Spanned<String>>,
+    /// `split`: the nodes on the target's side; every link between them and the rest is cut.
+    #[serde(default)]
+    pub group: Vec<String>,
+    /// `slow_disk`: the latency model.
+    #[serde(default)]
+    pub model: Option<DiskModelKind>,
+    /// `latency`: the added one-way delay of every message (each draws from latency..2×latency).
+    #[serde(default, with = "humantime_serde")]
+    pub latency: Option<Duration>,
+    /// `loss`: the share of messages lost (TCP retransmits them, with backoff).
+    #[serde(default)]
+    pub rate: Option<f64>,
+}
+
+impl Fault {
+    /// A fault of `kind` on `target` with no parameters.
+    pub fn new(at: Duration, kind: FaultKind, target: &str, duration: Duration) -> Fault {
+        Fault {
+            at,
+            kind,
+            target: Spanned::new(0..0, target.to_string()),
+            duration,
+            peer: None,
+            group: Vec::new(),
+            model: None,
+            latency: None,
+            rate: None,
+        }
+    }
+
+    /// The parameters in words (empty when the kind has none), for the trace and the settings.
+    pub fn detail(&self) -> String {
+        match self.kind {
+            FaultKind::ClogLink => format!("link to {}", self.peer.as_ref().map_or("?", |p| p.get_ref().as_str())),
+            FaultKind::Split => format!("[{}] cut off from the rest", self.group_with_target().join(", ")),
+            FaultKind::SlowDisk => format!("{:?}", self.model.unwrap_or(DiskModelKind::Aging)).to_lowercase(),
+            FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),
+            FaultKind::Loss => format!("{:.1}% lost", self.rate.unwrap_or_default() * 100.0),
+            FaultKind::Sigbus => "crash loop until the disk is replaced".into(),
+            _ => String::new(),
+        }
+    }
+
+    /// `split`'s side: the target and its group.
+    pub fn group_with_target(&self) -> Vec<String> {
+        let mut side = vec![self.target.get_ref().clone()];
+        side.extend(self.group.iter().filter(|n| *n != self.target.get_ref()).cloned());
+        side
+    }
+}
+
+/// A slow SSD's latency model (healthy disks answer in tens to hundreds of microseconds).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskModelKind {
+    /// Mostly healthy, with tail stalls of hundreds of milliseconds (worn flash, GC pauses).
+    Aging,
+    /// Every commit queues behind the last; batch commits take seconds.
+    Saturated,
 }
 
 /// Swarm mode: the seed picks which of `kinds` are on (a non-empty subset), how many faults
@@ -222,14 +297,44 @@ pub struct Swarm {
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum FaultKind {
-    /// The node's process dies; after `duration` it restarts on the same disk.
+    /// The node's process dies; after `duration` it restarts on the same disk (a short
+    /// duration is a fast restart).
     Kill,
     /// The node's process stops running (SIGSTOP); after `duration` it resumes.
     Pause,
     /// The node can neither send nor receive; after `duration` the network heals.
     Partition,
+    /// One-way: the node receives nothing (its sends still arrive).
+    PartitionIn,
+    /// One-way: nothing the node sends arrives (it still receives).
+    PartitionOut,
+    /// The target and its `group` are cut off from every other node.
+    Split,
+    /// The link between the target and `peer` is clogged both ways.
+    ClogLink,
+    /// Every message in the network takes `latency` more (target `network`).
+    Latency,
+    /// A share `rate` of every message is lost and retransmitted (target `network`).
+    Loss,
+    /// The node's disk becomes slow under `model`.
+    SlowDisk,
+    /// The node's disk fails: reading a poisoned page kills the process, at every restart, until
+    /// the disk is replaced (empty) after `duration` and the node re-bootstraps.
+    Sigbus,
+}
+
+impl FaultKind {
+    /// Whether the fault acts on the whole network rather than one node.
+    pub fn is_network_wide(self) -> bool {
+        matches!(self, FaultKind::Latency | FaultKind::Loss)
+    }
+
+    /// Whether the node cannot run (its samples would be stale) while the fault is on.
+    pub fn stops_the_node(self) -> bool {
+        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus)
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -294,19 +399,52 @@ impl Scenario {
         if kinds.is_empty() {
             kinds.push(swarm.kinds[rng.random_range(0..swarm.kinds.len())]);
         }
-        let targets: Vec<String> = self.node_names().into_iter().skip(1).collect();
+        let names = self.node_names();
+        let targets: Vec<String> = names.iter().skip(1).cloned().collect();
         let horizon = self.scenario.duration.as_millis() as u64;
         let count = rng.random_range(swarm.count_min..=swarm.count_max);
         for _ in 0..count {
             let kind = kinds[rng.random_range(0..kinds.len())];
-            let target = targets[rng.random_range(0..targets.len())].clone();
+            let target = if kind.is_network_wide() {
+                "network".to_string()
+            } else {
+                targets[rng.random_range(0..targets.len())].clone()
+            };
             let at = Duration::from_millis(rng.random_range(0..horizon));
             let span = swarm.duration_min.as_millis() as u64..=swarm.duration_max.as_millis() as u64;
             let duration = Duration::from_millis(rng.random_range(span));
-            let overlaps =
-                faults.iter().any(|f| *f.target.get_ref() == target && at < f.at + f.duration && f.at < at + duration);
+            let mut fault = Fault::new(at, kind, &target, duration);
+            match kind {
+                FaultKind::ClogLink => {
+                    let others: Vec<&String> = names.iter().filter(|n| **n != target).collect();
+                    fault.peer = Some(Spanned::new(0..0, others[rng.random_range(0..others.len())].clone()));
+                }
+                FaultKind::Split => {
+                    let extra = rng.random_range(0..=2usize);
+                    fault.group = (0..extra).map(|_| targets[rng.random_range(0..targets.len())].clone()).collect();
+                    fault.group.sort();
+                    fault.group.dedup();
+                }
+                FaultKind::SlowDisk => {
+                    fault.model =
+                        Some(if rng.random_bool(0.5) { DiskModelKind::Aging } else { DiskModelKind::Saturated });
+                }
+                FaultKind::Latency => fault.latency = Some(Duration::from_millis(rng.random_range(20..=200))),
+                FaultKind::Loss => fault.rate = Some(rng.random_range(0.01..0.2)),
+                _ => {}
+            }
+            // Faults touching a node (as target, peer or group member) never overlap on it.
+            let touched = |f: &Fault| {
+                let mut nodes = f.group_with_target();
+                nodes.extend(f.peer.as_ref().map(|p| p.get_ref().clone()));
+                nodes
+            };
+            let mine = touched(&fault);
+            let overlaps = faults
+                .iter()
+                .any(|f| at < f.at + f.duration && f.at < at + duration && touched(f).iter().any(|n| mine.contains(n)));
             if !overlaps {
-                faults.push(Fault { at, kind, target: Spanned::new(0..0, target), duration });
+                faults.push(fault);
             }
         }
         faults
@@ -399,7 +537,19 @@ impl Scenario {
             );
         }
         for workload in &self.workload {
-            let Workload::Writer { rate_per_s, keys, value_bytes } = workload;
+            let (rate_per_s, keys, value_bytes) = match workload {
+                Workload::Writer { rate_per_s, keys, value_bytes } => (rate_per_s, keys, value_bytes),
+                Workload::Reader { rate_per_s, skew } => {
+                    if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0) || !(0.0..=10.0).contains(skew) {
+                        return bad(
+                            None,
+                            "workload",
+                            "a reader needs 0 < rate_per_s <= 10000 and 0 <= skew <= 10".into(),
+                        );
+                    }
+                    continue;
+                }
+            };
             if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0) || *keys == 0 || value_bytes.min > value_bytes.max {
                 return bad(None, "workload", "a writer needs 0 < rate_per_s <= 10000, keys >= 1, min <= max".into());
             }
@@ -417,9 +567,46 @@ impl Scenario {
         let names = self.node_names();
         for fault in &self.fault {
             let (span, f) = (Some(fault.span()), fault.get_ref());
-            if !names.contains(f.target.get_ref()) {
+            if f.kind.is_network_wide() {
+                if f.target.get_ref() != "network" {
+                    let problem = format!("{:?} faults act on the whole network: write target = \"network\"", f.kind);
+                    return bad(Some(f.target.span()), "fault.target", problem);
+                }
+            } else if !names.contains(f.target.get_ref()) {
                 let problem = format!("{:?} is not a node; nodes are {}", f.target.get_ref(), names.join(", "));
                 return bad(Some(f.target.span()), "fault.target", problem);
+            }
+            let needs = |field: &str, present: bool| -> Result<(), (Option<std::ops::Range<usize>>, String, String)> {
+                if present {
+                    Ok(())
+                } else {
+                    bad(span.clone(), &format!("fault.{field}"), format!("a {:?} fault needs `{field}`", f.kind))
+                }
+            };
+            match f.kind {
+                FaultKind::ClogLink => {
+                    needs("peer", f.peer.is_some())?;
+                    let peer = f.peer.as_ref().expect("checked");
+                    if !names.contains(peer.get_ref()) || peer.get_ref() == f.target.get_ref() {
+                        let problem =
+                            format!("{:?} must be another node; nodes are {}", peer.get_ref(), names.join(", "));
+                        return bad(Some(peer.span()), "fault.peer", problem);
+                    }
+                }
+                FaultKind::Split => {
+                    if let Some(stranger) = f.group.iter().find(|n| !names.contains(n)) {
+                        return bad(span, "fault.group", format!("{stranger:?} is not a node"));
+                    }
+                    if f.group_with_target().len() >= names.len() {
+                        return bad(span, "fault.group", "a split needs nodes on both sides".into());
+                    }
+                }
+                FaultKind::SlowDisk => needs("model", f.model.is_some())?,
+                FaultKind::Latency => {
+                    needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
+                }
+                FaultKind::Loss => needs("rate", f.rate.is_some_and(|r| r > 0.0 && r < 1.0))?,
+                _ => {}
             }
             if f.at >= self.scenario.duration {
                 return bad(span, "fault.at", "must fall inside the scenario's duration".into());

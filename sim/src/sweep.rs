@@ -144,7 +144,7 @@ fn run_one(exe: &Path, scenario: &Scenario, seed: u64, out: &Path) -> RunResult 
     let output = Command::new(exe)
         .arg("run")
         .arg(&scenario.path)
-        .args(["--seed", &seed.to_string(), "--out"])
+        .args(["--seed", &seed.to_string(), "--no-report", "--out"])
         .arg(&dir)
         .output();
     let (code, stdout) = match output {

@@ -5,8 +5,9 @@
 //! order), so the same binary, scenario and seed give a byte-identical trace and digest. The
 //! digest is BLAKE3 over those lines.
 //!
-//! Nodes report through `tracing` events with targets `qs::apply` and `qs::bootstrap` (see
-//! `qs_node::node::NodeState::applied`); [`TraceLayer`] turns them into [`Event`]s.
+//! Nodes report through `tracing` events with targets `qs::apply`, `qs::bootstrap`,
+//! `qs::source` and `qs::cursor` (see `qs_node::node::NodeState`); [`TraceLayer`] turns them
+//! into [`Event`]s.
 
 use std::sync::{Arc, Mutex};
 
@@ -83,6 +84,8 @@ pub struct TraceLayer(pub SharedRecorder);
 struct Fields {
     node: String,
     hash: String,
+    source: String,
+    reason: String,
     first: u64,
     last: u64,
     index: u64,
@@ -107,6 +110,8 @@ impl Visit for Fields {
         match field.name() {
             "node" => self.node = text,
             "hash" => self.hash = text,
+            "source" => self.source = text,
+            "reason" => self.reason = text,
             _ => {}
         }
     }
@@ -115,17 +120,19 @@ impl Visit for Fields {
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TraceLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         let target = event.metadata().target();
-        if target != "qs::apply" && target != "qs::bootstrap" {
+        if !matches!(target, "qs::apply" | "qs::bootstrap" | "qs::source" | "qs::cursor") {
             return;
         }
         let mut fields = Fields::default();
         event.record(&mut fields);
         let mut recorder = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let at_ms = recorder.now_ms();
-        let event = if target == "qs::apply" {
-            Event::Applied { at_ms, node: fields.node, first: fields.first, last: fields.last, hash: fields.hash }
-        } else {
-            Event::Bootstrapped { at_ms, node: fields.node, index: fields.index, hash: fields.hash }
+        let Fields { node, hash, source, reason, first, last, index } = fields;
+        let event = match target {
+            "qs::apply" => Event::Applied { at_ms, node, first, last, hash },
+            "qs::bootstrap" => Event::Bootstrapped { at_ms, node, index, hash },
+            "qs::source" => Event::SourceChanged { at_ms, node, source, reason },
+            _ => Event::Cursor { at_ms, node, index },
         };
         recorder.record(event);
     }

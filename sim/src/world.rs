@@ -1,20 +1,18 @@
 //! The world: one scenario under one seed, as madsim nodes running the unchanged `qs-node`.
 //!
-//! Reads top to bottom: build the nodes from the topology, start the writer, inject the faults
-//! at their times (safety phase), then heal everything, stop writing, and wait until every node
-//! has converged or the bound passes (liveness phase).
+//! Reads top to bottom: build the nodes from the topology, start the writers and readers,
+//! inject the faults at their times (safety phase), then heal everything, stop the workload,
+//! and wait until every node has converged or the bound passes (liveness phase). Last, every
+//! node's totals and the root's key usage go into the trace for the report.
 //!
 //! Determinism: the madsim runtime is seeded with the run's seed, and so is every choice made
-//! here (the writer's keys and values). Node ids are derived from the node's position and its
-//! restart count, never from OS randomness. Maps are `BTreeMap`s, so no order leaks from hashing.
+//! here (the workloads' keys and values, the disks' latencies). Node ids are derived from the
+//! node's position and its restart count, never from OS randomness. Maps are `BTreeMap`s, so
+//! no order leaks from hashing.
 //!
-//! Fault model of this build (each with the node's expected behaviour):
-//! - `kill`: the node's process dies (its tasks are dropped, its sockets reset); its disk (a
-//!   `MemDisk`) survives. After `duration` it restarts on that disk and must resume exactly where
-//!   it stopped. Its downstream nodes must fail over to their next source.
-//! - `pause`: the node stops being scheduled (SIGSTOP); its connections stay open but silent, so
-//!   only the staleness threshold can detect it. After `duration` it resumes.
-//! - `partition`: the node can neither send nor receive. After `duration` the network heals.
+//! Each node runs on its own simulated disk ([`crate::faults::disk::SimDisk`] for latency and
+//! failure, a `MemDisk` for the data) that outlives restarts. The fault models are in
+//! [`crate::faults`].
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -22,23 +20,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use madsim::net::NetSim;
-use madsim::runtime::{Handle, NodeHandle, Runtime};
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use madsim::runtime::{Handle, Runtime};
 use tracing_subscriber::layer::SubscriberExt;
 
 use qs_node::config::NodeConfig;
 use qs_node::node::{Node, NodeState};
 use qs_node::store::{MemDisk, StoreLocation};
 
-use crate::scenario::{FaultKind, Scenario, Workload};
+use crate::checkers::reads::Reads;
+use crate::faults::disk::{SIGBUS_PANIC, SimDisk};
+use crate::faults::{FaultStep, SimNode};
+use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, SharedRecorder, TraceLayer};
+use crate::workload::{Acked, PRODUCER_TOKEN, ReadWindows, ReaderSpec, WriterSpec};
 
 const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
-const PRODUCER_TOKEN: &str = "qsim-producer-token";
 const REPLICATION_PORT: u16 = 7000;
 const MEMCACHED_PORT: u16 = 11211;
 const HTTP_PORT: u16 = 8000;
@@ -46,8 +42,6 @@ const HTTP_PORT: u16 = 8000;
 const LAG_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the liveness phase looks at every node.
 const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
-/// Longest the writer waits for one write before giving up on it.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What one run produced.
 #[derive(Debug)]
@@ -102,10 +96,11 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let clock = || madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_millis() as u64);
-    let recorder = Recorder::new(clock, crate::checkers::all(scenario));
+    let reads = Reads::default();
+    let recorder = Recorder::new(clock, crate::checkers::all(scenario, &reads));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
     let end = tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(world(scenario.clone(), seed, recorder.clone()))
+        runtime.block_on(world(scenario.clone(), seed, recorder.clone(), reads.clone()))
     });
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).events().to_vec();
     let digest = crate::trace::digest(&events);
@@ -120,19 +115,7 @@ fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     }
 }
 
-/// A simulated node and how to reach it.
-struct SimNode {
-    name: String,
-    ip: IpAddr,
-    handle: NodeHandle,
-}
-
 type States = Arc<Mutex<BTreeMap<String, Arc<NodeState>>>>;
-/// Per key, the values it may end with: the newest acknowledged value, then the values of
-/// writes sent after it whose fate is unknown (timed out, or the producer died first — the root
-/// may still have committed them). A key must never end older than its newest acknowledgement.
-type Acked = Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>>;
-
 fn ip(tier: usize, n: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
 }
@@ -212,28 +195,33 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
         .collect()
 }
 
-fn start_nodes(scenario: &Scenario, states: &States, scratch: &std::path::Path) -> Vec<SimNode> {
+fn start_nodes(scenario: &Scenario, seed: u64, states: &States, scratch: &std::path::Path) -> Vec<SimNode> {
     let handle = Handle::current();
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
         .map(|(position, (config, ip))| {
             let name = config.name.clone();
-            let disk = MemDisk::default(); // outlives every restart of this node
+            // The disk outlives every restart of this node; a sigbus fault replaces its data.
+            let data = Arc::new(Mutex::new(MemDisk::default()));
+            let device = Arc::new(SimDisk::new(&name, seed, position));
             let starts = Arc::new(AtomicU64::new(0));
-            let states = states.clone();
-            let node_name = name.clone();
+            let (states, node_name, init_data, init_device) =
+                (states.clone(), name.clone(), data.clone(), device.clone());
             let handle = handle
                 .create_node()
                 .name(&name)
                 .ip(ip)
+                // A SIGBUS kills only this node's process; a supervisor restarts it after 1–10 s.
+                .restart_on_panic_matching(SIGBUS_PANIC)
                 .init(move || {
-                    let (config, disk, states, name) =
-                        (config.clone(), disk.clone(), states.clone(), node_name.clone());
+                    let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
+                    let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let device: Arc<dyn qs_node::node::DiskModel> = init_device.clone();
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     async move {
-                        match Node::start_on(config, &StoreLocation::Memory(disk), node_id).await {
+                        match Node::start_simulated(config, &StoreLocation::Memory(disk), node_id, Some(device)).await {
                             Ok(node) => {
                                 states.lock().unwrap_or_else(|p| p.into_inner()).insert(name, node.state.clone());
                                 std::future::pending::<()>().await;
@@ -243,212 +231,167 @@ fn start_nodes(scenario: &Scenario, states: &States, scratch: &std::path::Path) 
                     }
                 })
                 .build();
-            SimNode { name, ip, handle }
+            SimNode { name, ip, handle, device, data }
         })
         .collect()
 }
 
-/// The writer: PUTs through the root's HTTP API at a steady rate, open loop (a slow root does
-/// not slow the producer down), each write on its own connection, recording each acknowledgement.
-/// It never has two writes to one key in flight, so the newest acknowledgement of a key is the
-/// value the key must end with.
-#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename these
-async fn writer(
-    writer_id: usize,
-    root: SocketAddr,
-    rate_per_s: f64,
-    keys: u64,
-    value_min: usize,
-    value_max: usize,
-    seed: u64,
-    recorder: SharedRecorder,
-    acked: Acked,
-) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7772_6974_6572);
-    let interval = Duration::from_secs_f64(1.0 / rate_per_s);
-    let in_flight: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
-    loop {
-        madsim::time::sleep(interval).await;
-        let key = format!("cfg{writer_id}:{}", rng.random_range(0..keys));
-        let len = rng.random_range(value_min..=value_max);
-        let value: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
-        if !in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
-            continue; // that key's previous write is still unanswered
-        }
-        // Until it is answered, this value is one the key may end with.
-        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().push(value.clone());
-        let (recorder, acked, in_flight) = (recorder.clone(), acked.clone(), in_flight.clone());
-        tokio::spawn(async move {
-            let index = madsim::time::timeout(WRITE_TIMEOUT, put(root, &key, value.clone())).await.ok().flatten();
-            if let Some(index) = index {
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-                let at_ms = recorder.now_ms();
-                recorder.record(Event::WriteAcked { at_ms, key: key.clone(), index });
-                // Acknowledged: nothing sent before it may be the final value any more.
-                let mut acked = acked.lock().unwrap_or_else(|p| p.into_inner());
-                let candidates = acked.entry(key.clone()).or_default();
-                if let Some(at) = candidates.iter().rposition(|v| *v == value) {
-                    candidates.drain(..at);
-                }
-            }
-            in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        });
-    }
-}
-
-/// One PUT; the root's index once the write is durable, or None if it was not acknowledged.
-async fn put(root: SocketAddr, key: &str, value: Vec<u8>) -> Option<u64> {
-    let mut sender = connect(root).await?;
-    let request = hyper::Request::put(format!("http://{root}/v1/keys/{key}"))
-        .header("host", root.to_string())
-        .header("authorization", format!("Bearer {PRODUCER_TOKEN}"))
-        .body(Full::new(Bytes::from(value)))
-        .expect("a valid request");
-    let response = sender.send_request(request).await.ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
-    let body = response.into_body().collect().await.ok()?.to_bytes();
-    serde_json::from_slice::<serde_json::Value>(&body).ok()?["index"].as_u64()
-}
-
-async fn connect(addr: SocketAddr) -> Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
-    let stream = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await.ok()?.ok()?;
-    let (sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Some(sender)
-}
-
-/// One fault's start or end, at a simulated time.
-#[derive(Clone, Debug)]
-struct FaultStep {
-    at: Duration,
-    kind: FaultKind,
-    node: usize,
-    start: bool,
-}
-
-fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
-    let handle = Handle::current();
-    let id = nodes[step.node].handle.id();
-    match (step.kind, step.start) {
-        (FaultKind::Kill, true) => handle.kill(id),
-        (FaultKind::Kill, false) => handle.restart(id),
-        (FaultKind::Pause, true) => handle.pause(id),
-        (FaultKind::Pause, false) => handle.resume(id),
-        (FaultKind::Partition, true) => NetSim::current().clog_node(id),
-        (FaultKind::Partition, false) => NetSim::current().unclog_node(id),
-    }
+/// Records one event at the current simulated time.
+fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
     let at_ms = recorder.now_ms();
-    let kind = serde_json::to_value(step.kind).expect("serializes").as_str().unwrap_or_default().to_string();
-    let phase = if step.start { "start" } else { "end" }.to_string();
-    recorder.record(Event::Fault { at_ms, node: nodes[step.node].name.clone(), kind, phase, detail: String::new() });
+    recorder.record(event(at_ms));
 }
 
-async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> WorldEnd {
+/// The 50th and 99th percentile and the maximum of `values` (sorted in place).
+fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
+    if values.is_empty() {
+        return (0, 0, 0);
+    }
+    values.sort_unstable();
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99), values[values.len() - 1])
+}
+
+/// Once a simulated second: every running node's lag, every edge's reads, every slow disk.
+async fn sampler(
+    states: States,
+    nodes: Vec<(String, Arc<SimDisk>)>,
+    down: Arc<Mutex<std::collections::BTreeSet<String>>>,
+    windows: ReadWindows,
+    recorder: SharedRecorder,
+) {
+    loop {
+        madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
+        let samples: Vec<(String, u64, u64)> = {
+            let down = down.lock().unwrap_or_else(|p| p.into_inner());
+            let states = states.lock().unwrap_or_else(|p| p.into_inner());
+            states
+                .iter()
+                .filter(|(name, _)| !down.contains(*name))
+                .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
+                .collect()
+        };
+        let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let at_ms = recorder.now_ms();
+        for (node, lag_ms, applied) in samples {
+            recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
+        }
+        for (node, mut window) in reads {
+            let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
+            let (reads, misses, errors) = (window.reads, window.misses, window.errors);
+            recorder.record(Event::ReadSample { at_ms, node, reads, misses, p50_us, p99_us, max_us, errors });
+        }
+        for (node, device) in &nodes {
+            if let Some(mut window) = device.take_window() {
+                let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
+                let ops = window.latencies_us.len() as u64;
+                recorder.record(Event::DiskSample { at_ms, node: node.clone(), ops, p50_us, p99_us, max_us });
+            }
+        }
+    }
+}
+
+async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: Reads) -> WorldEnd {
     let states: States = Arc::default();
     // Files outside the stores (snapshot transfers), private to this run; their names never
     // reach the trace.
     let scratch = tempfile::tempdir().expect("a scratch directory for the run");
-    let nodes = start_nodes(&scenario, &states, scratch.path());
+    let nodes = start_nodes(&scenario, seed, &states, scratch.path());
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
     let acked: Acked = Arc::default();
+    let windows: ReadWindows = Arc::default();
 
-    // Producers run on their own simulated host, as real ones are remote.
-    let producer =
-        Handle::current().create_node().name("producer").ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1))).build();
+    // Producers and readers run on hosts of their own, as real clients are remote.
+    let handle = Handle::current();
+    let producer = handle.create_node().name("producer").ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1))).build();
+    let mut clients = vec![producer.id()];
+    let mut all_keys = Vec::new();
+    let mut writers = 0;
     for (i, workload) in scenario.workload.iter().enumerate() {
-        let Workload::Writer { rate_per_s, keys, value_bytes } = workload.clone();
-        let (recorder, acked) = (recorder.clone(), acked.clone());
-        producer.spawn(writer(
-            i,
-            root_http,
-            rate_per_s,
-            keys,
-            value_bytes.min,
-            value_bytes.max,
-            seed + i as u64,
-            recorder,
-            acked,
-        ));
+        if let Workload::Writer { rate_per_s, keys, value_bytes } = workload.clone() {
+            all_keys.extend((0..keys).map(|n| crate::workload::key_name(writers, n)));
+            let spec = WriterSpec {
+                writer_id: writers,
+                root: root_http,
+                rate_per_s,
+                keys,
+                value_min: value_bytes.min,
+                value_max: value_bytes.max,
+                seed: seed + i as u64,
+            };
+            producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));
+            writers += 1;
+        }
+    }
+    let edges: Vec<&SimNode> = {
+        let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
+        nodes.iter().filter(|n| n.name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect()
+    };
+    for (i, workload) in scenario.workload.iter().enumerate() {
+        let Workload::Reader { rate_per_s, skew } = workload.clone() else { continue };
+        if all_keys.is_empty() {
+            break; // nothing is ever written, so there is nothing to read
+        }
+        for (e, edge) in edges.iter().enumerate() {
+            let host = handle
+                .create_node()
+                .name(format!("reader-{}", edge.name))
+                .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 254, (e % 250) as u8 + 1)))
+                .build();
+            clients.push(host.id());
+            let spec = ReaderSpec {
+                name: format!("reader{i}@{}", edge.name),
+                edge: edge.name.clone(),
+                addr: SocketAddr::new(edge.ip, MEMCACHED_PORT),
+                rate_per_s,
+                skew,
+                keys: all_keys.clone(),
+                seed: seed ^ ((i as u64) << 32) ^ e as u64,
+            };
+            host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
+        }
     }
 
-    // Lag samples, once a simulated second, from every node that is running.
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
-    {
-        let (states, recorder, down) = (states.clone(), recorder.clone(), down.clone());
-        tokio::spawn(async move {
-            loop {
-                madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
-                let samples: Vec<(String, u64, u64)> = {
-                    let down = down.lock().unwrap_or_else(|p| p.into_inner());
-                    let states = states.lock().unwrap_or_else(|p| p.into_inner());
-                    states
-                        .iter()
-                        .filter(|(name, _)| !down.contains(*name))
-                        .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
-                        .collect()
-                };
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-                let at_ms = recorder.now_ms();
-                for (node, lag_ms, applied) in samples {
-                    recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
-                }
-            }
-        });
-    }
+    let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
+    tokio::spawn(sampler(states.clone(), devices, down.clone(), windows.clone(), recorder.clone()));
 
     // Safety phase: faults at their times.
-    let mut steps: Vec<FaultStep> = Vec::new();
-    for f in &scenario.faults_for(seed) {
-        let node = nodes.iter().position(|n| n.name == *f.target.get_ref()).expect("validated target");
-        steps.push(FaultStep { at: f.at, kind: f.kind, node, start: true });
-        steps.push(FaultStep { at: f.at + f.duration, kind: f.kind, node, start: false });
-    }
-    steps.sort_by_key(|s| (s.at, !s.start, s.node));
     let start = madsim::time::Instant::now();
-    {
-        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let at_ms = recorder.now_ms();
-        recorder.record(Event::Phase { at_ms, phase: "safety".into() });
-    }
+    record(&recorder, |at_ms| Event::Phase { at_ms, phase: "safety".into() });
     let mut open: Vec<FaultStep> = Vec::new();
-    for step in steps {
+    for step in crate::faults::steps(&scenario.faults_for(seed)) {
         if step.at >= scenario.scenario.duration {
             continue; // ends after the safety phase: healed below
         }
         madsim::time::sleep_until(start + step.at).await;
-        apply(&step, &nodes, &recorder);
-        if matches!(step.kind, FaultKind::Kill | FaultKind::Pause) {
+        crate::faults::apply(&step, &nodes, &recorder);
+        if step.fault.kind.stops_the_node() {
             let mut down = down.lock().unwrap_or_else(|p| p.into_inner());
             if step.start {
-                down.insert(nodes[step.node].name.clone());
+                down.insert(step.fault.target.get_ref().clone());
             } else {
-                down.remove(&nodes[step.node].name);
+                down.remove(step.fault.target.get_ref());
             }
         }
         if step.start {
             open.push(step);
         } else {
-            open.retain(|s| !(s.node == step.node && s.kind == step.kind));
+            open.retain(|s| s.fault != step.fault);
         }
     }
     madsim::time::sleep_until(start + scenario.scenario.duration).await;
 
-    // Liveness phase: heal, stop writing, converge.
+    // Liveness phase: heal, stop the workload, converge.
     let liveness_from = start.elapsed();
-    {
-        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let at_ms = recorder.now_ms();
-        recorder.record(Event::Phase { at_ms, phase: "liveness".into() });
+    record(&recorder, |at_ms| Event::Phase { at_ms, phase: "liveness".into() });
+    for client in clients {
+        handle.kill(client);
     }
-    Handle::current().kill(producer.id());
     for step in open {
-        apply(&FaultStep { start: false, ..step }, &nodes, &recorder);
+        crate::faults::apply(&FaultStep { start: false, ..step }, &nodes, &recorder);
     }
     down.lock().unwrap_or_else(|p| p.into_inner()).clear();
     // Poll until converged; the last poll falls exactly on the deadline, so convergence that
@@ -462,6 +405,8 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> World
         }
         madsim::time::sleep_until((now + CONVERGENCE_POLL).min(deadline)).await;
     };
+    let simulated = start.elapsed();
+    summarize(&scenario, &nodes, &states, &reads, &recorder);
     let writes_acked = recorder
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -469,9 +414,50 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder) -> World
         .iter()
         .filter(|e| matches!(e, Event::WriteAcked { .. }))
         .count();
-    let simulated = start.elapsed();
     let converged_after = pending.is_empty().then(|| simulated - liveness_from);
     WorldEnd { pending, simulated, writes_acked, liveness_from, converged_after }
+}
+
+/// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
+fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Reads, recorder: &SharedRecorder) {
+    let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
+    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+    for node in nodes {
+        let Some(state) = states.get(&node.name) else { continue };
+        let stats = state.with_store(|s| s.stats()).ok();
+        let metrics = &state.metrics;
+        let bogus = state.read_counters.bogus_requests.load(Ordering::Relaxed);
+        record(recorder, |at_ms| Event::NodeSummary {
+            at_ms,
+            node: node.name.clone(),
+            tier: tiers.get(&node.name).cloned().unwrap_or_default(),
+            applied: stats.as_ref().map_or(0, |s| s.applied_index),
+            failovers: metrics.failovers.get(),
+            bootstraps: metrics.bootstraps.get(),
+            bogus_requests: bogus,
+            logical_bytes: stats.as_ref().map_or(0, |s| s.logical_bytes_written),
+            engine_bytes_written: stats.as_ref().map_or(0, |s| s.disk_bytes_written),
+        });
+    }
+    let Some(root) = states.get("root") else { return };
+    let Ok(pairs) = root.with_store(|s| s.dump()) else { return };
+    let reads = reads.lock();
+    // prefix -> (keys, bytes, reads, never read)
+    let mut usage: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for (key_bytes, value) in pairs {
+        let key = String::from_utf8_lossy(&key_bytes).into_owned();
+        let prefix = key.split_once(':').map_or(key.as_str(), |(p, _)| p).to_string();
+        let read = reads.reads_per_key.get(&key).copied().unwrap_or(0);
+        let entry = usage.entry(prefix).or_default();
+        entry.0 += 1;
+        entry.1 += (key_bytes.len() + value.len()) as u64;
+        entry.2 += read;
+        entry.3 += u64::from(read == 0);
+    }
+    drop(reads);
+    for (prefix, (keys, bytes, reads, never_read)) in usage {
+        record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
+    }
 }
 
 /// Why the cluster has not converged yet: per node, what differs from the root.

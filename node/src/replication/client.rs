@@ -26,7 +26,7 @@ use tokio::time::timeout;
 use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, Want, read_message, write_message};
 use crate::entry::LogEntry;
 use crate::metrics::Metrics;
-use crate::node::NodeState;
+use crate::node::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
 use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
 
@@ -48,6 +48,19 @@ enum Ended {
     OutOfRetention { first_retained: u64 },
 }
 
+impl Ended {
+    /// A one-word reason, for the trace.
+    fn reason(&self) -> &'static str {
+        match self {
+            Ended::Disconnected(_) => "disconnected",
+            Ended::Refused(_) => "refused",
+            Ended::Stale => "stale",
+            Ended::Violation(_) => "violation",
+            Ended::OutOfRetention { .. } => "out_of_retention",
+        }
+    }
+}
+
 /// Follows the configured sources forever.
 pub async fn run(state: Arc<NodeState>) {
     let sources = state.config.sources();
@@ -56,7 +69,14 @@ pub async fn run(state: Arc<NodeState>) {
     let mut backoff = config.reconnect_backoff_min;
     let mut attempts: u64 = 0;
     // PLANTED BUG (legacy): after a restart, resume from the side file, not the store.
-    let mut resume_from = state.config.legacy.cursor_written_at_disconnect.then(|| legacy_cursor(&state));
+    let legacy_cursor_file =
+        state.config.legacy.cursor_written_at_disconnect || state.config.legacy.cursor_written_before_apply;
+    let mut resume_from = legacy_cursor_file.then(|| legacy_cursor(&state));
+    if let Some(cursor) = resume_from {
+        state.cursor_persisted(cursor);
+    }
+    // Why the previous source was left, for the `qs::source` trace event.
+    let mut left_because = "start";
     loop {
         let mut progressed = false;
         let mut out_of_retention = 0;
@@ -66,7 +86,8 @@ pub async fn run(state: Arc<NodeState>) {
             }
             attempts += 1;
             let before = state.with_store(|s| s.applied_index());
-            let ended = follow(&state, source, resume_from.take()).await;
+            let ended = follow(&state, source, resume_from.take(), left_because).await;
+            left_because = ended.reason();
             state.set_upstream_ok(false);
             if state.config.legacy.cursor_written_at_disconnect {
                 write_legacy_cursor(&state);
@@ -124,8 +145,13 @@ fn legacy_cursor(state: &NodeState) -> u64 {
 
 fn write_legacy_cursor(state: &NodeState) {
     let applied = state.with_store(|s| s.applied_index());
-    if let Err(e) = std::fs::write(legacy_cursor_path(state), applied.to_string()) {
-        tracing::warn!(error = %e, "legacy: writing the rts cursor failed");
+    write_legacy_cursor_at(state, applied);
+}
+
+fn write_legacy_cursor_at(state: &NodeState, index: u64) {
+    match std::fs::write(legacy_cursor_path(state), index.to_string()) {
+        Ok(()) => state.cursor_persisted(index),
+        Err(e) => tracing::warn!(error = %e, "legacy: writing the rts cursor failed"),
     }
 }
 
@@ -149,7 +175,8 @@ fn hello_from(state: &NodeState, want: Want, last_index: Option<u64>) -> Message
 
 /// Connects to `source` and applies what it streams until something ends it; asks for entries
 /// after `resume_from` instead of the applied index when given (the legacy cursor).
-async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>) -> Ended {
+/// `left_because` says why the previous source was left (for the trace).
+async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>, left_because: &str) -> Ended {
     let staleness = state.config.replication.staleness_failover;
     let mut stream = match timeout(staleness, TcpStream::connect(source)).await {
         Ok(Ok(stream)) => stream,
@@ -159,6 +186,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>)
     if let Err(e) = write_message(&mut stream, &hello_from(state, Want::Log, resume_from)).await {
         return Ended::Disconnected(format!("hello: {e}"));
     }
+    let mut source_head = u64::MAX;
     loop {
         let message = match timeout(staleness, read_message(&mut stream)).await {
             Err(_) => return Ended::Stale,
@@ -170,13 +198,34 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>)
             Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
                 return violation(&state.metrics, format!("source holds database {db_id}"));
             }
-            Message::Welcome { .. } => state.set_upstream_ok(true),
+            Message::Welcome { applied_index, .. } => {
+                state.set_upstream_ok(true);
+                source_head = applied_index;
+                tracing::info!(target: "qs::source", node = %state.config.name, source = %source, reason = left_because, "following a source");
+            }
             Message::Entries { entries } => {
+                let entries = match decode_frame(&entries) {
+                    Ok(entries) => entries,
+                    Err(reason) => return violation(&state.metrics, reason),
+                };
+                if state.config.legacy.cursor_written_before_apply
+                    && let Some(last) = entries.last()
+                {
+                    // PLANTED BUG (legacy): the position is saved on receipt, before the entries
+                    // are applied; a crash in between resumes past entries never applied.
+                    write_legacy_cursor_at(state, last.index);
+                }
+                let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
+                state.disk_io(DiskOp::Commit { bytes }).await;
                 if let Err(reason) = apply_frame(state, &entries) {
                     return violation(&state.metrics, reason);
                 }
+                if state.with_store(|s| s.applied_index()) >= source_head {
+                    state.set_ready(); // caught up with the source's head at connect time
+                }
             }
             Message::Keepalive { .. } => {
+                state.set_ready(); // the source has nothing newer
                 if state.lag_ms() > staleness.as_millis() as u64 {
                     return Ended::Stale;
                 }
@@ -204,12 +253,14 @@ fn violation(metrics: &Metrics, reason: String) -> Ended {
     Ended::Violation(reason)
 }
 
-/// Decodes, checks and applies one frame of entries as one commit.
-fn apply_frame(state: &NodeState, frames: &[Vec<u8>]) -> Result<(), String> {
-    let entries = frames
-        .iter()
-        .map(|frame| LogEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
+/// Decodes one frame of entries, each checked against its own hash.
+fn decode_frame(frames: &[Vec<u8>]) -> Result<Vec<LogEntry>, String> {
+    frames.iter().map(|frame| LogEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}"))).collect()
+}
+
+/// Checks and applies one frame of entries as one commit.
+fn apply_frame(state: &NodeState, entries: &[LogEntry]) -> Result<(), String> {
+    let entries = entries.to_vec();
     let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
     let legacy = state.config.legacy.apply_without_gap_check;
     let applied =
@@ -285,7 +336,20 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     let imported = import.finish(&fresh, &options).map_err(|e| e.to_string())?;
     let index = imported.applied_index();
     match &fresh {
-        StoreLocation::Memory(_) => state.replace_store(imported),
+        StoreLocation::Memory(scratch) => match state.memory_disk() {
+            // Move the imported data onto the disk that outlives this process, then reopen.
+            Some(live) => {
+                drop(imported);
+                let live = live.clone();
+                state.with_store(|store| -> Result<(), String> {
+                    live.take_contents_of(scratch);
+                    *store = Store::open(&StoreLocation::Memory(live), &options).map_err(|e| e.to_string())?;
+                    Ok(())
+                })?;
+                state.after_apply();
+            }
+            None => state.replace_store(imported),
+        },
         StoreLocation::Lmdb(new_path) | StoreLocation::Rocksdb(new_path) => {
             // Close both stores, move the new one into place, reopen it there.
             drop(imported);
@@ -309,5 +373,6 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     state.metrics.bootstraps.inc();
     let hash = state.with_store(|s| s.chain_hash());
     tracing::info!(target: "qs::bootstrap", node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
+    state.cursor_persisted(index);
     Ok(())
 }

@@ -24,7 +24,7 @@ use super::protocol::{
     ClientHello, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message, write_message,
 };
 use crate::metrics::Metrics;
-use crate::node::NodeState;
+use crate::node::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
 
@@ -143,6 +143,7 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());
         }
+        state.disk_io(DiskOp::Read).await;
         let read = state.with_store(|store| store.read_log_after(last, FRAME_LIMITS));
         let read = match read {
             Ok(read) => read,

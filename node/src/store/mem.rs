@@ -51,6 +51,14 @@ impl MemDisk {
         }
     }
 
+    /// Moves everything `other` holds onto this disk, leaving `other` empty: installing a
+    /// snapshot imported onto a scratch disk, so the data lands on the disk that outlives the
+    /// process.
+    pub fn take_contents_of(&self, other: &MemDisk) {
+        let moved = std::mem::take(&mut *other.lock());
+        *self.lock() = moved;
+    }
+
     /// True when nothing was ever committed to this disk.
     pub fn is_empty(&self) -> bool {
         self.lock().iter().all(BTreeMap::is_empty)

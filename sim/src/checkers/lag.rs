@@ -6,6 +6,10 @@
 //! (the time the scenario allows for catching up), and the run older than `lag_max` (start-up).
 //! This is conservative — a fault anywhere pauses the check everywhere — and never blames a
 //! node for lag a fault explains.
+//!
+//! No flapping: in the same settled window a node must not change its source. Nothing broke,
+//! so a failover then is a false alarm (a staleness threshold tighter than the heartbeat, a
+//! backoff that never settles) that churns connections across the tree.
 
 use std::collections::BTreeSet;
 
@@ -24,6 +28,13 @@ impl Lag {
     }
 }
 
+impl Lag {
+    /// No fault active, the last healed over `lag_max` ago, and past start-up.
+    fn settled(&self, at_ms: u64) -> bool {
+        self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) > self.lag_max_ms
+    }
+}
+
 impl Observer for Lag {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         match event {
@@ -39,8 +50,15 @@ impl Observer for Lag {
                 }
                 Vec::new()
             }
+            Event::SourceChanged { at_ms, node, source, reason } if self.settled(*at_ms) && reason != "start" => {
+                let message = format!(
+                    "flapping: moved to source {source} ({reason}) with every fault healed for over {} ms",
+                    self.lag_max_ms
+                );
+                vec![Event::Violation { at_ms: *at_ms, checker: "lag".into(), node: node.clone(), index: 0, message }]
+            }
             Event::LagSample { at_ms, node, lag_ms, applied } => {
-                let settled = self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) > self.lag_max_ms;
+                let settled = self.settled(*at_ms);
                 if settled && *lag_ms > self.lag_max_ms {
                     let message =
                         format!("lag {lag_ms} ms with every fault healed; the bound is {} ms", self.lag_max_ms);
@@ -82,5 +100,15 @@ mod tests {
         assert!(check.observe(&sample(5_500, 9_000)).is_empty(), "catching up after healing");
         assert_eq!(check.observe(&sample(6_500, 9_000)).len(), 1, "still behind after the grace");
         assert!(check.observe(&sample(7_500, 200)).is_empty());
+        let moved = |at_ms, reason: &str| Event::SourceChanged {
+            at_ms,
+            node: "edge-1".into(),
+            source: "10.0.1.2:7000".into(),
+            reason: reason.into(),
+        };
+        assert_eq!(check.observe(&moved(8_000, "stale")).len(), 1, "flapping while healthy");
+        assert!(check.observe(&moved(8_000, "start")).is_empty(), "a (re)start is not a flap");
+        assert!(check.observe(&fault(9_000, "start")).is_empty());
+        assert!(check.observe(&moved(9_500, "disconnected")).is_empty(), "a fault explains it");
     }
 }

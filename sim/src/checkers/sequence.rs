@@ -1,7 +1,8 @@
 //! Sequence continuity: every node applies 1, 2, 3, … with no gap, no repeat and no reorder.
 //!
 //! A node's first batch after a restart continues from its persisted position (the store is on
-//! a disk that outlives the process); a snapshot bootstrap moves it to the snapshot's index.
+//! a disk that outlives the process); a snapshot bootstrap moves it to the snapshot's index; a
+//! replaced disk (the end of a `sigbus` fault) starts it over from 1.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,11 @@ impl Observer for Sequence {
             }
             Event::Bootstrapped { node, index, .. } => {
                 self.last.insert(node.clone(), *index);
+                Vec::new()
+            }
+            Event::Fault { node, kind, phase, .. } if kind == "sigbus" && phase == "end" => {
+                // The failed disk was replaced by an empty one: the node starts over from 1.
+                self.last.insert(node.clone(), 0);
                 Vec::new()
             }
             _ => Vec::new(),

@@ -1,0 +1,175 @@
+//! Reads: monotonic reads, and no read of a value that was never written or that was already
+//! overwritten before the reader's last-seen index.
+//!
+//! Every value the writers send starts with a per-key version (`00000042.` then the payload),
+//! so a read names the write it returns. Each reader is a session pinned to one edge; `gets`
+//! returns the edge's applied index as the cas token, the reader's "last-seen index".
+//!
+//! For a read of key `k` returning version `v` by reader `r` with last-seen index `L` (the
+//! largest token `r` has seen, this read's included):
+//! - `v` must be a version some writer sent for `k` (never an invented value);
+//! - `v` must not be older than a version `r` read before for `k` (monotonic reads);
+//! - no acknowledged write of `k` with a newer version may have landed at a root index `<= L`
+//!   (the edge had applied it by then, so returning an older version is a stale read);
+//! - a miss is stale the same way when any write of `k` landed at an index `<= L`.
+//!
+//! Fed two ways: `write_acked` trace events (the history), and each read directly from the
+//! reader workload (reads are too many to trace one by one; violations are traced).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::trace::{Event, Observer};
+
+/// The separator between a value's version and its payload.
+pub const VERSION_SEPARATOR: u8 = b'.';
+
+/// Encodes `version` in front of `payload`.
+pub fn versioned_value(version: u64, payload: &[u8]) -> Vec<u8> {
+    let mut value = format!("{version:08}").into_bytes();
+    value.push(VERSION_SEPARATOR);
+    value.extend_from_slice(payload);
+    value
+}
+
+/// The version a value carries, if it is one a writer made.
+pub fn version_of(value: &[u8]) -> Option<u64> {
+    let end = value.iter().position(|&b| b == VERSION_SEPARATOR)?;
+    std::str::from_utf8(&value[..end]).ok()?.parse().ok()
+}
+
+#[derive(Debug, Default)]
+struct History {
+    /// Highest version sent so far.
+    sent_max: u64,
+    /// Acknowledged writes: (root index, version), in acknowledgement order.
+    acked: Vec<(u64, u64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct ReadState {
+    keys: BTreeMap<String, History>,
+    /// Per reader: the largest token seen, and per key the newest version read.
+    sessions: BTreeMap<String, (u64, BTreeMap<String, u64>)>,
+    /// Reads per key (the report's key usage).
+    pub reads_per_key: BTreeMap<String, u64>,
+}
+
+/// One read as the reader saw it.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    pub at_ms: u64,
+    pub reader: &'a str,
+    pub node: &'a str,
+    pub key: &'a str,
+    /// The value, or None for a miss.
+    pub value: Option<&'a [u8]>,
+    pub token: u64,
+}
+
+impl ReadState {
+    /// A writer is about to send `version` of `key`.
+    pub fn sent(&mut self, key: &str, version: u64) {
+        let history = self.keys.entry(key.to_string()).or_default();
+        history.sent_max = history.sent_max.max(version);
+    }
+
+    /// Checks one read; returns the violation it shows, if any.
+    pub fn read(&mut self, read: Observed<'_>) -> Option<Event> {
+        *self.reads_per_key.entry(read.key.to_string()).or_default() += 1;
+        let session = self.sessions.entry(read.reader.to_string()).or_default();
+        session.0 = session.0.max(read.token);
+        let last_seen = session.0;
+        let history = self.keys.get(read.key);
+        let violation = |message: String| Event::Violation {
+            at_ms: read.at_ms,
+            checker: "reads".into(),
+            node: read.node.to_string(),
+            index: last_seen,
+            message: format!("{} read {}: {message}", read.reader, read.key),
+        };
+        let newest_landed = |history: &History| {
+            history.acked.iter().filter(|(index, _)| *index <= last_seen).map(|(_, version)| *version).max()
+        };
+        let Some(value) = read.value else {
+            return match history.and_then(newest_landed) {
+                Some(version) => Some(violation(format!(
+                    "missing, but version {version} landed at or before index {last_seen}, which the edge had applied"
+                ))),
+                None => None,
+            };
+        };
+        let Some(version) = version_of(value) else {
+            return Some(violation(format!(
+                "returned {:?}, a value no writer ever sent",
+                String::from_utf8_lossy(value)
+            )));
+        };
+        if history.is_none_or(|h| version > h.sent_max) {
+            return Some(violation(format!("returned version {version}, which no writer ever sent")));
+        }
+        let previous = session.1.insert(read.key.to_string(), version).unwrap_or(0);
+        if version < previous {
+            return Some(violation(format!(
+                "returned version {version} after this reader had read version {previous}"
+            )));
+        }
+        match history.and_then(newest_landed) {
+            Some(newer) if newer > version => Some(violation(format!(
+                "returned version {version}, but version {newer} landed at or before index {last_seen}, which the edge had applied"
+            ))),
+            _ => None,
+        }
+    }
+}
+
+/// The checker: shared between the recorder (history from trace events) and the readers.
+#[derive(Debug, Clone, Default)]
+pub struct Reads(pub Arc<Mutex<ReadState>>);
+
+impl Reads {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Observer for Reads {
+    fn observe(&mut self, event: &Event) -> Vec<Event> {
+        if let Event::WriteAcked { key, index, version, .. } = event {
+            self.lock().keys.entry(key.clone()).or_default().acked.push((*index, *version));
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read<'a>(reader: &'a str, key: &'a str, value: Option<&'a [u8]>, token: u64) -> Observed<'a> {
+        Observed { at_ms: 0, reader, node: "edge-1", key, value, token }
+    }
+
+    #[test]
+    fn catches_stale_invented_and_non_monotonic_reads() {
+        let mut check = Reads::default();
+        check.lock().sent("k", 1);
+        check.lock().sent("k", 2);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 10, version: 1 });
+        let v1 = versioned_value(1, b"a");
+        let v2 = versioned_value(2, b"b");
+        let mut state = check.lock();
+        assert!(state.read(read("r1", "k", None, 5)).is_none(), "not yet written at index 5");
+        assert!(state.read(read("r2", "k", None, 10)).is_some(), "written at 10, missing at 10");
+        assert!(state.read(read("r3", "k", Some(&v1), 10)).is_none());
+        assert!(state.read(read("r3", "k", Some(&v2), 11)).is_none(), "a newer unacknowledged write");
+        assert!(state.read(read("r3", "k", Some(&v1), 12)).is_some(), "went back from 2 to 1");
+        assert!(state.read(read("r4", "k", Some(&versioned_value(3, b"c")), 12)).is_some(), "never sent");
+        assert!(state.read(read("r4", "k", Some(b"garbage"), 12)).is_some(), "not a writer's value");
+        drop(state);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 20, version: 2 });
+        let mut state = check.lock();
+        assert!(state.read(read("r5", "k", Some(&v1), 19)).is_none(), "version 2 landed after 19");
+        assert!(state.read(read("r5", "k", Some(&v1), 20)).is_some(), "version 2 landed at 20");
+    }
+}

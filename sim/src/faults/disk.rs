@@ -1,0 +1,146 @@
+//! Disk faults: slow SSDs and failing disks (SIGBUS), charged through the node's
+//! [`DiskModel`](qs_node::node::DiskModel) seam on every store operation.
+//!
+//! Fault model:
+//! - **slow_disk** `aging`: most operations take tens to hundreds of microseconds, but 3 % of
+//!   reads and 5 % of commits stall for 100–800 ms (worn flash, firmware garbage collection).
+//!   `saturated`: the device queue is full — every commit waits behind the previous one and
+//!   takes 1–4 s, reads take 5–50 ms. While on, the node stays correct but falls behind; its
+//!   downstream nodes see it as stale and fail over to a secondary when it passes their
+//!   staleness threshold. When the fault ends the disk is healthy again and the node catches up.
+//! - **sigbus**: the disk has poisoned pages. At start-up (the store's head is read) and on a
+//!   third of reads, the process dies the way LMDB's mmap dies on a bad page: abruptly, in the
+//!   middle of whatever it was doing. The simulator restarts it after 1–10 s (a supervisor), and
+//!   it dies again at start-up, until the fault ends: then the disk is replaced by an empty one
+//!   and the node bootstraps from its sources. It must not serve reads before it caught up, and
+//!   its downstream must fail over while it crash-loops.
+//!
+//! Latency is charged in simulated time before the operation runs, from a generator seeded by
+//! the run's seed and the node's position, so it is part of the run's determinism. Healthy disks
+//! cost a little too (so commits are never free), and are not sampled into the trace.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use madsim::time::Instant;
+use qs_node::node::{DiskModel, DiskOp};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenario::DiskModelKind;
+
+/// The panic message that madsim's restart-on-panic matches: a SIGBUS kills only this node.
+pub const SIGBUS_PANIC: &str = "SIGBUS";
+
+/// Latencies observed on a slow disk since the last sample.
+#[derive(Debug, Default)]
+pub struct DiskWindow {
+    pub latencies_us: Vec<u64>,
+}
+
+#[derive(Debug)]
+struct State {
+    rng: ChaCha8Rng,
+    slow: Option<DiskModelKind>,
+    failing: bool,
+    /// When the device finishes the commits queued so far.
+    busy_until: Option<Instant>,
+    window: DiskWindow,
+    /// Whether latencies are being sampled (a slow model is on, or was within the last window).
+    sampling: bool,
+}
+
+/// One node's simulated disk device: its latency model and whether it is failing.
+#[derive(Debug)]
+pub struct SimDisk {
+    node: String,
+    state: Mutex<State>,
+}
+
+impl SimDisk {
+    pub fn new(node: &str, seed: u64, position: usize) -> SimDisk {
+        let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6469_736b_0000_0000 ^ position as u64);
+        SimDisk {
+            node: node.to_string(),
+            state: Mutex::new(State {
+                rng,
+                slow: None,
+                failing: false,
+                busy_until: None,
+                window: DiskWindow::default(),
+                sampling: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_slow(&self, model: Option<DiskModelKind>) {
+        let mut state = self.lock();
+        state.slow = model;
+        state.busy_until = None;
+        if model.is_some() {
+            state.sampling = true;
+        }
+    }
+
+    pub fn set_failing(&self, failing: bool) {
+        self.lock().failing = failing;
+    }
+
+    /// The latencies since the last call, if this disk is being sampled.
+    pub fn take_window(&self) -> Option<DiskWindow> {
+        let mut state = self.lock();
+        if !state.sampling {
+            return None;
+        }
+        if state.slow.is_none() {
+            state.sampling = false; // one last window after the fault ended
+        }
+        Some(std::mem::take(&mut state.window))
+    }
+}
+
+fn micros(rng: &mut ChaCha8Rng, range: std::ops::Range<u64>) -> Duration {
+    Duration::from_micros(rng.random_range(range))
+}
+
+impl DiskModel for SimDisk {
+    fn charge(&self, op: DiskOp) -> Duration {
+        let mut state = self.lock();
+        let state = &mut *state;
+        if state.failing && (op == DiskOp::Open || (op == DiskOp::Read && state.rng.random_bool(1.0 / 3.0))) {
+            // Dies like a process that touched a poisoned mmap page. madsim restarts the node.
+            panic!("{SIGBUS_PANIC}: {} read a poisoned page of its failing disk", self.node);
+        }
+        let rng = &mut state.rng;
+        let service = match (state.slow, op) {
+            (None, DiskOp::Commit { .. }) => micros(rng, 200..1_500),
+            (None, _) => micros(rng, 20..200),
+            (Some(DiskModelKind::Aging), DiskOp::Commit { .. }) if rng.random_bool(0.05) => {
+                micros(rng, 100_000..800_000)
+            }
+            (Some(DiskModelKind::Aging), DiskOp::Commit { .. }) => micros(rng, 300..3_000),
+            (Some(DiskModelKind::Aging), _) if rng.random_bool(0.03) => micros(rng, 100_000..800_000),
+            (Some(DiskModelKind::Aging), _) => micros(rng, 50..500),
+            (Some(DiskModelKind::Saturated), DiskOp::Commit { .. }) => micros(rng, 1_000_000..4_000_000),
+            (Some(DiskModelKind::Saturated), _) => micros(rng, 5_000..50_000),
+        };
+        // Commits go through one device queue: each waits for the ones before it.
+        let latency = if matches!(op, DiskOp::Commit { .. }) {
+            let now = Instant::now();
+            let start = state.busy_until.filter(|busy| *busy > now).unwrap_or(now);
+            let done = start + service;
+            state.busy_until = Some(done);
+            done - now
+        } else {
+            service
+        };
+        if state.sampling {
+            state.window.latencies_us.push(latency.as_micros() as u64);
+        }
+        latency
+    }
+}

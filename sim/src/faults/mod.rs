@@ -1,0 +1,116 @@
+//! Fault injectors, one module per family; each module's doc states its fault model (when it
+//! may fire, what it does, what the cluster must survive).
+//!
+//! - [`process`]: kill (restart after `duration`; a short one is a fast restart), pause;
+//! - [`network`]: partition, one-way partitions, split groups, clogged links, latency, loss;
+//! - [`disk`]: slow SSD models, failing disks (SIGBUS).
+//!
+//! Garbage-collected logs and cascading disconnects are not injectors but situations the
+//! scenarios build from these (a short retention plus a kill; partitions above a deep tree).
+//!
+//! Every fault is a start step and an end step at simulated times, applied by [`apply`], which
+//! records a `fault` event for each. A fault still on when the safety phase ends is ended at the
+//! start of the liveness phase.
+
+pub mod disk;
+pub mod network;
+pub mod process;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::runtime::NodeHandle;
+use qs_node::store::MemDisk;
+
+use crate::scenario::{Fault, FaultKind};
+use crate::trace::{Event, SharedRecorder};
+
+/// A simulated node as the injectors see it.
+pub struct SimNode {
+    pub name: String,
+    pub ip: std::net::IpAddr,
+    pub handle: NodeHandle,
+    /// The node's disk device (latency, failure).
+    pub device: Arc<disk::SimDisk>,
+    /// The data on the node's disk; replacing the disk swaps in an empty one.
+    pub data: Arc<Mutex<MemDisk>>,
+}
+
+impl std::fmt::Debug for SimNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimNode").field("name", &self.name).field("ip", &self.ip).finish_non_exhaustive()
+    }
+}
+
+/// One fault's start or end, at a simulated time.
+#[derive(Clone, Debug)]
+pub struct FaultStep {
+    pub at: Duration,
+    pub fault: Fault,
+    pub start: bool,
+}
+
+/// The start and end steps of `faults`, in the order they happen (ends before starts at one
+/// instant, so back-to-back faults on a node do not overlap).
+pub fn steps(faults: &[Fault]) -> Vec<FaultStep> {
+    let mut steps: Vec<FaultStep> = faults
+        .iter()
+        .flat_map(|f| {
+            [
+                FaultStep { at: f.at, fault: f.clone(), start: true },
+                FaultStep { at: f.at + f.duration, fault: f.clone(), start: false },
+            ]
+        })
+        .collect();
+    steps.sort_by(|a, b| (a.at, a.start).cmp(&(b.at, b.start)));
+    steps
+}
+
+/// Applies `step` to the cluster and records it.
+pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
+    let fault = &step.fault;
+    let by_name = |name: &str| nodes.iter().find(|n| n.name == name).expect("validated node name");
+    let on = step.start;
+    let mut detail = fault.detail();
+    match fault.kind {
+        FaultKind::Kill if on => process::kill(&by_name(fault.target.get_ref()).handle),
+        FaultKind::Kill => process::restart(&by_name(fault.target.get_ref()).handle),
+        FaultKind::Pause if on => process::pause(&by_name(fault.target.get_ref()).handle),
+        FaultKind::Pause => process::resume(&by_name(fault.target.get_ref()).handle),
+        FaultKind::Partition => network::partition(&by_name(fault.target.get_ref()).handle, on),
+        FaultKind::PartitionIn => network::partition_in(&by_name(fault.target.get_ref()).handle, on),
+        FaultKind::PartitionOut => network::partition_out(&by_name(fault.target.get_ref()).handle, on),
+        FaultKind::Split => {
+            let side_names = fault.group_with_target();
+            let (side, rest): (Vec<&SimNode>, Vec<&SimNode>) = nodes.iter().partition(|n| side_names.contains(&n.name));
+            let handles = |v: &[&SimNode]| v.iter().map(|n| n.handle.clone()).collect::<Vec<_>>();
+            let (side, rest) = (handles(&side), handles(&rest));
+            network::split(&side.iter().collect::<Vec<_>>(), &rest.iter().collect::<Vec<_>>(), on);
+        }
+        FaultKind::ClogLink => {
+            let peer = fault.peer.as_ref().expect("validated peer");
+            network::clog_link(&by_name(fault.target.get_ref()).handle, &by_name(peer.get_ref()).handle, on);
+        }
+        FaultKind::Latency => network::latency(if on { fault.latency } else { None }),
+        FaultKind::Loss => network::loss(if on { fault.rate } else { None }),
+        FaultKind::SlowDisk => by_name(fault.target.get_ref()).device.set_slow(if on { fault.model } else { None }),
+        FaultKind::Sigbus if on => {
+            // The disk starts failing; the running process dies at its next unlucky read.
+            by_name(fault.target.get_ref()).device.set_failing(true);
+        }
+        FaultKind::Sigbus => {
+            // Replace the disk: stop the crash loop, swap in an empty disk, start afresh.
+            let node = by_name(fault.target.get_ref());
+            process::kill(&node.handle);
+            node.device.set_failing(false);
+            *node.data.lock().unwrap_or_else(|p| p.into_inner()) = MemDisk::default();
+            process::restart(&node.handle);
+            detail = "disk replaced".into();
+        }
+    }
+    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+    let at_ms = recorder.now_ms();
+    let kind = serde_json::to_value(fault.kind).expect("serializes").as_str().unwrap_or_default().to_string();
+    let phase = if on { "start" } else { "end" }.to_string();
+    recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind, phase, detail });
+}

@@ -1,0 +1,231 @@
+//! Workloads: producers writing through the root's HTTP API, and readers on the edges reading
+//! over the memcached port.
+//!
+//! Both are open loop (a slow cluster does not slow them down) and draw every choice from
+//! generators seeded by the run's seed, so they are part of the run's determinism.
+//!
+//! - The writer PUTs `cfg<w>:<n>` keys with values `<version>.<payload>` (see
+//!   [`crate::checkers::reads`]); it never has two writes to one key in flight, so the newest
+//!   acknowledgement of a key is a value the key may end with. Each acknowledgement is traced.
+//! - A reader is a session pinned to one edge, sending `gets <key>` (the cas unique is the edge's
+//!   applied index) with Zipf key popularity; each answer goes to the reads checker, and latency,
+//!   misses and errors are summed per edge for the once-a-second `read_sample`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use crate::checkers::reads::{Observed, Reads, versioned_value};
+use crate::trace::{Event, SharedRecorder};
+
+/// The producer's token, configured on the root.
+pub const PRODUCER_TOKEN: &str = "qsim-producer-token";
+/// Longest the writer waits for one write before giving up on it.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a reader waits for one answer before dropping the connection.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Per key, the values it may end with: the newest acknowledged value, then the values of
+/// writes sent after it whose fate is unknown (timed out, or the producer died first — the root
+/// may still have committed them). A key must never end older than its newest acknowledgement.
+pub type Acked = Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>>;
+
+/// What one writer does.
+#[derive(Clone, Debug)]
+pub struct WriterSpec {
+    pub writer_id: usize,
+    pub root: SocketAddr,
+    pub rate_per_s: f64,
+    pub keys: u64,
+    pub value_min: usize,
+    pub value_max: usize,
+    pub seed: u64,
+}
+
+/// The key a writer uses for its `n`th key.
+pub fn key_name(writer_id: usize, n: u64) -> String {
+    format!("cfg{writer_id}:{n}")
+}
+
+pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, reads: Reads) {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
+    let interval = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+    loop {
+        madsim::time::sleep(interval).await;
+        let key = key_name(spec.writer_id, rng.random_range(0..spec.keys));
+        let len = rng.random_range(spec.value_min..=spec.value_max);
+        let payload: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
+        if !in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+            continue; // that key's previous write is still unanswered
+        }
+        let version = versions.entry(key.clone()).and_modify(|v| *v += 1).or_insert(1);
+        let version = *version;
+        let value = versioned_value(version, &payload);
+        reads.lock().sent(&key, version);
+        // Until it is answered, this value is one the key may end with.
+        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().push(value.clone());
+        let (recorder, acked, in_flight) = (recorder.clone(), acked.clone(), in_flight.clone());
+        let root = spec.root;
+        tokio::spawn(async move {
+            let index = madsim::time::timeout(WRITE_TIMEOUT, put(root, &key, value.clone())).await.ok().flatten();
+            if let Some(index) = index {
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                recorder.record(Event::WriteAcked { at_ms, key: key.clone(), index, version });
+                // Acknowledged: nothing sent before it may be the final value any more.
+                let mut acked = acked.lock().unwrap_or_else(|p| p.into_inner());
+                let candidates = acked.entry(key.clone()).or_default();
+                if let Some(at) = candidates.iter().rposition(|v| *v == value) {
+                    candidates.drain(..at);
+                }
+            }
+            in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        });
+    }
+}
+
+/// One PUT; the root's index once the write is durable, or None if it was not acknowledged.
+async fn put(root: SocketAddr, key: &str, value: Vec<u8>) -> Option<u64> {
+    let stream = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await.ok()?.ok()?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let request = hyper::Request::put(format!("http://{root}/v1/keys/{key}"))
+        .header("host", root.to_string())
+        .header("authorization", format!("Bearer {PRODUCER_TOKEN}"))
+        .body(Full::new(Bytes::from(value)))
+        .expect("a valid request");
+    let response = sender.send_request(request).await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = response.into_body().collect().await.ok()?.to_bytes();
+    serde_json::from_slice::<serde_json::Value>(&body).ok()?["index"].as_u64()
+}
+
+/// Reads summed over one sampling window, per edge.
+#[derive(Debug, Default, Clone)]
+pub struct ReadWindow {
+    pub reads: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub latencies_us: Vec<u64>,
+}
+
+pub type ReadWindows = Arc<Mutex<BTreeMap<String, ReadWindow>>>;
+
+/// What one reader does.
+#[derive(Clone, Debug)]
+pub struct ReaderSpec {
+    pub name: String,
+    pub edge: String,
+    pub addr: SocketAddr,
+    pub rate_per_s: f64,
+    pub skew: f64,
+    /// Every key the writers use.
+    pub keys: Vec<String>,
+    pub seed: u64,
+}
+
+pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, windows: ReadWindows) {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7265_6164_6572);
+    let interval = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let popularity =
+        rand_distr::Zipf::new(spec.keys.len() as f64, spec.skew).expect("validated: at least one key, skew >= 0");
+    let mut connection: Option<BufReader<tokio::net::TcpStream>> = None;
+    loop {
+        madsim::time::sleep(interval).await;
+        // Zipf ranks start at 1; rank 1 is the hottest key.
+        let rank = rng.sample(popularity) as usize;
+        let key = &spec.keys[(rank - 1).min(spec.keys.len() - 1)];
+        let started = madsim::time::Instant::now();
+        let answer = match connection.as_mut() {
+            Some(conn) => madsim::time::timeout(READ_TIMEOUT, gets(conn, key)).await.unwrap_or(Err(GetError::Io)),
+            None => match madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await {
+                Ok(Ok(stream)) => {
+                    let conn = connection.insert(BufReader::new(stream));
+                    madsim::time::timeout(READ_TIMEOUT, gets(conn, key)).await.unwrap_or(Err(GetError::Io))
+                }
+                _ => Err(GetError::Io),
+            },
+        };
+        let latency_us = started.elapsed().as_micros() as u64;
+        let mut windows = windows.lock().unwrap_or_else(|p| p.into_inner());
+        let window = windows.entry(spec.edge.clone()).or_default();
+        match answer {
+            Ok(value) => {
+                window.reads += 1;
+                window.misses += u64::from(value.is_none());
+                window.latencies_us.push(latency_us);
+                drop(windows);
+                let (value, token) = match &value {
+                    Some((value, token)) => (Some(value.as_slice()), *token),
+                    None => (None, 0),
+                };
+                let at_ms = recorder.lock().unwrap_or_else(|p| p.into_inner()).now_ms();
+                let observed = Observed { at_ms, reader: &spec.name, node: &spec.edge, key, value, token };
+                let found = reads.lock().read(observed);
+                if let Some(violation) = found {
+                    recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+                }
+            }
+            Err(GetError::Refused) => window.errors += 1,
+            Err(GetError::Io) => {
+                window.errors += 1;
+                connection = None;
+            }
+        }
+    }
+}
+
+enum GetError {
+    /// The connection failed or timed out; reconnect.
+    Io,
+    /// The edge answered with an error (not ready, or a damaged value).
+    Refused,
+}
+
+/// One `gets`: the value and its cas unique (the edge's applied index), or None for a miss.
+/// A miss carries no token; the reads checker judges it against the session's last-seen index.
+async fn gets(conn: &mut BufReader<tokio::net::TcpStream>, key: &str) -> Result<Option<(Vec<u8>, u64)>, GetError> {
+    let stream = conn.get_mut();
+    stream.write_all(format!("gets {key}\r\n").as_bytes()).await.map_err(|_| GetError::Io)?;
+    stream.flush().await.map_err(|_| GetError::Io)?;
+    let mut line = String::new();
+    conn.read_line(&mut line).await.map_err(|_| GetError::Io)?;
+    if line == "END\r\n" {
+        return Ok(None);
+    }
+    if line.starts_with("SERVER_ERROR") || line.starts_with("CLIENT_ERROR") {
+        return Err(GetError::Refused);
+    }
+    // VALUE <key> <flags> <bytes> <cas unique>
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (Some(&"VALUE"), Some(bytes), Some(cas)) = (fields.first(), fields.get(3), fields.get(4)) else {
+        return Err(GetError::Io);
+    };
+    let (bytes, cas): (usize, u64) = match (bytes.parse(), cas.parse()) {
+        (Ok(b), Ok(c)) => (b, c),
+        _ => return Err(GetError::Io),
+    };
+    let mut data = vec![0; bytes + 2];
+    conn.read_exact(&mut data).await.map_err(|_| GetError::Io)?;
+    data.truncate(bytes);
+    line.clear();
+    conn.read_line(&mut line).await.map_err(|_| GetError::Io)?;
+    if line != "END\r\n" {
+        return Err(GetError::Io);
+    }
+    Ok(Some((data, cas)))
+}
