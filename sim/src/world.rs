@@ -28,7 +28,7 @@ use qs_node::node::{Node, NodeState};
 use qs_node::store::{MemDisk, StoreLocation};
 
 use crate::checkers::reads::Reads;
-use crate::faults::disk::{SIGBUS_PANIC, SimDisk};
+use crate::faults::disk::{Sigbus, SimDisk};
 use crate::faults::{FaultStep, SimNode};
 use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, SharedRecorder, TraceLayer};
@@ -40,6 +40,8 @@ const MEMCACHED_PORT: u16 = 11211;
 const HTTP_PORT: u16 = 8000;
 /// How often every running node's lag is sampled into the trace.
 const LAG_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a (re)started node's process takes before it opens its store.
+const PROCESS_START: Duration = Duration::from_millis(5);
 /// How often the liveness phase looks at every node.
 const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
 
@@ -128,12 +130,14 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     let legacy = &scenario.legacy;
     let tail = format!(
         "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\n\
-         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\nstop_serving_when_upstream_lost = {}\n",
+         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\ncursor_written_before_apply = {}\n\
+         stop_serving_when_upstream_lost = {}\n",
         settings.retention_entries,
         settings.gc_interval.as_millis(),
         legacy.serve_nearest_when_collected,
         legacy.apply_without_gap_check,
         legacy.cursor_written_at_disconnect,
+        legacy.cursor_written_before_apply,
         legacy.stop_serving_when_upstream_lost
     );
     let listen = |ip: IpAddr| {
@@ -195,7 +199,13 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
         .collect()
 }
 
-fn start_nodes(scenario: &Scenario, seed: u64, states: &States, scratch: &std::path::Path) -> Vec<SimNode> {
+fn start_nodes(
+    scenario: &Scenario,
+    seed: u64,
+    states: &States,
+    scratch: &std::path::Path,
+    sigbus: &Arc<Sigbus>,
+) -> Vec<SimNode> {
     let handle = Handle::current();
     configs(scenario, scratch)
         .into_iter()
@@ -204,7 +214,7 @@ fn start_nodes(scenario: &Scenario, seed: u64, states: &States, scratch: &std::p
             let name = config.name.clone();
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
-            let device = Arc::new(SimDisk::new(&name, seed, position));
+            let device = Arc::new(SimDisk::new(&name, seed, position, sigbus.clone()));
             let starts = Arc::new(AtomicU64::new(0));
             let (states, node_name, init_data, init_device) =
                 (states.clone(), name.clone(), data.clone(), device.clone());
@@ -212,8 +222,6 @@ fn start_nodes(scenario: &Scenario, seed: u64, states: &States, scratch: &std::p
                 .create_node()
                 .name(&name)
                 .ip(ip)
-                // A SIGBUS kills only this node's process; a supervisor restarts it after 1–10 s.
-                .restart_on_panic_matching(SIGBUS_PANIC)
                 .init(move || {
                     let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
                     let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -221,6 +229,9 @@ fn start_nodes(scenario: &Scenario, seed: u64, states: &States, scratch: &std::p
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     async move {
+                        // A process takes a moment to start: the tasks of the one it replaces
+                        // (woken by the kill) are dropped first, releasing its ports.
+                        madsim::time::sleep(PROCESS_START).await;
                         match Node::start_simulated(config, &StoreLocation::Memory(disk), node_id, Some(device)).await {
                             Ok(node) => {
                                 states.lock().unwrap_or_else(|p| p.into_inner()).insert(name, node.state.clone());
@@ -298,7 +309,10 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
     // Files outside the stores (snapshot transfers), private to this run; their names never
     // reach the trace.
     let scratch = tempfile::tempdir().expect("a scratch directory for the run");
-    let nodes = start_nodes(&scenario, seed, &states, scratch.path());
+    let sigbus = Arc::new(Sigbus::default());
+    let nodes = start_nodes(&scenario, seed, &states, scratch.path(), &sigbus);
+    let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
+    tokio::spawn(crate::faults::disk::supervisor(sigbus, supervised, seed));
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
     let acked: Acked = Arc::default();
     let windows: ReadWindows = Arc::default();

@@ -10,10 +10,11 @@
 //!   staleness threshold. When the fault ends the disk is healthy again and the node catches up.
 //! - **sigbus**: the disk has poisoned pages. At start-up (the store's head is read) and on a
 //!   third of reads, the process dies the way LMDB's mmap dies on a bad page: abruptly, in the
-//!   middle of whatever it was doing. The simulator restarts it after 1–10 s (a supervisor), and
-//!   it dies again at start-up, until the fault ends: then the disk is replaced by an empty one
-//!   and the node bootstraps from its sources. It must not serve reads before it caught up, and
-//!   its downstream must fail over while it crash-loops.
+//!   middle of whatever it was doing — the operation never returns, and the process is killed
+//!   at that simulated instant by the [`supervisor`], which restarts it after 1–10 s. It dies
+//!   again at start-up, until the fault ends: then the disk is replaced by an empty one and the
+//!   node bootstraps from its sources. It must not serve reads before it has caught up, and its
+//!   downstream must fail over while it crash-loops.
 //!
 //! Latency is charged in simulated time before the operation runs, from a generator seeded by
 //! the run's seed and the node's position, so it is part of the run's determinism. Healthy disks
@@ -29,8 +30,41 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::scenario::DiskModelKind;
 
-/// The panic message that madsim's restart-on-panic matches: a SIGBUS kills only this node.
-pub const SIGBUS_PANIC: &str = "SIGBUS";
+/// How long an operation that hit a poisoned page "takes": forever, as far as the process is
+/// concerned; the supervisor kills it at once.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Nodes whose process just hit a poisoned page, for the supervisor to kill.
+#[derive(Debug, Default)]
+pub struct Sigbus {
+    dead: Mutex<Vec<String>>,
+    wake: tokio::sync::Notify,
+}
+
+/// A node the supervisor watches: its name, its madsim node, its disk.
+pub type Supervised = (String, madsim::runtime::NodeHandle, std::sync::Arc<SimDisk>);
+
+/// Kills each node that hit a poisoned page, at that instant, and restarts it 1–10 s later, as
+/// systemd would — unless its disk was replaced meanwhile (the replacement restarted it).
+pub async fn supervisor(sigbus: std::sync::Arc<Sigbus>, nodes: Vec<Supervised>, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_7065_7276_6973);
+    loop {
+        sigbus.wake.notified().await;
+        let dead = std::mem::take(&mut *sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()));
+        for name in dead {
+            let Some((_, node, device)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
+            super::process::kill(node);
+            let delay = Duration::from_millis(rng.random_range(1_000..=10_000));
+            let (node, device) = (node.clone(), device.clone());
+            tokio::spawn(async move {
+                madsim::time::sleep(delay).await;
+                if device.is_failing() {
+                    super::process::restart(&node);
+                }
+            });
+        }
+    }
+}
 
 /// Latencies observed on a slow disk since the last sample.
 #[derive(Debug, Default)]
@@ -55,10 +89,11 @@ struct State {
 pub struct SimDisk {
     node: String,
     state: Mutex<State>,
+    sigbus: std::sync::Arc<Sigbus>,
 }
 
 impl SimDisk {
-    pub fn new(node: &str, seed: u64, position: usize) -> SimDisk {
+    pub fn new(node: &str, seed: u64, position: usize, sigbus: std::sync::Arc<Sigbus>) -> SimDisk {
         let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6469_736b_0000_0000 ^ position as u64);
         SimDisk {
             node: node.to_string(),
@@ -70,6 +105,7 @@ impl SimDisk {
                 window: DiskWindow::default(),
                 sampling: false,
             }),
+            sigbus,
         }
     }
 
@@ -88,6 +124,10 @@ impl SimDisk {
 
     pub fn set_failing(&self, failing: bool) {
         self.lock().failing = failing;
+    }
+
+    pub fn is_failing(&self) -> bool {
+        self.lock().failing
     }
 
     /// The latencies since the last call, if this disk is being sampled.
@@ -112,8 +152,11 @@ impl DiskModel for SimDisk {
         let mut state = self.lock();
         let state = &mut *state;
         if state.failing && (op == DiskOp::Open || (op == DiskOp::Read && state.rng.random_bool(1.0 / 3.0))) {
-            // Dies like a process that touched a poisoned mmap page. madsim restarts the node.
-            panic!("{SIGBUS_PANIC}: {} read a poisoned page of its failing disk", self.node);
+            // Dies like a process that touched a poisoned mmap page: this operation never
+            // returns, and the supervisor kills the process now.
+            self.sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()).push(self.node.clone());
+            self.sigbus.wake.notify_one();
+            return NEVER;
         }
         let rng = &mut state.rng;
         let service = match (state.slow, op) {

@@ -16,8 +16,12 @@ pub fn kill(node: &NodeHandle) {
     Handle::current().kill(node.id());
 }
 
+/// Starts the node's process again. Killing first matters: madsim's restart alone does not
+/// reset the node's sockets, so a running process would keep its ports bound.
 pub fn restart(node: &NodeHandle) {
-    Handle::current().restart(node.id());
+    let handle = Handle::current();
+    handle.kill(node.id());
+    handle.restart(node.id());
 }
 
 pub fn pause(node: &NodeHandle) {
