@@ -10,7 +10,7 @@
 //! name = "quickstart"
 //! description = "What it reproduces and what must hold."
 //! duration = "2m"                  # the safety phase, in simulated time
-//! engine = "memory"                # memory (lmdb and rocksdb: not in the simulator yet)
+//! engine = "memory"                # memory | lmdb (each node's files under the run's folder)
 //! expect = "pass"                  # pass | violation | liveness (canaries expect a failure)
 //!
 //! [topology]                       # below the root, tier by tier
@@ -32,11 +32,22 @@
 //! keys = 50
 //! value_bytes = { min = 10, max = 200 }
 //!
+//! [[workload]]
+//! kind = "reader"                  # memcached gets on every node of the last tier
+//! rate_per_s = 10
+//! skew = 1.0                       # Zipf exponent of key popularity
+//!
 //! [[fault]]
 //! at = "30s"
-//! kind = "kill"                    # kill | pause | partition
-//! target = "mid-1"
-//! duration = "20s"                 # then restart | resume | heal
+//! kind = "kill"                    # kill | pause | partition | partition_in | partition_out |
+//!                                  # split | clog_link | latency | loss | slow_disk | sigbus
+//! target = "mid-1"                 # a node; "network" for latency and loss
+//! duration = "20s"                 # then restart | resume | heal | replace the disk
+//! # peer = "edge-2"                # clog_link: the other end
+//! # group = ["edge-1"]             # split: the nodes on the target's side
+//! # model = "saturated"            # slow_disk: aging | saturated
+//! # latency = "150ms"              # latency: added per message
+//! # rate = 0.1                     # loss: share of messages lost
 //!
 //! [checks]
 //! lag_max = "35s"
@@ -483,15 +494,25 @@ impl Scenario {
         if self.scenario.duration.is_zero() || self.scenario.duration > DURATION_MAX {
             return bad(None, "scenario.duration", format!("must be above zero and at most {DURATION_MAX:?}"));
         }
-        if self.scenario.engine.get_ref() != "memory" {
-            return bad(
-                Some(self.scenario.engine.span()),
-                "scenario.engine",
-                format!(
-                    "{:?} cannot run in the simulator yet; only \"memory\" can (LMDB and RocksDB run in the real node)",
-                    self.scenario.engine.get_ref()
-                ),
-            );
+        match self.scenario.engine.get_ref().as_str() {
+            "memory" | "lmdb" => {}
+            "rocksdb" => {
+                return bad(
+                    Some(self.scenario.engine.span()),
+                    "scenario.engine",
+                    "rocksdb cannot run in the simulator: its flush and compaction threads are OS threads \
+                     outside the simulator's scheduler, so a run could not be reproduced from its seed; \
+                     use memory or lmdb here (RocksDB runs in the real node)"
+                        .into(),
+                );
+            }
+            other => {
+                return bad(
+                    Some(self.scenario.engine.span()),
+                    "scenario.engine",
+                    format!("{other:?} is not an engine; use memory or lmdb"),
+                );
+            }
         }
         let tiers = &self.topology.tiers;
         if tiers.is_empty() || tiers.len() > TIERS_MAX {
@@ -677,7 +698,7 @@ converge_within = "30s"
         assert!(err.contains("root, edge-1, edge-2"), "{err}");
         let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
         assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
-        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"lmdb\""));
+        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"rocksdb\""));
         assert!(err.contains("scenario.engine") && err.contains(":6:"), "{err}");
         let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
         assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");

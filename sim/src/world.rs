@@ -25,7 +25,7 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use qs_node::config::NodeConfig;
 use qs_node::node::{Node, NodeState};
-use qs_node::store::{MemDisk, StoreLocation};
+use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
 use crate::checkers::reads::Reads;
 use crate::faults::disk::{Sigbus, SimDisk};
@@ -117,7 +117,15 @@ fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     }
 }
 
-type States = Arc<Mutex<BTreeMap<String, Arc<NodeState>>>>;
+/// Each node's state, held weakly: a killed process's store must close when its tasks are
+/// dropped (an LMDB environment may be open only once per process), not live on in here.
+type States = Arc<Mutex<BTreeMap<String, std::sync::Weak<NodeState>>>>;
+
+/// The nodes whose process is running now, by name.
+fn live(states: &States) -> BTreeMap<String, Arc<NodeState>> {
+    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+    states.iter().filter_map(|(name, state)| Some((name.clone(), state.upgrade()?))).collect()
+}
 fn ip(tier: usize, n: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
 }
@@ -150,8 +158,9 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     };
     let head = |name: &str, role: &str| {
         format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"memory\"\npath = \"{}\"\n",
-            scratch.join(name).display()
+            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{}\"\npath = \"{}\"\n",
+            scenario.scenario.engine.get_ref(),
+            scratch.join(name).join("store").display()
         )
     };
     let root_ip = ip(0, 0);
@@ -212,6 +221,11 @@ fn start_nodes(
         .enumerate()
         .map(|(position, (config, ip))| {
             let name = config.name.clone();
+            let store_path = (config.storage.engine != EngineKind::Memory).then(|| config.storage.path.clone());
+            // The node's own folder: its LMDB environment, snapshot transfers, legacy side files.
+            if let Some(dir) = config.storage.path.parent() {
+                std::fs::create_dir_all(dir).expect("a directory for the node's files");
+            }
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
             let device = Arc::new(SimDisk::new(&name, seed, position, sigbus.clone()));
@@ -232,9 +246,16 @@ fn start_nodes(
                         // A process takes a moment to start: the tasks of the one it replaces
                         // (woken by the kill) are dropped first, releasing its ports.
                         madsim::time::sleep(PROCESS_START).await;
-                        match Node::start_simulated(config, &StoreLocation::Memory(disk), node_id, Some(device)).await {
+                        let location = match config.storage.engine {
+                            EngineKind::Memory => StoreLocation::Memory(disk),
+                            kind => StoreLocation::new(kind, &config.storage.path),
+                        };
+                        match Node::start_simulated(config, &location, node_id, Some(device)).await {
                             Ok(node) => {
-                                states.lock().unwrap_or_else(|p| p.into_inner()).insert(name, node.state.clone());
+                                states
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .insert(name, Arc::downgrade(&node.state));
                                 std::future::pending::<()>().await;
                             }
                             Err(e) => panic!("node {name} failed to start: {e}"),
@@ -242,7 +263,7 @@ fn start_nodes(
                     }
                 })
                 .build();
-            SimNode { name, ip, handle, device, data }
+            SimNode { name, ip, handle, device, data, store_path }
         })
         .collect()
 }
@@ -276,8 +297,7 @@ async fn sampler(
         madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
         let samples: Vec<(String, u64, u64)> = {
             let down = down.lock().unwrap_or_else(|p| p.into_inner());
-            let states = states.lock().unwrap_or_else(|p| p.into_inner());
-            states
+            live(&states)
                 .iter()
                 .filter(|(name, _)| !down.contains(*name))
                 .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
@@ -435,7 +455,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
 /// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
 fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Reads, recorder: &SharedRecorder) {
     let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
-    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+    let states = live(states);
     for node in nodes {
         let Some(state) = states.get(&node.name) else { continue };
         let stats = state.with_store(|s| s.stats()).ok();
@@ -476,7 +496,7 @@ fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Re
 
 /// Why the cluster has not converged yet: per node, what differs from the root.
 fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
-    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+    let states = live(states);
     let head = |state: &NodeState| state.with_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
     let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
     let (root_index, root_hash, root_digest) = head(root);
@@ -503,7 +523,8 @@ fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     if out.is_empty() {
         for (key, candidates) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             for node in nodes {
-                let got = states[&node.name].with_store(|s| s.get(key.as_bytes()));
+                let Some(state) = states.get(&node.name) else { continue };
+                let got = state.with_store(|s| s.get(key.as_bytes()));
                 let fine = match &got {
                     Ok(Some(v)) => candidates.contains(v),
                     Ok(None) => candidates.is_empty(),

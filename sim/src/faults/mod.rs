@@ -32,8 +32,10 @@ pub struct SimNode {
     pub handle: NodeHandle,
     /// The node's disk device (latency, failure).
     pub device: Arc<disk::SimDisk>,
-    /// The data on the node's disk; replacing the disk swaps in an empty one.
+    /// The data on the node's disk (memory engine); replacing the disk swaps in an empty one.
     pub data: Arc<Mutex<MemDisk>>,
+    /// The store's directory (LMDB); replacing the disk deletes it.
+    pub store_path: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for SimNode {
@@ -104,6 +106,11 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             process::kill(&node.handle);
             node.device.set_failing(false);
             *node.data.lock().unwrap_or_else(|p| p.into_inner()) = MemDisk::default();
+            if let Some(path) = &node.store_path {
+                // An open environment of the killed process keeps its unlinked files; the new
+                // process creates fresh ones.
+                let _ = std::fs::remove_dir_all(path);
+            }
             process::restart(&node.handle);
             detail = "disk replaced".into();
         }
