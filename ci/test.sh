@@ -4,7 +4,10 @@
 #   - the node built with `--cfg madsim`, the simulator's build (in its own target directory so
 #     the two builds do not invalidate each other): its unit tests, and tests/simulated.rs, which
 #     runs unchanged nodes as madsim nodes and checks that one seed gives one run.
-# Set-up (system packages, the once-per-machine RocksDB build) happens first, on demand.
+#   - qs-reports' tests include tests/chromium.rs, which opens reports in headless Chromium.
+# Set-up (system packages including Chromium, the once-per-machine RocksDB build) happens first,
+# on demand.
+export QSIM_WITH_CHROMIUM=1
 source "$(dirname "$0")/setup.sh"
 
 if cargo clippy --version >/dev/null 2>&1; then
@@ -21,5 +24,5 @@ cargo test --workspace --locked
 echo "== node under --cfg madsim (the simulator's build)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated --target-dir target/madsim
 
-echo "== the simulator (qsim runs scenarios, determinism across processes, the canary)" >&2
+echo "== the simulator (every fault family, planted bugs, determinism on memory and LMDB, reports)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim

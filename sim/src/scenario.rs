@@ -561,7 +561,7 @@ impl Scenario {
             let (rate_per_s, keys, value_bytes) = match workload {
                 Workload::Writer { rate_per_s, keys, value_bytes } => (rate_per_s, keys, value_bytes),
                 Workload::Reader { rate_per_s, skew } => {
-                    if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0) || !(0.0..=10.0).contains(skew) {
+                    if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0 && (0.0..=10.0).contains(skew)) {
                         return bad(
                             None,
                             "workload",

@@ -92,12 +92,11 @@ impl ReadState {
             history.acked.iter().filter(|(index, _)| *index <= last_seen).map(|(_, version)| *version).max()
         };
         let Some(value) = read.value else {
-            return match history.and_then(newest_landed) {
-                Some(version) => Some(violation(format!(
+            return history.and_then(newest_landed).map(|version| {
+                violation(format!(
                     "missing, but version {version} landed at or before index {last_seen}, which the edge had applied"
-                ))),
-                None => None,
-            };
+                ))
+            });
         };
         let Some(version) = version_of(value) else {
             return Some(violation(format!(

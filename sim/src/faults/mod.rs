@@ -64,7 +64,7 @@ pub fn steps(faults: &[Fault]) -> Vec<FaultStep> {
             ]
         })
         .collect();
-    steps.sort_by(|a, b| (a.at, a.start).cmp(&(b.at, b.start)));
+    steps.sort_by_key(|s| (s.at, s.start));
     steps
 }
 
