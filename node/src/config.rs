@@ -84,7 +84,7 @@ pub struct NodeConfig {
 }
 
 /// Planted bugs. Each reproduces a failure the seeds describe; none is ever on by default.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LegacyConfig {
     /// Serving: when a client asks for collected history, stream from the oldest entry still

@@ -136,17 +136,13 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     let mut out = Vec::new();
     let settings = &scenario.node;
     let legacy = &scenario.legacy;
+    // The scenario's planted bugs, every switch as the node reads it (so a new switch cannot be
+    // left out of the generated configs).
     let tail = format!(
-        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\nserve_nearest_when_collected = {}\n\
-         apply_without_gap_check = {}\ncursor_written_at_disconnect = {}\ncursor_written_before_apply = {}\n\
-         stop_serving_when_upstream_lost = {}\n",
+        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\n{}",
         settings.retention_entries,
         settings.gc_interval.as_millis(),
-        legacy.serve_nearest_when_collected,
-        legacy.apply_without_gap_check,
-        legacy.cursor_written_at_disconnect,
-        legacy.cursor_written_before_apply,
-        legacy.stop_serving_when_upstream_lost
+        toml::to_string(legacy).expect("the legacy switches serialize")
     );
     let listen = |ip: IpAddr| {
         format!(

@@ -84,10 +84,10 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
         FaultKind::PartitionOut => network::partition_out(&by_name(fault.target.get_ref()).handle, on),
         FaultKind::Split => {
             let side_names = fault.group_with_target();
-            let (side, rest): (Vec<&SimNode>, Vec<&SimNode>) = nodes.iter().partition(|n| side_names.contains(&n.name));
-            let handles = |v: &[&SimNode]| v.iter().map(|n| n.handle.clone()).collect::<Vec<_>>();
-            let (side, rest) = (handles(&side), handles(&rest));
-            network::split(&side.iter().collect::<Vec<_>>(), &rest.iter().collect::<Vec<_>>(), on);
+            let on_side = |n: &&SimNode| side_names.contains(&n.name);
+            let side: Vec<&NodeHandle> = nodes.iter().filter(on_side).map(|n| &n.handle).collect();
+            let rest: Vec<&NodeHandle> = nodes.iter().filter(|n| !on_side(n)).map(|n| &n.handle).collect();
+            network::split(&side, &rest, on);
         }
         FaultKind::ClogLink => {
             let peer = fault.peer.as_ref().expect("validated peer");
