@@ -13,6 +13,7 @@
 //! [storage]
 //! engine = "lmdb"                     # lmdb | rocksdb | memory
 //! path = "/var/lib/qs-node/edge-1"
+//! # memtable_bytes = 67108864         # rocksdb only: memtable size before a flush
 //!
 //! [listen]
 //! replication = "127.0.0.1:7001"      # downstream nodes replicate from here
@@ -46,13 +47,17 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::entry::DatabaseId;
-use crate::store::{EngineKind, RetentionPolicy};
+use crate::store::{EngineKind, OpenOptions, RetentionPolicy};
 
 /// Most sources (primaries + secondaries) one node may list: each is tried in turn, so the list
 /// bounds one failover cycle.
 pub const SOURCES_MAX: usize = 16;
 /// Most producers one root may configure.
 pub const PRODUCERS_MAX: usize = 1_000;
+/// Bounds of `storage.memtable_bytes`: below 64 KiB RocksDB flushes nearly every commit;
+/// above 1 GiB one column family's memtable could outgrow the node's memory budget.
+pub const MEMTABLE_BYTES_MIN: usize = 64 << 10;
+pub const MEMTABLE_BYTES_MAX: usize = 1 << 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -114,6 +119,11 @@ pub struct StorageConfig {
     /// Store directory (ignored by the memory engine).
     #[serde(default)]
     pub path: PathBuf,
+    /// RocksDB only: bytes a column family's memtable holds before it is flushed to an SST
+    /// file. Unset: RocksDB's default (64 MiB). Small values make flushes and compactions
+    /// frequent, which is how the simulator exercises them within minutes.
+    #[serde(default)]
+    pub memtable_bytes: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -237,6 +247,11 @@ pub enum ConfigError {
 }
 
 impl NodeConfig {
+    /// How this node opens its store: its database and the engine settings from `[storage]`.
+    pub fn store_options(&self) -> OpenOptions {
+        OpenOptions { rocksdb_memtable_bytes: self.storage.memtable_bytes, ..OpenOptions::new(self.database_id) }
+    }
+
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -264,6 +279,17 @@ impl NodeConfig {
         }
         if self.storage.engine != EngineKind::Memory && self.storage.path.as_os_str().is_empty() {
             return Err(("storage.path", format!("is required for the {} engine", self.storage.engine)));
+        }
+        if let Some(bytes) = self.storage.memtable_bytes {
+            if self.storage.engine != EngineKind::Rocksdb {
+                return Err(("storage.memtable_bytes", format!("applies to rocksdb only, not {}", self.storage.engine)));
+            }
+            if !(MEMTABLE_BYTES_MIN..=MEMTABLE_BYTES_MAX).contains(&bytes) {
+                return Err((
+                    "storage.memtable_bytes",
+                    format!("{bytes} is out of range; allowed {MEMTABLE_BYTES_MIN} to {MEMTABLE_BYTES_MAX}"),
+                ));
+            }
         }
         let r = &self.replication;
         let sources = r.primaries.len() + r.secondaries.len();

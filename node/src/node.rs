@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::config::{NodeConfig, Role};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
-use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
+use crate::store::{Store, StoreError, StoreLocation};
 
 /// What a store operation is, for a [`DiskModel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,7 +288,7 @@ impl Node {
             let latency = disk.charge(DiskOp::Open);
             tokio::time::sleep(latency).await;
         }
-        let store = Store::open(location, &OpenOptions::new(config.database_id))?;
+        let store = Store::open(location, &config.store_options())?;
         tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
         let memory_disk = match location {
             StoreLocation::Memory(disk) => Some(disk.clone()),

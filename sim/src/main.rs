@@ -44,6 +44,9 @@ enum Command {
         /// Do not write report.html (sweeps write reports only for the runs that failed).
         #[arg(long)]
         no_report: bool,
+        /// Run every node on this engine instead of the scenario's: memory, lmdb or rocksdb.
+        #[arg(long)]
+        engine: Option<String>,
     },
     /// Rebuild the HTML report of a run folder (or of a sweep folder) from its files.
     Report {
@@ -67,6 +70,9 @@ enum Command {
         /// Where each run's output, summary.json and junit.xml go.
         #[arg(long, default_value = "runs/sweep")]
         out: PathBuf,
+        /// Run every scenario on this engine instead of its own: memory, lmdb or rocksdb.
+        #[arg(long)]
+        engine: Option<String>,
     },
     /// List the scenarios in a folder and what each reproduces.
     List {
@@ -87,19 +93,30 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::List { dir } => list(&dir),
-        Command::Sweep { scenarios, seeds, jobs, shard, out } => sweep(&scenarios, seeds, jobs, shard, &out),
+        Command::Sweep { scenarios, seeds, jobs, shard, out, engine } => {
+            sweep(&scenarios, seeds, jobs, shard, &out, engine.as_deref())
+        }
         Command::Report { dir } => report(&dir),
-        Command::Run { scenario, seed, out, check_determinism, no_report } => {
-            let loaded = match Scenario::load(&scenario) {
+        Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
+            let loaded = match load(&scenario, engine.as_deref()) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("qsim: {e}");
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            run(&loaded, &scenario, seed, out, check_determinism, !no_report)
+            run(&loaded, seed, out, check_determinism, !no_report)
         }
     }
+}
+
+/// Loads a scenario file and applies the command line's engine, if any.
+fn load(path: &Path, engine: Option<&str>) -> Result<Scenario, String> {
+    let mut scenario = Scenario::load(path).map_err(|e| e.to_string())?;
+    if let Some(engine) = engine {
+        scenario.override_engine(engine)?;
+    }
+    Ok(scenario)
 }
 
 fn report(dir: &Path) -> ExitCode {
@@ -126,10 +143,11 @@ fn sweep(
     jobs: Option<usize>,
     shard: qs_sim::sweep::Shard,
     out: &Path,
+    engine: Option<&str>,
 ) -> ExitCode {
     let mut scenarios = Vec::new();
     for path in paths {
-        match Scenario::load(path) {
+        match load(path, engine) {
             Ok(s) => scenarios.push(s),
             Err(e) => {
                 eprintln!("qsim: {e}");
@@ -209,13 +227,8 @@ fn list(dir: &Path) -> ExitCode {
     ExitCode::from(if refused > 0 { exit::USAGE } else { exit::PASS })
 }
 
-#[cfg(madsim)]
-fn reproduce(path: &Path, seed: u64) -> String {
-    format!("./qsim run {} --seed {seed}", path.display())
-}
-
 #[cfg(not(madsim))]
-fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
+fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
     eprintln!(
         "qsim: this build has no simulator runtime (it was built without --cfg madsim); run scenarios with ./qsim"
     );
@@ -225,7 +238,6 @@ fn run(_: &Scenario, _: &Path, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> 
 #[cfg(madsim)]
 fn run(
     scenario: &Scenario,
-    path: &Path,
     seed: u64,
     out: Option<PathBuf>,
     check_determinism: bool,
@@ -234,7 +246,7 @@ fn run(
     use qs_sim::trace::Event;
 
     let names = scenario.node_names();
-    println!("scenario   {} ({})", scenario.scenario.name, path.display());
+    println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
     println!("engine     {}", scenario.scenario.engine.get_ref());
@@ -256,12 +268,12 @@ fn run(
             let message =
                 panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
             println!("verdict    CRASH: the simulation panicked: {}", message.unwrap_or_default());
-            println!("reproduce  {}", reproduce(path, seed));
+            println!("reproduce  {}", scenario.reproduce(seed));
             return ExitCode::from(exit::CRASH);
         }
     };
 
-    let out = out.unwrap_or_else(|| PathBuf::from("runs").join(&scenario.scenario.name).join(format!("seed-{seed}")));
+    let out = out.unwrap_or_else(|| scenario.out_dir(Path::new("runs"), seed));
     println!();
     println!("simulated  {:?}; {} writes acknowledged", outcome.simulated, outcome.writes_acked);
     println!(
@@ -291,7 +303,7 @@ fn run(
         }
     }
     if failed {
-        println!("reproduce  {}", reproduce(path, seed));
+        println!("reproduce  {}", scenario.reproduce(seed));
         return ExitCode::from(if violated { exit::VIOLATION } else { exit::LIVENESS });
     }
 
@@ -303,8 +315,8 @@ fn run(
         let status = std::env::current_exe().and_then(|exe| {
             std::process::Command::new(exe)
                 .arg("run")
-                .arg(path)
-                .args(["--seed", &seed.to_string(), "--no-report", "--out"])
+                .args(scenario.run_args(seed))
+                .args(["--no-report", "--out"])
                 .arg(&second)
                 .stdout(std::process::Stdio::null())
                 .status()
@@ -324,7 +336,7 @@ fn run(
             println!("determinism FAIL: traces differ at event {at}");
             println!("  first run:  {}", first.get(at).map_or("(ended)", String::as_str));
             println!("  second run: {}", again.get(at).copied().unwrap_or("(ended)"));
-            println!("reproduce  {} --check-determinism", reproduce(path, seed));
+            println!("reproduce  {} --check-determinism", scenario.reproduce(seed));
             return ExitCode::from(exit::NONDETERMINISM);
         }
         println!("determinism pass: a second process produced the identical trace");
@@ -423,7 +435,7 @@ fn write_outputs(
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),
         nodes: scenario.node_infos(),
-        reproduce: reproduce(&scenario.path, seed),
+        reproduce: scenario.reproduce(seed),
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
 }

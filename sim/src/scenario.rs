@@ -31,6 +31,7 @@
 //! rate_per_s = 5
 //! keys = 50
 //! value_bytes = { min = 10, max = 200 }
+//! # burst = { every = "60s", length = "5s", rate_per_s = 200 }   # optional
 //!
 //! [[workload]]
 //! kind = "reader"                  # memcached gets on every node of the last tier
@@ -100,7 +101,13 @@ pub struct Scenario {
     /// The file this came from (set by `load`).
     #[serde(skip)]
     pub path: PathBuf,
+    /// The engine given on the command line (`--engine`) in place of the file's, if any.
+    #[serde(skip)]
+    pub engine_override: Option<String>,
 }
+
+/// The engines a scenario may run its nodes on.
+pub const ENGINES: [&str; 3] = ["memory", "lmdb", "rocksdb"];
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,8 +203,15 @@ impl Default for NodeSettings {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "lowercase")]
 pub enum Workload {
-    /// Writes through the root's HTTP API at a steady rate.
-    Writer { rate_per_s: f64, keys: u64, value_bytes: ValueBytes },
+    /// Writes through the root's HTTP API at a steady rate, and at `burst.rate_per_s` during
+    /// each burst.
+    Writer {
+        rate_per_s: f64,
+        keys: u64,
+        value_bytes: ValueBytes,
+        #[serde(default)]
+        burst: Option<Burst>,
+    },
     /// Reads every node of the last tier over its memcached port: `rate_per_s` `gets` per edge,
     /// keys drawn from the writers' key spaces with Zipf popularity of exponent `skew`
     /// (0 = uniform; ~1 = a few hot keys, as configuration reads are).
@@ -210,6 +224,27 @@ pub enum Workload {
 
 fn default_skew() -> f64 {
     1.0
+}
+
+/// A writer's bursts: `length` at `rate_per_s` every `every`, the first one `every` after the
+/// start (a deploy pushing a batch of changes, a producer catching up after an outage).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    #[serde(with = "humantime_serde")]
+    pub every: Duration,
+    #[serde(with = "humantime_serde")]
+    pub length: Duration,
+    pub rate_per_s: f64,
+}
+
+impl Burst {
+    /// Whether a burst is on `elapsed` after the writer started.
+    pub fn on_at(&self, elapsed: Duration) -> bool {
+        let every = self.every.as_millis();
+        let into = elapsed.as_millis();
+        into >= every && into % every < self.length.as_millis()
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -398,6 +433,40 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Runs every node on `engine` instead of the file's engine (`qsim run --engine`).
+    pub fn override_engine(&mut self, engine: &str) -> Result<(), String> {
+        if !ENGINES.contains(&engine) {
+            return Err(format!("--engine {engine:?} is not an engine; use {}", ENGINES.join(", ")));
+        }
+        self.scenario.engine = Spanned::new(self.scenario.engine.span(), engine.to_string());
+        self.engine_override = Some(engine.to_string());
+        Ok(())
+    }
+
+    /// The arguments after `qsim run` that repeat this run: the file, the seed and any override.
+    pub fn run_args(&self, seed: u64) -> Vec<String> {
+        let mut args = vec![self.path.display().to_string(), "--seed".into(), seed.to_string()];
+        if let Some(engine) = &self.engine_override {
+            args.extend(["--engine".to_string(), engine.clone()]);
+        }
+        args
+    }
+
+    /// The one command that reproduces this run under `seed`.
+    pub fn reproduce(&self, seed: u64) -> String {
+        format!("./qsim run {}", self.run_args(seed).join(" "))
+    }
+
+    /// The folder a run's outputs go to under `root`: `<root>/<name>/seed-<seed>`, the name
+    /// suffixed with the engine when `--engine` overrode the file's.
+    pub fn out_dir(&self, root: &Path, seed: u64) -> PathBuf {
+        let name = match &self.engine_override {
+            Some(engine) => format!("{}-{engine}", self.scenario.name),
+            None => self.scenario.name.clone(),
+        };
+        root.join(name).join(format!("seed-{seed}"))
+    }
+
     /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.
     /// Drawn faults never overlap another fault on the same node.
     pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
@@ -495,22 +564,12 @@ impl Scenario {
             return bad(None, "scenario.duration", format!("must be above zero and at most {DURATION_MAX:?}"));
         }
         match self.scenario.engine.get_ref().as_str() {
-            "memory" | "lmdb" => {}
-            "rocksdb" => {
-                return bad(
-                    Some(self.scenario.engine.span()),
-                    "scenario.engine",
-                    "rocksdb cannot run in the simulator: its flush and compaction threads are OS threads \
-                     outside the simulator's scheduler, so a run could not be reproduced from its seed; \
-                     use memory or lmdb here (RocksDB runs in the real node)"
-                        .into(),
-                );
-            }
+            engine if ENGINES.contains(&engine) => {}
             other => {
                 return bad(
                     Some(self.scenario.engine.span()),
                     "scenario.engine",
-                    format!("{other:?} is not an engine; use memory or lmdb"),
+                    format!("{other:?} is not an engine; use {}", ENGINES.join(", ")),
                 );
             }
         }
@@ -559,7 +618,22 @@ impl Scenario {
         }
         for workload in &self.workload {
             let (rate_per_s, keys, value_bytes) = match workload {
-                Workload::Writer { rate_per_s, keys, value_bytes } => (rate_per_s, keys, value_bytes),
+                Workload::Writer { rate_per_s, keys, value_bytes, burst } => {
+                    if let Some(b) = burst {
+                        if b.every < Duration::from_secs(1)
+                            || b.length.is_zero()
+                            || b.length >= b.every
+                            || !(b.rate_per_s > 0.0 && b.rate_per_s <= 10_000.0)
+                        {
+                            return bad(
+                                None,
+                                "workload.burst",
+                                "a burst needs every >= 1s, 0 < length < every and 0 < rate_per_s <= 10000".into(),
+                            );
+                        }
+                    }
+                    (rate_per_s, keys, value_bytes)
+                }
                 Workload::Reader { rate_per_s, skew } => {
                     if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0 && (0.0..=10.0).contains(skew)) {
                         return bad(
@@ -692,14 +766,27 @@ converge_within = "30s"
     }
 
     #[test]
+    fn an_engine_override_replaces_the_files_engine_and_is_repeated_by_the_reproduce_command() {
+        let mut scenario = Scenario::parse(GOOD, Path::new("s.toml")).expect("valid");
+        assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3");
+        let err = scenario.override_engine("leveldb").expect_err("not an engine");
+        assert!(err.contains("leveldb") && err.contains("rocksdb"), "{err}");
+        scenario.override_engine("rocksdb").expect("an engine");
+        assert_eq!(scenario.scenario.engine.get_ref(), "rocksdb");
+        assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3 --engine rocksdb");
+        let name = scenario.scenario.name.clone();
+        assert_eq!(scenario.out_dir(Path::new("runs"), 3), Path::new("runs").join(format!("{name}-rocksdb")).join("seed-3"));
+    }
+
+    #[test]
     fn errors_name_the_file_the_line_and_the_field() {
         let err = refused(&GOOD.replace("\"edge-1\"", "\"edge-9\""));
         assert!(err.starts_with("s.toml:13: field `fault.target`"), "{err}");
         assert!(err.contains("root, edge-1, edge-2"), "{err}");
         let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
         assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
-        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"rocksdb\""));
-        assert!(err.contains("scenario.engine") && err.contains(":6:"), "{err}");
+        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"leveldb\""));
+        assert!(err.contains("scenario.engine") && err.contains(":6:") && err.contains("memory, lmdb, rocksdb"), "{err}");
         let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
         assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
     }

@@ -138,13 +138,13 @@ pub fn sweep(
 }
 
 fn run_one(exe: &Path, scenario: &Scenario, seed: u64, out: &Path) -> RunResult {
-    let dir = out.join(&scenario.scenario.name).join(format!("seed-{seed}"));
-    let reproduce = format!("./qsim run {} --seed {seed}", scenario.path.display());
+    let dir = scenario.out_dir(out, seed);
+    let reproduce = scenario.reproduce(seed);
     let _ = std::fs::create_dir_all(&dir);
     let output = Command::new(exe)
         .arg("run")
-        .arg(&scenario.path)
-        .args(["--seed", &seed.to_string(), "--no-report", "--out"])
+        .args(scenario.run_args(seed))
+        .args(["--no-report", "--out"])
         .arg(&dir)
         .output();
     let (code, stdout) = match output {

@@ -7,6 +7,7 @@
 //! - The writer PUTs `cfg<w>:<n>` keys with values `<version>.<payload>` (see
 //!   [`crate::checkers::reads`]); it never has two writes to one key in flight, so the newest
 //!   acknowledgement of a key is a value the key may end with. Each acknowledgement is traced.
+//!   With a `burst`, it writes at the burst's rate for the burst's length, periodically.
 //! - A reader is a session pinned to one edge, sending `gets <key>` (the cas unique is the edge's
 //!   applied index) with Zipf key popularity; each answer goes to the reads checker, and latency,
 //!   misses and errors are summed per edge for the once-a-second `read_sample`.
@@ -22,6 +23,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+use crate::scenario::Burst;
 use crate::checkers::reads::{Observed, Reads, versioned_value};
 use crate::trace::{Event, SharedRecorder};
 
@@ -46,6 +48,7 @@ pub struct WriterSpec {
     pub keys: u64,
     pub value_min: usize,
     pub value_max: usize,
+    pub burst: Option<Burst>,
     pub seed: u64,
 }
 
@@ -56,10 +59,16 @@ pub fn key_name(writer_id: usize, n: u64) -> String {
 
 pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, reads: Reads) {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
-    let interval = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
     let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+    let start = madsim::time::Instant::now();
     loop {
+        let interval = match bursting {
+            Some((burst, interval)) if burst.on_at(start.elapsed()) => interval,
+            _ => steady,
+        };
         madsim::time::sleep(interval).await;
         let key = key_name(spec.writer_id, rng.random_range(0..spec.keys));
         let len = rng.random_range(spec.value_min..=spec.value_max);

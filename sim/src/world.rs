@@ -42,6 +42,16 @@ const HTTP_PORT: u16 = 8000;
 const LAG_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a (re)started node's process takes before it opens its store.
 const PROCESS_START: Duration = Duration::from_millis(5);
+/// RocksDB memtable per column family in the simulator: at the workloads' few KB/s per node
+/// a memtable fills in tens of simulated seconds, so flushes and level-0 compactions run.
+const SIM_ROCKSDB_MEMTABLE_BYTES: usize = 128 << 10;
+/// How far the simulated clock jumps before anything starts, from madsim's start in 2022 to the
+/// 2060s: ahead of any real clock. RocksDB keeps one process-wide timer thread on the real clock
+/// for its periodic tasks, but a node registers them at open from simulated time. Dated after
+/// every real "now", they never fire during a run (where they would act at wall-clock moments),
+/// and a registration never races a running task (RocksDB refuses a task dated before the one
+/// it is running, which failed the open).
+const SIM_CLOCK_AHEAD: Duration = Duration::from_secs(40 * 365 * 24 * 60 * 60);
 /// How often the liveness phase looks at every node.
 const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
 
@@ -97,7 +107,10 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 
 fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    let clock = || madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().as_millis() as u64);
+    let clock = || {
+        madsim::time::TimeHandle::try_current()
+            .map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
+    };
     let reads = Reads::default();
     let recorder = Recorder::new(clock, crate::checkers::all(scenario, &reads));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
@@ -152,10 +165,13 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
             SocketAddr::new(ip, HTTP_PORT)
         )
     };
+    let engine = scenario.scenario.engine.get_ref();
+    // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
+    // would be flushed or compacted; small ones make both happen every few simulated seconds.
+    let memtable = if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
     let head = |name: &str, role: &str| {
         format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{}\"\npath = \"{}\"\n",
-            scenario.scenario.engine.get_ref(),
+            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",
             scratch.join(name).join("store").display()
         )
     };
@@ -321,6 +337,7 @@ async fn sampler(
 }
 
 async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: Reads) -> WorldEnd {
+    madsim::time::advance(SIM_CLOCK_AHEAD);
     let states: States = Arc::default();
     // Files outside the stores (snapshot transfers), private to this run; their names never
     // reach the trace.
@@ -340,7 +357,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
     let mut all_keys = Vec::new();
     let mut writers = 0;
     for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes } = workload.clone() {
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst } = workload.clone() {
             all_keys.extend((0..keys).map(|n| crate::workload::key_name(writers, n)));
             let spec = WriterSpec {
                 writer_id: writers,
@@ -349,6 +366,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
                 keys,
                 value_min: value_bytes.min,
                 value_max: value_bytes.max,
+                burst,
                 seed: seed + i as u64,
             };
             producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));

@@ -28,7 +28,7 @@ use crate::entry::LogEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
-use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
+use crate::store::{Store, StoreError, StoreLocation};
 
 /// The legacy backoff's ceiling: far above any sane cap, as in the seed's incident.
 const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(600);
@@ -328,7 +328,7 @@ async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> 
 /// Verifies the finished import and swaps it in for the current store.
 fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     let config = &state.config;
-    let options = OpenOptions::new(config.database_id);
+    let options = config.store_options();
     let fresh = match config.storage.engine {
         crate::store::EngineKind::Memory => StoreLocation::Memory(Default::default()),
         kind => StoreLocation::new(kind, &super::server::snapshot_dir(state).join("installing")),

@@ -82,11 +82,13 @@ pub struct OpenOptions {
     pub db_id: DatabaseId,
     /// LMDB map size: the most the environment can grow to. Virtual address space only.
     pub lmdb_map_bytes: usize,
+    /// RocksDB memtable size per column family; `None` keeps RocksDB's default (64 MiB).
+    pub rocksdb_memtable_bytes: Option<usize>,
 }
 
 impl OpenOptions {
     pub fn new(db_id: DatabaseId) -> OpenOptions {
-        OpenOptions { db_id, lmdb_map_bytes: 16 << 30 }
+        OpenOptions { db_id, lmdb_map_bytes: 16 << 30, rocksdb_memtable_bytes: None }
     }
 }
 
@@ -352,7 +354,7 @@ impl Store {
     pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
         let engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes)?),
-            StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path)?),
+            StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, options.rocksdb_memtable_bytes)?),
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
         };
         Store::with_engine(engine, location.describe(), options.db_id)

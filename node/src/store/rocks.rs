@@ -7,14 +7,29 @@
 //! `disk_bytes_written` is RocksDB's own accounting: WAL bytes + flush bytes + compaction bytes
 //! written, from its statistics tickers. Block checksums are verified on every read; a failed
 //! one surfaces as [`EngineError::Corruption`].
+//!
+//! Inside the simulator (`--cfg madsim`) RocksDB's flushes and compactions still run on its own
+//! OS threads, outside the simulator's scheduler, and RocksDB decides when to flush from its
+//! memtables' memory use, which varies from process to process (skiplist node heights come from
+//! a per-thread random generator seeded from the thread id). What a node reads never depends on
+//! either, but the shape of the LSM tree and the bytes it writes would. So under madsim the
+//! engine ([`SimFlushing`]) flushes a column family itself once `memtable_bytes` of keys and
+//! values were written to it, and after every operation that writes it waits, in wall time while
+//! simulated time stands still, for all background work to finish: the tree after each commit
+//! follows from the sequence of commits alone, and a seed replays to the same trace. The SST
+//! files' host property (the machine's hostname by default) is left out for the same reason, and
+//! the info LOG keeps only errors (its lines carry wall-clock timings, and RocksDB counts the LOG
+//! bytes a flush's thread wrote as flush bytes).
 
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Mutex;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
 use rocksdb::{
-    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, Options, WriteBatch,
-    WriteOptions,
+    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, LogLevel, Options, WaitForCompactOptions,
+    WriteBatch, WriteOptions,
 };
 
 use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write, dir_bytes};
@@ -23,7 +38,32 @@ pub(crate) struct RocksEngine {
     db: DB,
     options: Options,
     sync: WriteOptions,
+    /// Under the simulator only (see the module doc).
+    sim: Option<SimFlushing>,
 }
+
+/// How the engine flushes under the simulator: by bytes written, not by memory used, and with
+/// all background work finished after every write.
+struct SimFlushing {
+    /// Keys and values written to a column family before the engine flushes it.
+    memtable_bytes: u64,
+    /// Per column family (in [`Table::ALL`] order), bytes written since its last flush.
+    unflushed: [u64; 3],
+    /// The level-0 files already seen, and the bytes of those that flushes wrote since open.
+    flushed: Mutex<FlushedFiles>,
+}
+
+#[derive(Default)]
+struct FlushedFiles {
+    seen: BTreeSet<String>,
+    bytes: u64,
+}
+
+/// Under the simulator RocksDB's own memory-use trigger sits this many times above
+/// `memtable_bytes`, so the engine's byte count always flushes first.
+const SIM_WRITE_BUFFER_HEADROOM: usize = 8;
+/// RocksDB's default memtable size, the simulator's flush point when none is configured.
+const DEFAULT_MEMTABLE_BYTES: usize = 64 << 20;
 
 fn rocks_error(e: rocksdb::Error) -> EngineError {
     match e.kind() {
@@ -33,15 +73,36 @@ fn rocks_error(e: rocksdb::Error) -> EngineError {
 }
 
 impl RocksEngine {
-    pub(crate) fn open(path: &Path) -> Result<RocksEngine, EngineError> {
+    /// Opens (or creates) the database at `path`; `memtable_bytes` overrides RocksDB's
+    /// per-column-family write buffer size.
+    pub(crate) fn open(path: &Path, memtable_bytes: Option<usize>) -> Result<RocksEngine, EngineError> {
         let mut options = Options::default();
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.enable_statistics();
         options.set_max_background_jobs(2);
         options.set_keep_log_file_num(2);
+        if cfg!(madsim) {
+            // The info LOG's lines carry wall-clock timings, and a flush counts the LOG bytes its
+            // thread wrote as flush bytes: only errors are logged, so the counts follow from the
+            // commits alone.
+            options.set_log_level(LogLevel::Error);
+            // Not written into SST files at all, so their sizes do not vary with the hostname.
+            options = options.get_options_from_string("db_host_id=").map_err(|e| {
+                EngineError::failed(EngineKind::Rocksdb, format!("clearing RocksDB's db_host_id: {e}"))
+            })?;
+        }
+        let sim_memtable_bytes = memtable_bytes.unwrap_or(DEFAULT_MEMTABLE_BYTES);
         let families = Table::ALL.map(|table| {
             let mut cf = Options::default();
+            if cfg!(madsim) {
+                cf.set_write_buffer_size(sim_memtable_bytes * SIM_WRITE_BUFFER_HEADROOM);
+                // Compactions by file age compare times from both clocks; none is due in a run.
+                cf.set_ttl(0);
+                cf.set_periodic_compaction_seconds(0);
+            } else if let Some(bytes) = memtable_bytes {
+                cf.set_write_buffer_size(bytes);
+            }
             cf.set_compression_type(match table {
                 Table::Log => DBCompressionType::None,
                 Table::Meta | Table::Kv => DBCompressionType::Snappy,
@@ -53,7 +114,58 @@ impl RocksEngine {
         })?;
         let mut sync = WriteOptions::default();
         sync.set_sync(true);
-        Ok(RocksEngine { db, options, sync })
+        let mut engine = RocksEngine { db, options, sync, sim: None };
+        if cfg!(madsim) {
+            // Files written before this open (or by its recovery) are not this engine's flushes.
+            let seen = engine.level0_files()?.into_iter().map(|(name, _)| name).collect();
+            engine.sim = Some(SimFlushing {
+                memtable_bytes: sim_memtable_bytes as u64,
+                unflushed: [0; 3],
+                flushed: Mutex::new(FlushedFiles { seen, bytes: 0 }),
+            });
+        }
+        engine.settle()?; // recovery may have scheduled flushes and compactions
+        Ok(engine)
+    }
+
+    /// Under the simulator: waits until RocksDB has no flush or compaction queued or running
+    /// (see the module doc), then adds the level-0 files that appeared to the flushed bytes.
+    /// In a real node background work overlaps with commits, as it should.
+    fn settle(&self) -> Result<(), EngineError> {
+        let Some(sim) = &self.sim else { return Ok(()) };
+        self.db.wait_for_compact(&WaitForCompactOptions::default()).map_err(rocks_error)?;
+        let files = self.level0_files()?;
+        let mut flushed = sim.flushed.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, size) in files {
+            if flushed.seen.insert(name) {
+                flushed.bytes += size;
+            }
+        }
+        Ok(())
+    }
+
+    /// Under the simulator: counts a commit's bytes per column family and flushes those that
+    /// reached `memtable_bytes`.
+    fn flush_full_memtables(&mut self, written: [u64; 3]) -> Result<(), EngineError> {
+        let Some(sim) = &mut self.sim else { return Ok(()) };
+        let mut full = Vec::new();
+        for (position, table) in Table::ALL.into_iter().enumerate() {
+            sim.unflushed[position] += written[position];
+            if sim.unflushed[position] >= sim.memtable_bytes {
+                sim.unflushed[position] = 0;
+                full.push(table);
+            }
+        }
+        for table in full {
+            self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
+        }
+        Ok(())
+    }
+
+    /// The live level-0 SST files (name, bytes): where every flush writes.
+    fn level0_files(&self) -> Result<Vec<(String, u64)>, EngineError> {
+        let files = self.db.live_files().map_err(rocks_error)?;
+        Ok(files.into_iter().filter(|f| f.level == 0).map(|f| (f.name, f.size as u64)).collect())
     }
 
     fn cf(&self, table: Table) -> &rocksdb::ColumnFamily {
@@ -82,21 +194,35 @@ impl Engine for RocksEngine {
 
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
         let mut batch = WriteBatch::default();
+        let mut written = [0u64; 3];
+        let position = |table: Table| Table::ALL.iter().position(|t| *t == table).expect("every table is in ALL");
         for write in writes {
-            match write {
-                Write::Put { table, key, value } => batch.put_cf(self.cf(table), key, value),
-                Write::Delete { table, key } => batch.delete_cf(self.cf(table), key),
-                Write::DeleteRange { table, start, end } => batch.delete_range_cf(self.cf(table), start, end),
-            }
+            let (table, bytes) = match write {
+                Write::Put { table, key, value } => {
+                    batch.put_cf(self.cf(table), &key, &value);
+                    (table, key.len() + value.len())
+                }
+                Write::Delete { table, key } => {
+                    batch.delete_cf(self.cf(table), &key);
+                    (table, key.len())
+                }
+                Write::DeleteRange { table, start, end } => {
+                    batch.delete_range_cf(self.cf(table), &start, &end);
+                    (table, start.len() + end.len())
+                }
+            };
+            written[position(table)] += bytes as u64;
         }
-        self.db.write_opt(batch, &self.sync).map_err(rocks_error)
+        self.db.write_opt(batch, &self.sync).map_err(rocks_error)?;
+        self.flush_full_memtables(written)?;
+        self.settle()
     }
 
     fn flush(&mut self) -> Result<(), EngineError> {
         for table in Table::ALL {
             self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
         }
-        Ok(())
+        self.settle()
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
@@ -104,15 +230,23 @@ impl Engine for RocksEngine {
     }
 
     fn disk_bytes_written(&self) -> u64 {
-        [Ticker::WalFileBytes, Ticker::FlushWriteBytes, Ticker::CompactWriteBytes]
+        let flushed = match &self.sim {
+            // RocksDB's flush ticker counts whatever its thread wrote during the flush, MANIFEST
+            // records batched with other flushes' included: it varies with thread scheduling.
+            Some(sim) => sim.flushed.lock().unwrap_or_else(|p| p.into_inner()).bytes,
+            None => self.options.get_ticker_count(Ticker::FlushWriteBytes),
+        };
+        [Ticker::WalFileBytes, Ticker::CompactWriteBytes]
             .into_iter()
             .map(|ticker| self.options.get_ticker_count(ticker))
-            .sum()
+            .sum::<u64>()
+            + flushed
     }
 
     fn export_native(&self, dir: &Path) -> Result<(), EngineError> {
         // A checkpoint flushes the memtables and hard-links (or copies) the live SST files: a
         // consistent view of all column families that opens without the WAL.
-        Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir)).map_err(rocks_error)
+        Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir)).map_err(rocks_error)?;
+        self.settle()
     }
 }
