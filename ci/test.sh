@@ -24,5 +24,5 @@ cargo test --workspace --locked
 echo "== node under --cfg madsim (the simulator's build)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated --target-dir target/madsim
 
-echo "== the simulator (every fault family, planted bugs, determinism on memory and LMDB, reports)" >&2
+echo "== the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim

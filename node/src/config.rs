@@ -282,7 +282,10 @@ impl NodeConfig {
         }
         if let Some(bytes) = self.storage.memtable_bytes {
             if self.storage.engine != EngineKind::Rocksdb {
-                return Err(("storage.memtable_bytes", format!("applies to rocksdb only, not {}", self.storage.engine)));
+                return Err((
+                    "storage.memtable_bytes",
+                    format!("applies to rocksdb only, not {}", self.storage.engine),
+                ));
             }
             if !(MEMTABLE_BYTES_MIN..=MEMTABLE_BYTES_MAX).contains(&bytes) {
                 return Err((

@@ -12,6 +12,8 @@
 pub mod checkers;
 #[cfg(madsim)]
 pub mod faults;
+#[cfg(madsim)]
+pub mod links;
 pub mod scenario;
 pub mod sweep;
 pub mod trace;

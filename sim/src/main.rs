@@ -236,13 +236,7 @@ fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
 }
 
 #[cfg(madsim)]
-fn run(
-    scenario: &Scenario,
-    seed: u64,
-    out: Option<PathBuf>,
-    check_determinism: bool,
-    write_report: bool,
-) -> ExitCode {
+fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: bool, write_report: bool) -> ExitCode {
     use qs_sim::trace::Event;
 
     let names = scenario.node_names();
@@ -251,6 +245,13 @@ fn run(
     println!("seed       {seed}");
     println!("engine     {}", scenario.scenario.engine.get_ref());
     println!("nodes      {} ({})", names.len(), names.join(", "));
+    let topology = &scenario.topology;
+    if topology.datacenters > 1 {
+        println!(
+            "links      {} data centers (root in dc 0, node k of each tier in dc k mod {}); cross-DC replication +{:?} one way",
+            topology.datacenters, topology.datacenters, topology.cross_dc_latency
+        );
+    }
     println!(
         "duration   {:?} safety, then up to {:?} to converge",
         scenario.scenario.duration, scenario.checks.converge_within

@@ -10,7 +10,8 @@
 //! name = "quickstart"
 //! description = "What it reproduces and what must hold."
 //! duration = "2m"                  # the safety phase, in simulated time
-//! engine = "memory"                # memory | lmdb (each node's files under the run's folder)
+//! engine = "memory"                # memory | lmdb | rocksdb (each node's files under the run's
+//!                                  # folder; `qsim run --engine` overrides it)
 //! expect = "pass"                  # pass | violation | liveness (canaries expect a failure)
 //!
 //! [topology]                       # below the root, tier by tier
@@ -18,6 +19,8 @@
 //!   { name = "mid", count = 2 },
 //!   { name = "edge", count = 4, primaries = 1, secondaries = 1 },
 //! ]
+//! datacenters = 1                  # root in dc 0, node k of each tier in dc k mod datacenters
+//! cross_dc_latency = "0ms"         # added one way on replication links between data centers
 //!
 //! [node]
 //! batch_window = "500ms"
@@ -74,6 +77,11 @@ use toml::Spanned;
 
 /// Most tiers below the root: the seed's deepest tree has six layers.
 pub const TIERS_MAX: usize = 6;
+/// Most data centers a topology spreads over.
+pub const DATACENTERS_MAX: usize = 16;
+/// The most latency a cross-DC link may add one way (a long-haul link around the world is
+/// ~150 ms; beyond a second it is an outage, which partitions model).
+pub const CROSS_DC_LATENCY_MAX: Duration = Duration::from_secs(1);
 /// Most nodes in one scenario.
 pub const NODES_MAX: usize = 500;
 /// Longest safety phase, in simulated time.
@@ -155,6 +163,12 @@ fn default_engine() -> Spanned<String> {
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     pub tiers: Vec<Spanned<Tier>>,
+    /// Data centers the nodes are spread over (see `crate::links`).
+    #[serde(default = "one")]
+    pub datacenters: usize,
+    /// Added one way to every chunk on a replication link between two data centers.
+    #[serde(default, with = "humantime_serde")]
+    pub cross_dc_latency: Duration,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -573,6 +587,16 @@ impl Scenario {
                 );
             }
         }
+        let topology = &self.topology;
+        if !(1..=DATACENTERS_MAX).contains(&topology.datacenters) {
+            return bad(None, "topology.datacenters", format!("must be 1 to {DATACENTERS_MAX}"));
+        }
+        if topology.cross_dc_latency > CROSS_DC_LATENCY_MAX {
+            return bad(None, "topology.cross_dc_latency", format!("at most {CROSS_DC_LATENCY_MAX:?}"));
+        }
+        if topology.datacenters == 1 && !topology.cross_dc_latency.is_zero() {
+            return bad(None, "topology.cross_dc_latency", "needs datacenters of 2 or more".into());
+        }
         let tiers = &self.topology.tiers;
         if tiers.is_empty() || tiers.len() > TIERS_MAX {
             return bad(None, "topology.tiers", format!("needs 1 to {TIERS_MAX} tiers below the root"));
@@ -619,18 +643,17 @@ impl Scenario {
         for workload in &self.workload {
             let (rate_per_s, keys, value_bytes) = match workload {
                 Workload::Writer { rate_per_s, keys, value_bytes, burst } => {
-                    if let Some(b) = burst {
-                        if b.every < Duration::from_secs(1)
+                    if let Some(b) = burst
+                        && (b.every < Duration::from_secs(1)
                             || b.length.is_zero()
                             || b.length >= b.every
-                            || !(b.rate_per_s > 0.0 && b.rate_per_s <= 10_000.0)
-                        {
-                            return bad(
-                                None,
-                                "workload.burst",
-                                "a burst needs every >= 1s, 0 < length < every and 0 < rate_per_s <= 10000".into(),
-                            );
-                        }
+                            || !(b.rate_per_s > 0.0 && b.rate_per_s <= 10_000.0))
+                    {
+                        return bad(
+                            None,
+                            "workload.burst",
+                            "a burst needs every >= 1s, 0 < length < every and 0 < rate_per_s <= 10000".into(),
+                        );
                     }
                     (rate_per_s, keys, value_bytes)
                 }
@@ -766,6 +789,28 @@ converge_within = "30s"
     }
 
     #[test]
+    fn bursts_and_data_centers_are_checked() {
+        let writer = "[[workload]]\nkind = \"writer\"\nrate_per_s = 5\nkeys = 10\nvalue_bytes = { min = 1, max = 9 }\n";
+        let with = |burst: &str| format!("{GOOD}{writer}burst = {burst}\n");
+        let ok = Scenario::parse(&with(r#"{ every = "30s", length = "5s", rate_per_s = 100 }"#), Path::new("s.toml"))
+            .expect("a valid burst");
+        let Workload::Writer { burst: Some(burst), .. } = ok.workload[0] else { panic!("no burst") };
+        assert!(!burst.on_at(Duration::from_secs(3)), "no burst before the first period");
+        assert!(burst.on_at(Duration::from_secs(31)) && burst.on_at(Duration::from_secs(62)));
+        assert!(!burst.on_at(Duration::from_secs(36)));
+        let err = refused(&with(r#"{ every = "5s", length = "5s", rate_per_s = 100 }"#));
+        assert!(err.contains("workload.burst") && err.contains("length < every"), "{err}");
+        let topology = |extra: &str| GOOD.replace("count = 2 }]", &format!("count = 2 }}]\n{extra}"));
+        let ok = Scenario::parse(&topology("datacenters = 2\ncross_dc_latency = \"40ms\""), Path::new("s.toml"))
+            .expect("two data centers");
+        assert_eq!((ok.topology.datacenters, ok.topology.cross_dc_latency), (2, Duration::from_millis(40)));
+        let err = refused(&topology("cross_dc_latency = \"40ms\""));
+        assert!(err.contains("topology.cross_dc_latency") && err.contains("datacenters"), "{err}");
+        let err = refused(&topology("datacenters = 0"));
+        assert!(err.contains("topology.datacenters"), "{err}");
+    }
+
+    #[test]
     fn an_engine_override_replaces_the_files_engine_and_is_repeated_by_the_reproduce_command() {
         let mut scenario = Scenario::parse(GOOD, Path::new("s.toml")).expect("valid");
         assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3");
@@ -775,7 +820,10 @@ converge_within = "30s"
         assert_eq!(scenario.scenario.engine.get_ref(), "rocksdb");
         assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3 --engine rocksdb");
         let name = scenario.scenario.name.clone();
-        assert_eq!(scenario.out_dir(Path::new("runs"), 3), Path::new("runs").join(format!("{name}-rocksdb")).join("seed-3"));
+        assert_eq!(
+            scenario.out_dir(Path::new("runs"), 3),
+            Path::new("runs").join(format!("{name}-rocksdb")).join("seed-3")
+        );
     }
 
     #[test]
@@ -786,7 +834,10 @@ converge_within = "30s"
         let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
         assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
         let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"leveldb\""));
-        assert!(err.contains("scenario.engine") && err.contains(":6:") && err.contains("memory, lmdb, rocksdb"), "{err}");
+        assert!(
+            err.contains("scenario.engine") && err.contains(":6:") && err.contains("memory, lmdb, rocksdb"),
+            "{err}"
+        );
         let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
         assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
     }

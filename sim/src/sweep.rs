@@ -141,12 +141,8 @@ fn run_one(exe: &Path, scenario: &Scenario, seed: u64, out: &Path) -> RunResult 
     let dir = scenario.out_dir(out, seed);
     let reproduce = scenario.reproduce(seed);
     let _ = std::fs::create_dir_all(&dir);
-    let output = Command::new(exe)
-        .arg("run")
-        .args(scenario.run_args(seed))
-        .args(["--no-report", "--out"])
-        .arg(&dir)
-        .output();
+    let output =
+        Command::new(exe).arg("run").args(scenario.run_args(seed)).args(["--no-report", "--out"]).arg(&dir).output();
     let (code, stdout) = match output {
         Ok(output) => {
             let _ = std::fs::write(dir.join("stdout.txt"), &output.stdout);

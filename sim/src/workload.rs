@@ -23,8 +23,8 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::scenario::Burst;
 use crate::checkers::reads::{Observed, Reads, versioned_value};
+use crate::scenario::Burst;
 use crate::trace::{Event, SharedRecorder};
 
 /// The producer's token, configured on the root.

@@ -143,9 +143,17 @@ fn ip(tier: usize, n: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
 }
 
+/// One node as the world starts it.
+struct Planned {
+    config: NodeConfig,
+    ip: IpAddr,
+    /// Relay ports this node's host serves for downstream replicas in other data centers.
+    relays: Vec<u16>,
+}
+
 /// Each node's configuration, in topology order (root first). `scratch` holds the nodes'
 /// files outside the store (snapshot exports and imports).
-fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, IpAddr)> {
+fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<Planned> {
     let mut out = Vec::new();
     let settings = &scenario.node;
     let legacy = &scenario.legacy;
@@ -168,7 +176,8 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
     let engine = scenario.scenario.engine.get_ref();
     // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
     // would be flushed or compacted; small ones make both happen every few simulated seconds.
-    let memtable = if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
+    let memtable =
+        if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
     let head = |name: &str, role: &str| {
         format!(
             "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",
@@ -185,15 +194,33 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
         settings.heartbeat_interval.as_millis()
     );
     out.push((root, root_ip));
-    let mut parents = vec![root_ip];
-    for (t, tier) in scenario.topology.tiers.iter().enumerate() {
+    let topology = &scenario.topology;
+    let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
+    // Per node in topology order, the relay ports its host serves.
+    let mut relays: Vec<std::collections::BTreeSet<u16>> = vec![Default::default()];
+    // (address, data center, position) of each node of the tier above.
+    let mut parents = vec![(root_ip, 0, 0)];
+    for (t, tier) in topology.tiers.iter().enumerate() {
         let tier = tier.get_ref();
         let mut this_tier = Vec::new();
         for n in 0..tier.count {
             let node_ip = ip(t + 1, n);
-            // Round robin over the tier above: primaries first, then secondaries.
-            let pick = |k: usize| SocketAddr::new(parents[(n + k) % parents.len()], REPLICATION_PORT);
-            let list = |range: std::ops::Range<usize>| {
+            let position = out.len();
+            let dc = crate::links::datacenter(n, topology.datacenters);
+            relays.push(Default::default());
+            // Round robin over the tier above: primaries first, then secondaries. A source in
+            // another data center is reached through its relay for this node.
+            let mut pick = |k: usize| {
+                let (source_ip, source_dc, source_position) = parents[(n + k) % parents.len()];
+                if relayed && source_dc != dc {
+                    let port = crate::links::relay_port(position);
+                    relays[source_position].insert(port);
+                    SocketAddr::new(source_ip, port)
+                } else {
+                    SocketAddr::new(source_ip, REPLICATION_PORT)
+                }
+            };
+            let mut list = |range: std::ops::Range<usize>| {
                 range.map(|k| format!("\"{}\"", pick(k))).collect::<Vec<_>>().join(", ")
             };
             let text = format!(
@@ -205,17 +232,17 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<(NodeConfig, I
                 settings.staleness_failover.as_millis()
             );
             out.push((text, node_ip));
-            this_tier.push(node_ip);
+            this_tier.push((node_ip, dc, position));
         }
         parents = this_tier;
     }
     out.into_iter()
-        .map(|(text, ip)| {
-            (
-                NodeConfig::parse(&(text + &tail), "generated node configuration")
-                    .expect("generated configs are valid"),
-                ip,
-            )
+        .zip(relays)
+        .map(|((text, ip), relays)| Planned {
+            config: NodeConfig::parse(&(text + &tail), "generated node configuration")
+                .expect("generated configs are valid"),
+            ip,
+            relays: relays.into_iter().collect(),
         })
         .collect()
 }
@@ -228,10 +255,11 @@ fn start_nodes(
     sigbus: &Arc<Sigbus>,
 ) -> Vec<SimNode> {
     let handle = Handle::current();
+    let cross_dc_latency = scenario.topology.cross_dc_latency;
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
-        .map(|(position, (config, ip))| {
+        .map(|(position, Planned { config, ip, relays })| {
             let name = config.name.clone();
             let store_path = (config.storage.engine != EngineKind::Memory).then(|| config.storage.path.clone());
             // The node's own folder: its LMDB environment, snapshot transfers, legacy side files.
@@ -254,10 +282,18 @@ fn start_nodes(
                     let device: Arc<dyn qs_node::node::DiskModel> = init_device.clone();
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
+                    let relays = relays.clone();
                     async move {
                         // A process takes a moment to start: the tasks of the one it replaces
                         // (woken by the kill) are dropped first, releasing its ports.
                         madsim::time::sleep(PROCESS_START).await;
+                        // This host's relays for replicas in other data centers live and die
+                        // with it.
+                        let served = SocketAddr::new(ip, REPLICATION_PORT);
+                        for port in relays {
+                            let listen = SocketAddr::new(ip, port);
+                            tokio::spawn(crate::links::relay(listen, served, cross_dc_latency));
+                        }
                         let location = match config.storage.engine {
                             EngineKind::Memory => StoreLocation::Memory(disk),
                             kind => StoreLocation::new(kind, &config.storage.path),

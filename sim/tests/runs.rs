@@ -219,7 +219,56 @@ fn same_seed_same_trace_on_rocksdb_with_flushes_and_compactions_running() {
         &dir.path().join("canary"),
     );
     assert_eq!(code, 3, "{stdout}");
-    assert!(stdout.contains("reproduce  ./qsim run scenarios/canary-liveness.toml --seed 1 --engine rocksdb"), "{stdout}");
+    assert!(
+        stdout.contains("reproduce  ./qsim run scenarios/canary-liveness.toml --seed 1 --engine rocksdb"),
+        "{stdout}"
+    );
+}
+
+/// Per node, the mean milliseconds between the root applying an index and the node applying
+/// it, over the indexes the root applied before `until_ms`.
+fn apply_delay_ms(trace: &str, until_ms: u64) -> std::collections::BTreeMap<String, f64> {
+    let mut applied: std::collections::BTreeMap<String, std::collections::BTreeMap<u64, u64>> = Default::default();
+    for line in trace.lines().filter(|l| l.contains(r#""event":"applied""#)) {
+        let e: serde_json::Value = serde_json::from_str(line).expect("a json line");
+        let at = e["at_ms"].as_u64().unwrap();
+        if at < until_ms {
+            let node = applied.entry(e["node"].as_str().unwrap().to_string()).or_default();
+            for index in e["first"].as_u64().unwrap()..=e["last"].as_u64().unwrap() {
+                node.insert(index, at);
+            }
+        }
+    }
+    let root = applied.get("root").cloned().expect("the root applied");
+    applied
+        .into_iter()
+        .map(|(node, at)| {
+            let delays: Vec<f64> =
+                at.iter().filter_map(|(i, t)| root.get(i).map(|r| t.saturating_sub(*r) as f64)).collect();
+            (node, delays.iter().sum::<f64>() / delays.len().max(1) as f64)
+        })
+        .collect()
+}
+
+#[test]
+fn links_between_data_centers_carry_their_latency_and_the_cluster_survives_a_split_dc() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("datacenters");
+    let (code, stdout) =
+        qsim(&["run", "scenarios/datacenters.toml", "--seed", "1", "--check-determinism", "--no-report"], &out);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("3 data centers") && stdout.contains("determinism pass"), "{stdout}");
+    let trace = trace(&out);
+    // Before any fault: mid-1 shares dc 0 with the root; mid-2 and mid-3 replicate from it over
+    // the 40 ms long-haul link, so each index reaches them at least 35 ms later on average.
+    let delay = apply_delay_ms(&trace, 25_000);
+    assert!(delay["mid-1"] < 20.0, "{delay:?}");
+    for far in ["mid-2", "mid-3"] {
+        assert!(delay[far] > delay["mid-1"] + 35.0, "{far} is not behind a long-haul link: {delay:?}");
+    }
+    // The edges of dc 1 failed over across the long-haul link while their intermediate was down.
+    assert!(trace.contains(r#""node":"edge-2","source":"10.0.1.3:20005""#), "edge-2 never used its relayed secondary");
+    assert!(trace.contains(r#""kind":"split""#), "no split");
 }
 
 #[test]

@@ -28,8 +28,8 @@ use std::sync::Mutex;
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
 use rocksdb::{
-    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, LogLevel, Options, WaitForCompactOptions,
-    WriteBatch, WriteOptions,
+    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, LogLevel, Options,
+    WaitForCompactOptions, WriteBatch, WriteOptions,
 };
 
 use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write, dir_bytes};
@@ -88,9 +88,9 @@ impl RocksEngine {
             // commits alone.
             options.set_log_level(LogLevel::Error);
             // Not written into SST files at all, so their sizes do not vary with the hostname.
-            options = options.get_options_from_string("db_host_id=").map_err(|e| {
-                EngineError::failed(EngineKind::Rocksdb, format!("clearing RocksDB's db_host_id: {e}"))
-            })?;
+            options = options
+                .get_options_from_string("db_host_id=")
+                .map_err(|e| EngineError::failed(EngineKind::Rocksdb, format!("clearing RocksDB's db_host_id: {e}")))?;
         }
         let sim_memtable_bytes = memtable_bytes.unwrap_or(DEFAULT_MEMTABLE_BYTES);
         let families = Table::ALL.map(|table| {

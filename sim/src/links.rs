@@ -1,0 +1,93 @@
+//! Links between data centers.
+//!
+//! madsim's network gives every message the same latency (1–10 ms one way, drawn per message):
+//! that is the scenario's same-data-center link. A scenario with `datacenters = N` places the
+//! root in data center 0 and node `k` of every tier in data center `k mod N`; a replica whose
+//! source sits in another data center reaches it through a relay that holds every chunk of
+//! bytes for `cross_dc_latency`, in order, in both directions.
+//!
+//! Guarantees:
+//! - The relay runs on the source's simulated host, so it shares the source's fate: a kill, a
+//!   pause or a partition of the source cuts the relay too, and a restart brings it back with
+//!   the node. Partitions and clogged links between the replica and the source act on the
+//!   replica → relay hop, which is the link they name.
+//! - Bytes are delivered in order and never lost or reordered by the relay; a closed or failed
+//!   side closes the whole relayed connection, as a broken long-haul TCP connection would.
+//! - Only replication links are relayed. Writers and readers are local clients of their node.
+//! - A relayed message also crosses the source host's own loopback hop, so a cross-DC link
+//!   costs the network's per-message latency twice, plus `cross_dc_latency`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Relays listen on the source's host at this port plus the downstream node's position in
+/// topology order, so each (replica, source) link has its own relay.
+pub const RELAY_PORT_BASE: u16 = 20_000;
+/// The most bytes one read of a relay takes before it schedules them.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// The data center of node `n` (0-based) of a tier, or of the root (`n = 0`).
+pub fn datacenter(n: usize, datacenters: usize) -> usize {
+    n % datacenters.max(1)
+}
+
+/// The relay port on a source's host for the downstream node at `position` in topology order.
+pub fn relay_port(position: usize) -> u16 {
+    RELAY_PORT_BASE + position as u16
+}
+
+/// Accepts connections on `listen` and relays each to `target` with `latency` added to every
+/// chunk, both ways. Runs until the host is killed.
+pub async fn relay(listen: SocketAddr, target: SocketAddr, latency: Duration) {
+    let listener = match TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) => panic!("relay {listen} -> {target}: cannot listen: {e}"),
+    };
+    loop {
+        let Ok((inbound, _)) = listener.accept().await else { continue };
+        tokio::spawn(async move {
+            // The target is this host's own replication port: if the node is not serving yet,
+            // the connection is refused and the replica retries, as it would without a relay.
+            let Ok(outbound) = TcpStream::connect(target).await else { return };
+            let (inbound_read, inbound_write) = tokio::io::split(inbound);
+            let (outbound_read, outbound_write) = tokio::io::split(outbound);
+            tokio::select! {
+                _ = delayed_pipe(inbound_read, outbound_write, latency) => {}
+                _ = delayed_pipe(outbound_read, inbound_write, latency) => {}
+            }
+        });
+    }
+}
+
+/// Copies `from` to `to`, each chunk written `latency` after it was read; returns when `from`
+/// ends (after the chunks already read are written) or either side fails.
+async fn delayed_pipe(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, latency: Duration) {
+    let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel::<(madsim::time::Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if chunks.send((madsim::time::Instant::now() + latency, buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let write = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            madsim::time::sleep_until(at).await;
+            // madsim's TCP sends what was written only on flush.
+            if to.write_all(&chunk).await.is_err() || to.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
+}
