@@ -17,8 +17,8 @@ use qs_sim::scenario::Scenario;
     about = "Deterministic simulation of a replicated configuration store",
     after_help = "Exit codes of run: 0 pass, 1 invariant violation, 2 bad arguments or scenario, 3 liveness \
                   failure (no convergence), 4 the simulation crashed, 5 nondeterminism, 70 built without \
-                  --cfg madsim (use ./qsim). A sweep exits 0 when every run ended as its scenario expects, \
-                  1 otherwise."
+                  --cfg madsim (use ./qsim). A sweep, and a merge of a sharded sweep, exit 0 when every run \
+                  ended as its scenario expects, 1 otherwise (2 for shards that do not make one sweep)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -74,6 +74,16 @@ enum Command {
         #[arg(long)]
         engine: Option<String>,
     },
+    /// Merge the folders of a sharded sweep (`qsim sweep --shard i/n`, one per shard) into one:
+    /// every run folder, summary.json, junit.xml and report.html over the whole sweep.
+    Merge {
+        /// The shards' output folders, all n of them.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Where the merged sweep goes.
+        #[arg(long, default_value = "runs/merged")]
+        out: PathBuf,
+    },
     /// List the scenarios in a folder and what each reproduces.
     List {
         /// The folder to list.
@@ -97,6 +107,7 @@ fn main() -> ExitCode {
             sweep(&scenarios, seeds, jobs, shard, &out, engine.as_deref())
         }
         Command::Report { dir } => report(&dir),
+        Command::Merge { shards, out } => merge(&shards, &out),
         Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
             let loaded = match load(&scenario, engine.as_deref()) {
                 Ok(s) => s,
@@ -184,7 +195,7 @@ fn sweep(
         Err(e) => eprintln!("qsim: writing the sweep report: {e}"),
     }
     for scenario in &scenarios {
-        let name = &scenario.scenario.name;
+        let name = &scenario.run_name();
         let mine: Vec<_> = results.iter().filter(|r| &r.scenario == name).collect();
         let ok = mine.iter().filter(|r| r.ok).count();
         println!("{name:<28} {ok}/{} as expected ({:?})", mine.len(), scenario.scenario.expect);
@@ -200,6 +211,32 @@ fn sweep(
         out.join("summary.json").display()
     );
     ExitCode::from(if failed == 0 { exit::PASS } else { exit::VIOLATION })
+}
+
+fn merge(shards: &[PathBuf], out: &Path) -> ExitCode {
+    let merged = match qs_sim::sweep::merge(shards, out) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("qsim merge: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    if let Err(e) = qs_reports::write_sweep_report(out) {
+        eprintln!("qsim merge: writing the sweep report: {e}");
+    }
+    println!(
+        "merged     {} shards of seeds {}: {} runs, {} not as expected",
+        shards.len(),
+        merged.seeds,
+        merged.runs,
+        merged.failed
+    );
+    for r in merged.results.iter().filter(|r| !r.ok) {
+        println!("  {} seed {:<8} {:<14} {}", r.scenario, r.seed, r.outcome, r.first_problem.as_deref().unwrap_or(""));
+        println!("  {:<13} reproduce: {}", "", r.reproduce);
+    }
+    println!("results    {} / junit.xml / report.html", out.join("summary.json").display());
+    ExitCode::from(if merged.failed == 0 { exit::PASS } else { exit::VIOLATION })
 }
 
 fn list(dir: &Path) -> ExitCode {

@@ -471,14 +471,18 @@ impl Scenario {
         format!("./qsim run {}", self.run_args(seed).join(" "))
     }
 
-    /// The folder a run's outputs go to under `root`: `<root>/<name>/seed-<seed>`, the name
+    /// The name runs of this scenario go by in folders and sweep results: the scenario's name,
     /// suffixed with the engine when `--engine` overrode the file's.
-    pub fn out_dir(&self, root: &Path, seed: u64) -> PathBuf {
-        let name = match &self.engine_override {
+    pub fn run_name(&self) -> String {
+        match &self.engine_override {
             Some(engine) => format!("{}-{engine}", self.scenario.name),
             None => self.scenario.name.clone(),
-        };
-        root.join(name).join(format!("seed-{seed}"))
+        }
+    }
+
+    /// The folder a run's outputs go to under `root`: `<root>/<run name>/seed-<seed>`.
+    pub fn out_dir(&self, root: &Path, seed: u64) -> PathBuf {
+        root.join(self.run_name()).join(format!("seed-{seed}"))
     }
 
     /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.

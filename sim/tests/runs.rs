@@ -90,6 +90,22 @@ fn a_sweep_judges_runs_against_expectations_and_writes_junit() {
     // Half the runs on shard 2 of 2.
     let half = sweep("2/2", &dir.path().join("half"));
     assert!(String::from_utf8_lossy(&half.stdout).contains(": 2 runs"), "{}", String::from_utf8_lossy(&half.stdout));
+    // The two halves merge into the whole; a missing or doubled shard is refused.
+    let first = sweep("1/2", &dir.path().join("first"));
+    assert_eq!(first.status.code(), Some(0));
+    let (first, half) = (dir.path().join("first"), dir.path().join("half"));
+    let (code, stdout) = qsim(&["merge", first.to_str().unwrap(), half.to_str().unwrap()], &dir.path().join("merged"));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("4 runs, 0 not as expected"), "{stdout}");
+    let merged = std::fs::read_to_string(dir.path().join("merged/junit.xml")).unwrap();
+    assert_eq!(merged.matches("<testcase").count(), 4, "{merged}");
+    let report = std::fs::read_to_string(dir.path().join("merged/report.html")).unwrap();
+    assert!(report.contains("canary-liveness/seed-1/report.html"), "the merged report lost the run links");
+    assert!(dir.path().join("merged/quickstart/seed-2/trace.jsonl").is_file(), "run folders were not merged");
+    let (code, _) = qsim(&["merge", half.to_str().unwrap()], &dir.path().join("partial"));
+    assert_eq!(code, 2, "a merge without shard 1 of 2 must be refused");
+    let (code, _) = qsim(&["merge", half.to_str().unwrap(), half.to_str().unwrap()], &dir.path().join("twice"));
+    assert_eq!(code, 2, "a shard given twice must be refused");
 }
 
 #[test]
@@ -223,6 +239,16 @@ fn same_seed_same_trace_on_rocksdb_with_flushes_and_compactions_running() {
         stdout.contains("reproduce  ./qsim run scenarios/canary-liveness.toml --seed 1 --engine rocksdb"),
         "{stdout}"
     );
+    // And into a sweep: its own row, folders, reports and reproduce lines.
+    let sweep = dir.path().join("sweep");
+    let (code, stdout) =
+        qsim(&["sweep", "scenarios/canary-liveness.toml", "--engine", "rocksdb", "--seeds", "1..3"], &sweep);
+    assert_eq!(code, 0, "{stdout}");
+    let report = std::fs::read_to_string(sweep.join("report.html")).expect("a sweep report");
+    assert!(report.contains("canary-liveness-rocksdb/seed-2/report.html"), "no link to the run's report");
+    assert!(sweep.join("canary-liveness-rocksdb/seed-2/report.html").is_file(), "the run's report is missing");
+    let junit = std::fs::read_to_string(sweep.join("junit.xml")).expect("junit");
+    assert!(junit.contains("canary-liveness-rocksdb"), "{junit}");
 }
 
 /// Per node, the mean milliseconds between the root applying an index and the node applying
