@@ -34,6 +34,7 @@
 //! rate_per_s = 5
 //! keys = 50
 //! value_bytes = { min = 10, max = 200 }
+//! # value_bytes = { min = 10, max = 65536, distribution = "log_uniform" }   # or "uniform"
 //! # burst = { every = "60s", length = "5s", rate_per_s = 200 }   # optional
 //!
 //! [[workload]]
@@ -261,11 +262,41 @@ impl Burst {
     }
 }
 
+/// Value sizes of a writer: `min..=max` bytes, drawn from `distribution`.
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ValueBytes {
     pub min: usize,
     pub max: usize,
+    #[serde(default)]
+    pub distribution: SizeDistribution,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeDistribution {
+    /// Every size in the range equally likely.
+    #[default]
+    Uniform,
+    /// Every order of magnitude in the range equally likely: mostly small values and a long
+    /// tail of large ones, the shape of configuration data (a flag, a route, now and then a
+    /// certificate bundle).
+    LogUniform,
+}
+
+impl ValueBytes {
+    /// One value size drawn from `rng`.
+    pub fn draw(&self, rng: &mut impl rand::Rng) -> usize {
+        use rand::RngExt;
+        match self.distribution {
+            SizeDistribution::Uniform => rng.random_range(self.min..=self.max),
+            SizeDistribution::LogUniform => {
+                let (low, high) = (((self.min.max(1)) as f64).ln(), ((self.max + 1) as f64).ln());
+                let size = rng.random_range(low..high).exp() as usize;
+                size.clamp(self.min, self.max)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -802,6 +833,20 @@ converge_within = "30s"
         assert!(!burst.on_at(Duration::from_secs(3)), "no burst before the first period");
         assert!(burst.on_at(Duration::from_secs(31)) && burst.on_at(Duration::from_secs(62)));
         assert!(!burst.on_at(Duration::from_secs(36)));
+        let sizes = |distribution: &str| {
+            let text = format!(
+                "{GOOD}{}",
+                writer.replace("max = 9 }", &format!("max = 100000, distribution = \"{distribution}\" }}"))
+            );
+            let s = Scenario::parse(&text, Path::new("s.toml")).expect("a valid writer");
+            let Workload::Writer { value_bytes, .. } = s.workload[0] else { panic!("no writer") };
+            let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(7);
+            let drawn: Vec<usize> = (0..2000).map(|_| value_bytes.draw(&mut rng)).collect();
+            assert!(drawn.iter().all(|n| (1..=100_000).contains(n)));
+            drawn.iter().filter(|n| **n < 1000).count()
+        };
+        // Under 1000 bytes: about 1 % of uniform draws, about 60 % of log-uniform ones.
+        assert!(sizes("uniform") < 100 && sizes("log_uniform") > 1000);
         let err = refused(&with(r#"{ every = "5s", length = "5s", rate_per_s = 100 }"#));
         assert!(err.contains("workload.burst") && err.contains("length < every"), "{err}");
         let topology = |extra: &str| GOOD.replace("count = 2 }]", &format!("count = 2 }}]\n{extra}"));

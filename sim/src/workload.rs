@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::checkers::reads::{Observed, Reads, versioned_value};
-use crate::scenario::Burst;
+use crate::scenario::{Burst, ValueBytes};
 use crate::trace::{Event, SharedRecorder};
 
 /// The producer's token, configured on the root.
@@ -46,8 +46,7 @@ pub struct WriterSpec {
     pub root: SocketAddr,
     pub rate_per_s: f64,
     pub keys: u64,
-    pub value_min: usize,
-    pub value_max: usize,
+    pub value_bytes: ValueBytes,
     pub burst: Option<Burst>,
     pub seed: u64,
 }
@@ -71,7 +70,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
         };
         madsim::time::sleep(interval).await;
         let key = key_name(spec.writer_id, rng.random_range(0..spec.keys));
-        let len = rng.random_range(spec.value_min..=spec.value_max);
+        let len = spec.value_bytes.draw(&mut rng);
         let payload: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
         if !in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
             continue; // that key's previous write is still unanswered

@@ -400,8 +400,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
                 root: root_http,
                 rate_per_s,
                 keys,
-                value_min: value_bytes.min,
-                value_max: value_bytes.max,
+                value_bytes,
                 burst,
                 seed: seed + i as u64,
             };

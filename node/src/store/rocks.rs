@@ -162,6 +162,14 @@ impl RocksEngine {
         Ok(())
     }
 
+    /// Flushes every column family's memtable (and, under the simulator, settles).
+    fn flush_all(&self) -> Result<(), EngineError> {
+        for table in Table::ALL {
+            self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
+        }
+        self.settle()
+    }
+
     /// The live level-0 SST files (name, bytes): where every flush writes.
     fn level0_files(&self) -> Result<Vec<(String, u64)>, EngineError> {
         let files = self.db.live_files().map_err(rocks_error)?;
@@ -219,10 +227,7 @@ impl Engine for RocksEngine {
     }
 
     fn flush(&mut self) -> Result<(), EngineError> {
-        for table in Table::ALL {
-            self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
-        }
-        self.settle()
+        self.flush_all()
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
@@ -245,7 +250,10 @@ impl Engine for RocksEngine {
 
     fn export_native(&self, dir: &Path) -> Result<(), EngineError> {
         // A checkpoint flushes the memtables and hard-links (or copies) the live SST files: a
-        // consistent view of all column families that opens without the WAL.
+        // consistent view of all column families that opens without the WAL. Flushing first
+        // leaves the checkpoint's own flush nothing to do, so (under the simulator, once
+        // `flush` has settled) no compaction it would trigger can race its listing of files.
+        self.flush_all()?;
         Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir)).map_err(rocks_error)?;
         self.settle()
     }
