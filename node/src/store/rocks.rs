@@ -116,7 +116,9 @@ impl RocksEngine {
         sync.set_sync(true);
         let mut engine = RocksEngine { db, options, sync, sim: None };
         if cfg!(madsim) {
-            // Files written before this open (or by its recovery) are not this engine's flushes.
+            // Recovery may have scheduled flushes and compactions; the files they and earlier
+            // processes wrote are not this engine's flushes.
+            engine.db.wait_for_compact(&WaitForCompactOptions::default()).map_err(rocks_error)?;
             let seen = engine.level0_files()?.into_iter().map(|(name, _)| name).collect();
             engine.sim = Some(SimFlushing {
                 memtable_bytes: sim_memtable_bytes as u64,
@@ -124,7 +126,6 @@ impl RocksEngine {
                 flushed: Mutex::new(FlushedFiles { seen, bytes: 0 }),
             });
         }
-        engine.settle()?; // recovery may have scheduled flushes and compactions
         Ok(engine)
     }
 
