@@ -39,6 +39,8 @@ pub struct NodeFacts {
     pub tier: String,
     /// Depth in the tree when the summary says (orders tiers top-down).
     pub depth: Option<u32>,
+    /// Data center when the summary says (topologies of several data centers).
+    pub datacenter: Option<u32>,
     pub summary: Option<NodeCounters>,
     pub sources: Vec<SourceChange>,
     pub max_lag_ms: Option<u64>,
@@ -131,6 +133,7 @@ impl RunFacts {
             let node = facts.node_mut(&info.name);
             node.tier = info.tier.clone();
             node.depth = Some(info.depth);
+            node.datacenter = info.datacenter;
         }
         let mut liveness_event = None;
         let mut open: Vec<(String, String, String, u64)> = Vec::new();

@@ -647,7 +647,10 @@ fn node_table(out: &mut String, facts: &RunFacts) {
             };
             vec![
                 esc(&n.name),
-                esc(&n.tier),
+                match n.datacenter {
+                    Some(dc) => format!("{} · dc {dc}", esc(&n.tier)),
+                    None => esc(&n.tier),
+                },
                 if history.is_empty() { dash() } else { history },
                 n.max_lag_ms.map(duration).unwrap_or_else(dash),
                 failovers,

@@ -142,6 +142,9 @@ pub struct NodeInfo {
     pub tier: String,
     /// 0 for the root, 1 for the first tier below it, ...
     pub depth: u32,
+    /// The node's data center, when the topology has more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datacenter: Option<u32>,
 }
 
 /// `summary.json` of a run.

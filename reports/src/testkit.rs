@@ -404,7 +404,10 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             })
             .collect(),
         verdicts,
-        nodes: nodes.iter().map(|n| NodeInfo { name: n.name.clone(), tier: n.tier.clone(), depth: n.depth }).collect(),
+        nodes: nodes
+            .iter()
+            .map(|n| NodeInfo { name: n.name.clone(), tier: n.tier.clone(), depth: n.depth, datacenter: None })
+            .collect(),
         reproduce: format!("./qsim run scenarios/{}.toml --seed {}", opts.scenario, opts.seed),
     };
     (summary, events)

@@ -29,11 +29,6 @@ pub const RELAY_PORT_BASE: u16 = 20_000;
 /// The most bytes one read of a relay takes before it schedules them.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// The data center of node `n` (0-based) of a tier, or of the root (`n = 0`).
-pub fn datacenter(n: usize, datacenters: usize) -> usize {
-    n % datacenters.max(1)
-}
-
 /// The relay port on a source's host for the downstream node at `position` in topology order.
 pub fn relay_port(position: usize) -> u16 {
     RELAY_PORT_BASE + position as u16

@@ -172,6 +172,13 @@ pub struct Topology {
     pub cross_dc_latency: Duration,
 }
 
+impl Topology {
+    /// The data center of node `n` (0-based) of a tier; the root (`n = 0`) is in data center 0.
+    pub fn datacenter(&self, n: usize) -> usize {
+        n % self.datacenters.max(1)
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tier {
@@ -588,15 +595,24 @@ impl Scenario {
         names
     }
 
-    /// Every node with its tier, in topology order (root first).
+    /// Every node with its tier (and data center, if there are several), in topology order
+    /// (root first).
     pub fn node_infos(&self) -> Vec<qs_reports::schema::NodeInfo> {
-        let mut nodes = vec![qs_reports::schema::NodeInfo { name: "root".into(), tier: "root".into(), depth: 0 }];
-        for (depth, tier) in self.topology.tiers.iter().enumerate() {
+        let topology = &self.topology;
+        let datacenter = |n: usize| (topology.datacenters > 1).then(|| topology.datacenter(n) as u32);
+        let mut nodes = vec![qs_reports::schema::NodeInfo {
+            name: "root".into(),
+            tier: "root".into(),
+            depth: 0,
+            datacenter: datacenter(0),
+        }];
+        for (depth, tier) in topology.tiers.iter().enumerate() {
             let tier = tier.get_ref();
-            nodes.extend((1..=tier.count).map(|n| qs_reports::schema::NodeInfo {
-                name: format!("{}-{n}", tier.name),
+            nodes.extend((0..tier.count).map(|n| qs_reports::schema::NodeInfo {
+                name: format!("{}-{}", tier.name, n + 1),
                 tier: tier.name.clone(),
                 depth: depth as u32 + 1,
+                datacenter: datacenter(n),
             }));
         }
         nodes

@@ -206,7 +206,7 @@ fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<Planned> {
         for n in 0..tier.count {
             let node_ip = ip(t + 1, n);
             let position = out.len();
-            let dc = crate::links::datacenter(n, topology.datacenters);
+            let dc = topology.datacenter(n);
             relays.push(Default::default());
             // Round robin over the tier above: primaries first, then secondaries. A source in
             // another data center is reached through its relay for this node.

@@ -295,6 +295,13 @@ fn links_between_data_centers_carry_their_latency_and_the_cluster_survives_a_spl
     // The edges of dc 1 failed over across the long-haul link while their intermediate was down.
     assert!(trace.contains(r#""node":"edge-2","source":"10.0.1.3:20005""#), "edge-2 never used its relayed secondary");
     assert!(trace.contains(r#""kind":"split""#), "no split");
+    // The summary places each node for the report: node k of a tier in dc k mod 3.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let dc = |name: &str| {
+        summary["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name).map(|n| n["datacenter"].as_u64())
+    };
+    assert_eq!((dc("root"), dc("mid-2"), dc("edge-6")), (Some(Some(0)), Some(Some(1)), Some(Some(2))));
 }
 
 #[test]
