@@ -110,9 +110,9 @@ pub struct Scenario {
     /// The file this came from (set by `load`).
     #[serde(skip)]
     pub path: PathBuf,
-    /// The engine given on the command line (`--engine`) in place of the file's, if any.
+    /// Whether the command line (`--engine`) replaced the file's engine.
     #[serde(skip)]
-    pub engine_override: Option<String>,
+    pub engine_overridden: bool,
 }
 
 /// The engines a scenario may run its nodes on.
@@ -491,15 +491,15 @@ impl Scenario {
             return Err(format!("--engine {engine:?} is not an engine; use {}", ENGINES.join(", ")));
         }
         self.scenario.engine = Spanned::new(self.scenario.engine.span(), engine.to_string());
-        self.engine_override = Some(engine.to_string());
+        self.engine_overridden = true;
         Ok(())
     }
 
     /// The arguments after `qsim run` that repeat this run: the file, the seed and any override.
     pub fn run_args(&self, seed: u64) -> Vec<String> {
         let mut args = vec![self.path.display().to_string(), "--seed".into(), seed.to_string()];
-        if let Some(engine) = &self.engine_override {
-            args.extend(["--engine".to_string(), engine.clone()]);
+        if self.engine_overridden {
+            args.extend(["--engine".to_string(), self.scenario.engine.get_ref().clone()]);
         }
         args
     }
@@ -512,9 +512,10 @@ impl Scenario {
     /// The name runs of this scenario go by in folders and sweep results: the scenario's name,
     /// suffixed with the engine when `--engine` overrode the file's.
     pub fn run_name(&self) -> String {
-        match &self.engine_override {
-            Some(engine) => format!("{}-{engine}", self.scenario.name),
-            None => self.scenario.name.clone(),
+        if self.engine_overridden {
+            format!("{}-{}", self.scenario.name, self.scenario.engine.get_ref())
+        } else {
+            self.scenario.name.clone()
         }
     }
 
@@ -588,11 +589,7 @@ impl Scenario {
 
     /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.
     pub fn node_names(&self) -> Vec<String> {
-        let mut names = vec!["root".to_string()];
-        for tier in &self.topology.tiers {
-            names.extend((1..=tier.get_ref().count).map(|n| format!("{}-{n}", tier.get_ref().name)));
-        }
-        names
+        self.node_infos().into_iter().map(|n| n.name).collect()
     }
 
     /// Every node with its tier (and data center, if there are several), in topology order
