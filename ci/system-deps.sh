@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
 # Checks, and where it can installs, what the build needs from the system:
-#   - a C++ compiler (RocksDB and LMDB are C/C++ compiled by their -sys crates),
-#   - libclang (librocksdb-sys generates its bindings with bindgen at build time),
+#   - a C and a C++ compiler (RocksDB, Snappy and LMDB are compiled by their -sys crates),
+#   - libclang as bindgen loads it (librocksdb-sys generates its bindings at build time) and
+#     clang's builtin headers beside it,
 #   - cargo itself,
 #   - with QSIM_WITH_CHROMIUM=1 (the test command sets it): headless Chromium, which
 #     reports/tests/chromium.rs uses to open the HTML reports from disk and screenshot them.
+# Each check asks the way its consumer will (ci/lib/detect.sh; tested by ci/tests/detect.sh).
 # Installs with apt-get when running as root (or with passwordless sudo) on Debian/Ubuntu;
 # otherwise says exactly what to install and stops.
 set -euo pipefail
 
 say() { printf 'qsim setup: %s\n' "$*" >&2; }
+# shellcheck source=ci/lib/detect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/detect.sh"
+
+have_libclang() {
+  local lib
+  lib=$(qsim_find_libclang) || return 1
+  qsim_libclang_has_headers "$lib"
+}
 
 missing=()
-command -v c++ >/dev/null 2>&1 || missing+=(g++)
-have_libclang() {
-  if [[ -n "${LIBCLANG_PATH:-}" ]] && compgen -G "${LIBCLANG_PATH}/libclang*.so*" >/dev/null; then
-    return 0
-  fi
-  ldconfig -p 2>/dev/null | grep -q 'libclang.*\.so' && return 0
-  compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null
-}
+qsim_have_c_compiler || missing+=(gcc libc6-dev)
+qsim_have_cxx_compiler || missing+=(g++)
 have_libclang || missing+=(libclang-dev)
 if [[ "${QSIM_WITH_CHROMIUM:-0}" == 1 ]]; then
-  # Debian's package; Ubuntu's `chromium` is a snap stub, so CHROMIUM=/path overrides the lookup.
-  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
-    || [[ -n "${CHROMIUM:-}" ]] || missing+=(chromium)
+  # Debian's package; Ubuntu's `chromium-browser` is a snap stub, so CHROMIUM=/path overrides.
+  qsim_find_chromium >/dev/null || missing+=(chromium)
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -48,11 +51,17 @@ else
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
   say "missing system packages: ${missing[*]}, and apt-get is not available to install them."
-  say "install the equivalents for your distribution (a C++ compiler, libclang, and for the tests Chromium) and run this again."
+  say "install the equivalents for your distribution (a C/C++ compiler, libclang with its headers, and for the tests Chromium) and run this again."
   exit 1
 fi
 
 say "installing ${missing[*]} with apt-get (needed to build RocksDB and its bindings, and to test the reports)"
 "${apt_run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${apt_run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-have_libclang || { say "libclang still not found after installing libclang-dev; set LIBCLANG_PATH"; exit 1; }
+qsim_have_c_compiler || { say "no working C compiler after installing gcc; set CC"; exit 1; }
+qsim_have_cxx_compiler || { say "no working C++ compiler after installing g++; set CXX"; exit 1; }
+have_libclang || { say "libclang (with clang's headers) still not found after installing libclang-dev; set LIBCLANG_PATH"; exit 1; }
+if [[ "${QSIM_WITH_CHROMIUM:-0}" == 1 ]]; then
+  qsim_find_chromium >/dev/null || { say "Chromium still does not start after installing it; set CHROMIUM=/path/to/chromium"; exit 1; }
+fi
+exit 0

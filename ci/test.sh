@@ -8,6 +8,8 @@
 # Set-up (system packages including Chromium, the once-per-machine RocksDB build) happens first,
 # on demand.
 export QSIM_WITH_CHROMIUM=1
+echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)" >&2
+"$(dirname "$0")/tests/detect.sh"
 source "$(dirname "$0")/setup.sh"
 
 if cargo clippy --version >/dev/null 2>&1; then
