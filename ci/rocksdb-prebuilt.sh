@@ -30,7 +30,7 @@ qsim_rocksdb_prebuilt() {
     fi
     build="$cache/build"
     echo "qsim setup: building RocksDB ${version} once for this machine into $cache" >&2
-    echo "qsim setup: (about 11 minutes on 2 cores; later builds link it in seconds)" >&2
+    echo "qsim setup: (about 15 minutes on an idle 2-core machine; later builds link it in seconds)" >&2
     local start=$SECONDS
     # No debug info in the C++ (it would triple the archive and slow the build); -O3 as usual.
     env -u ROCKSDB_LIB_DIR -u ROCKSDB_STATIC -u SNAPPY_LIB_DIR -u SNAPPY_STATIC -u RUSTFLAGS \

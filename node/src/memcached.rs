@@ -86,9 +86,9 @@ pub trait ReadBackend: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Token returned by `gets` as the cas unique: the node's applied index at read time.
     fn cas_token(&self) -> u64;
-    /// How long one `get`'s reads take beyond the work itself: a simulated disk's latency,
-    /// waited before answering. Zero on a real disk.
-    fn read_latency(&self) -> std::time::Duration {
+    /// How long one `get`'s reads of `keys` take beyond the work itself: a simulated disk's
+    /// latency (and its cache model's misses), waited before answering. Zero on a real disk.
+    fn read_latency(&self, _keys: &[&[u8]]) -> std::time::Duration {
         std::time::Duration::ZERO
     }
     /// Extra `stats` lines from the node (applied index, lag, ...), in a fixed order.
@@ -413,8 +413,8 @@ where
             LineRead::TooLong => refuse(RequestError::LineTooLong, counters),
             LineRead::Line => match parse_request(&line) {
                 Ok(request) => {
-                    if matches!(request, Request::Get { .. }) {
-                        let latency = backend.read_latency();
+                    if let Request::Get { keys, .. } = &request {
+                        let latency = backend.read_latency(keys);
                         if !latency.is_zero() {
                             tokio::time::sleep(latency).await;
                         }

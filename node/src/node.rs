@@ -41,6 +41,25 @@ pub enum DiskOp {
 /// SIGBUS on a poisoned mmap page does.
 pub trait DiskModel: Send + Sync + std::fmt::Debug {
     fn charge(&self, op: DiskOp) -> std::time::Duration;
+
+    /// How long the pages one read or apply touches take to reach: the simulator's cache model
+    /// charges a hit nothing and a miss a read on the disk. The default has no cache: a `get`
+    /// costs one disk read, an apply nothing beyond its commit.
+    fn charge_pages(&self, access: PageAccess<'_>) -> std::time::Duration {
+        match access {
+            PageAccess::Get { .. } => self.charge(DiskOp::Read),
+            PageAccess::Apply { .. } => std::time::Duration::ZERO,
+        }
+    }
+}
+
+/// The keys a store operation touches, for a [`DiskModel`]'s cache model.
+#[derive(Clone, Copy, Debug)]
+pub enum PageAccess<'a> {
+    /// One memcached `get`/`gets`: its keys in request order.
+    Get { keys: &'a [&'a [u8]] },
+    /// One apply (a root batch or a replicated frame): its operations in order.
+    Apply { ops: &'a [&'a crate::entry::Op] },
 }
 
 /// State shared by every task of one node.
@@ -113,6 +132,18 @@ impl NodeState {
     pub async fn disk_io(&self, op: DiskOp) {
         if let Some(disk) = &self.disk {
             let latency = disk.charge(op);
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+        }
+    }
+
+    /// Charges the pages an apply of `ops` touches to the simulated disk's cache model (nothing
+    /// on a real disk). Call it before the apply, outside [`with_store`](Self::with_store).
+    pub async fn pages_io<'a>(&self, ops: impl Iterator<Item = &'a crate::entry::Op>) {
+        if let Some(disk) = &self.disk {
+            let ops: Vec<&crate::entry::Op> = ops.collect();
+            let latency = disk.charge_pages(PageAccess::Apply { ops: &ops });
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
             }
@@ -225,8 +256,8 @@ impl ReadBackend for NodeState {
         })
     }
 
-    fn read_latency(&self) -> std::time::Duration {
-        self.disk.as_ref().map_or(std::time::Duration::ZERO, |disk| disk.charge(DiskOp::Read))
+    fn read_latency(&self, keys: &[&[u8]]) -> std::time::Duration {
+        self.disk.as_ref().map_or(std::time::Duration::ZERO, |disk| disk.charge_pages(PageAccess::Get { keys }))
     }
 
     fn cas_token(&self) -> u64 {

@@ -83,6 +83,7 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
         }
         let bytes: u64 = batch.iter().flat_map(|r| r.ops.iter()).map(Op::logical_bytes).sum();
         state.disk_io(DiskOp::Commit { bytes }).await;
+        state.pages_io(batch.iter().flat_map(|r| r.ops.iter())).await;
         commit_batch(&state, batch);
     }
 }

@@ -217,6 +217,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 }
                 let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
                 state.disk_io(DiskOp::Commit { bytes }).await;
+                state.pages_io(entries.iter().flat_map(|e| e.ops.iter())).await;
                 if let Err(reason) = apply_frame(state, &entries) {
                     return violation(&state.metrics, reason);
                 }

@@ -1,0 +1,196 @@
+//! Validation: what `Scenario::load` checks before a scenario may run.
+
+use std::time::Duration;
+
+use super::*;
+
+/// A refusal: the span of the offending value (for its line), the field, and the problem.
+pub(super) type Refusal = (Option<std::ops::Range<usize>>, String, String);
+
+impl Scenario {
+    pub(super) fn validate(&self) -> Result<(), Refusal> {
+        let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
+            Err((span, field.to_string(), problem))
+        };
+        if self.scenario.name.is_empty() || self.scenario.name.contains(char::is_whitespace) {
+            return bad(None, "scenario.name", "must be non-empty with no whitespace".into());
+        }
+        if self.scenario.duration.is_zero() || self.scenario.duration > DURATION_MAX {
+            return bad(None, "scenario.duration", format!("must be above zero and at most {DURATION_MAX:?}"));
+        }
+        match self.scenario.engine.get_ref().as_str() {
+            engine if ENGINES.contains(&engine) => {}
+            other => {
+                return bad(
+                    Some(self.scenario.engine.span()),
+                    "scenario.engine",
+                    format!("{other:?} is not an engine; use {}", ENGINES.join(", ")),
+                );
+            }
+        }
+        let topology = &self.topology;
+        if !(1..=DATACENTERS_MAX).contains(&topology.datacenters) {
+            return bad(None, "topology.datacenters", format!("must be 1 to {DATACENTERS_MAX}"));
+        }
+        if topology.cross_dc_latency > CROSS_DC_LATENCY_MAX {
+            return bad(None, "topology.cross_dc_latency", format!("at most {CROSS_DC_LATENCY_MAX:?}"));
+        }
+        if topology.datacenters == 1 && !topology.cross_dc_latency.is_zero() {
+            return bad(None, "topology.cross_dc_latency", "needs datacenters of 2 or more".into());
+        }
+        let tiers = &self.topology.tiers;
+        if tiers.is_empty() || tiers.len() > TIERS_MAX {
+            return bad(None, "topology.tiers", format!("needs 1 to {TIERS_MAX} tiers below the root"));
+        }
+        let mut parents = 1;
+        let mut total = 1;
+        let mut tier_names = vec!["root".to_string()];
+        for tier in tiers {
+            let (span, t) = (Some(tier.span()), tier.get_ref());
+            if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return bad(span, "topology.tiers.name", format!("{:?} must be letters, digits or _", t.name));
+            }
+            if tier_names.contains(&t.name) {
+                return bad(span, "topology.tiers.name", format!("{:?} is used twice", t.name));
+            }
+            tier_names.push(t.name.clone());
+            if t.count == 0 {
+                return bad(span, "topology.tiers.count", "must be at least 1".into());
+            }
+            if t.primaries == 0 || t.primaries + t.secondaries > parents {
+                return bad(
+                    span,
+                    "topology.tiers.primaries",
+                    format!(
+                        "{} primaries + {} secondaries, but the tier above has {parents} nodes",
+                        t.primaries, t.secondaries
+                    ),
+                );
+            }
+            parents = t.count;
+            total += t.count;
+        }
+        if total > NODES_MAX {
+            return bad(None, "topology.tiers", format!("{total} nodes; at most {NODES_MAX}"));
+        }
+        let n = &self.node;
+        if n.batch_window.is_zero() || n.heartbeat_interval < Duration::from_millis(10) {
+            return bad(
+                None,
+                "node.batch_window",
+                "batch_window must be above zero, heartbeat_interval at least 10ms".into(),
+            );
+        }
+        for workload in &self.workload {
+            let (rate_per_s, keys, value_bytes) = match workload {
+                Workload::Writer { rate_per_s, keys, value_bytes, burst } => {
+                    if let Some(b) = burst
+                        && (b.every < Duration::from_secs(1)
+                            || b.length.is_zero()
+                            || b.length >= b.every
+                            || !(b.rate_per_s > 0.0 && b.rate_per_s <= 10_000.0))
+                    {
+                        return bad(
+                            None,
+                            "workload.burst",
+                            "a burst needs every >= 1s, 0 < length < every and 0 < rate_per_s <= 10000".into(),
+                        );
+                    }
+                    (rate_per_s, keys, value_bytes)
+                }
+                Workload::Reader { rate_per_s, skew } => {
+                    if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0 && (0.0..=10.0).contains(skew)) {
+                        return bad(
+                            None,
+                            "workload",
+                            "a reader needs 0 < rate_per_s <= 10000 and 0 <= skew <= 10".into(),
+                        );
+                    }
+                    continue;
+                }
+            };
+            if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0) || *keys == 0 || value_bytes.min > value_bytes.max {
+                return bad(None, "workload", "a writer needs 0 < rate_per_s <= 10000, keys >= 1, min <= max".into());
+            }
+            if value_bytes.max > qs_node::limits::VALUE_BYTES_MAX {
+                return bad(
+                    None,
+                    "workload.value_bytes.max",
+                    format!("over VALUE_BYTES_MAX ({})", qs_node::limits::VALUE_BYTES_MAX),
+                );
+            }
+        }
+        if self.fault.len() > FAULTS_MAX {
+            return bad(None, "fault", format!("at most {FAULTS_MAX} faults"));
+        }
+        let names = self.node_names();
+        for fault in &self.fault {
+            let (span, f) = (Some(fault.span()), fault.get_ref());
+            if f.kind.is_network_wide() {
+                if f.target.get_ref() != "network" {
+                    let problem = format!("{:?} faults act on the whole network: write target = \"network\"", f.kind);
+                    return bad(Some(f.target.span()), "fault.target", problem);
+                }
+            } else if !names.contains(f.target.get_ref()) {
+                let problem = format!("{:?} is not a node; nodes are {}", f.target.get_ref(), names.join(", "));
+                return bad(Some(f.target.span()), "fault.target", problem);
+            }
+            let needs = |field: &str, present: bool| -> Result<(), Refusal> {
+                if present {
+                    Ok(())
+                } else {
+                    bad(span.clone(), &format!("fault.{field}"), format!("a {:?} fault needs `{field}`", f.kind))
+                }
+            };
+            match f.kind {
+                FaultKind::ClogLink => {
+                    needs("peer", f.peer.is_some())?;
+                    let peer = f.peer.as_ref().expect("checked");
+                    if !names.contains(peer.get_ref()) || peer.get_ref() == f.target.get_ref() {
+                        let problem =
+                            format!("{:?} must be another node; nodes are {}", peer.get_ref(), names.join(", "));
+                        return bad(Some(peer.span()), "fault.peer", problem);
+                    }
+                }
+                FaultKind::Split => {
+                    if let Some(stranger) = f.group.iter().find(|n| !names.contains(n)) {
+                        return bad(span, "fault.group", format!("{stranger:?} is not a node"));
+                    }
+                    if f.group_with_target().len() >= names.len() {
+                        return bad(span, "fault.group", "a split needs nodes on both sides".into());
+                    }
+                }
+                FaultKind::SlowDisk => needs("model", f.model.is_some())?,
+                FaultKind::Latency => {
+                    needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
+                }
+                FaultKind::Loss => needs("rate", f.rate.is_some_and(|r| r > 0.0 && r < 1.0))?,
+                _ => {}
+            }
+            if f.at >= self.scenario.duration {
+                return bad(span, "fault.at", "must fall inside the scenario's duration".into());
+            }
+            if f.duration.is_zero() {
+                return bad(span, "fault.duration", "must be above zero".into());
+            }
+        }
+        if let Some(swarm) = &self.swarm {
+            let problem = if swarm.kinds.is_empty() {
+                Some("kinds must name at least one fault kind")
+            } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
+                Some("needs count_min <= count_max <= 1000")
+            } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {
+                Some("needs 0 < duration_min <= duration_max")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return bad(None, "swarm", problem.into());
+            }
+        }
+        if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {
+            return bad(None, "checks", "lag_max and converge_within must be above zero".into());
+        }
+        Ok(())
+    }
+}
