@@ -14,6 +14,11 @@
 //! engine = "lmdb"                     # lmdb | rocksdb | memory
 //! path = "/var/lib/qs-node/edge-1"
 //! # memtable_bytes = 67108864         # rocksdb only: memtable size before a flush
+//! # cache_bytes = "32 MiB"            # rocksdb only: LRU block cache (data, index, filter blocks)
+//! # block_bytes = "4 KiB"             # rocksdb only: SST data block size
+//!
+//! [memory]
+//! # limit_bytes = "4 GiB"             # resident memory past which the node exits (code 20)
 //!
 //! [listen]
 //! replication = "127.0.0.1:7001"      # downstream nodes replicate from here
@@ -39,15 +44,33 @@
 //! writes_per_s = 100
 //! burst = 200
 //! ```
+//!
+//! Sizes (`cache_bytes`, `block_bytes`, `limit_bytes`) are an integer number of bytes or a
+//! string with a unit: `"64 MiB"`, `"512 KiB"`, `"4 GiB"` (binary), `"64 MB"` (decimal).
+//!
+//! `[storage]` cache settings apply to RocksDB only and are refused on the other engines: LMDB
+//! reads through the OS page cache (its size is the machine's free memory, not a setting), and
+//! the memory engine holds everything in memory. Defaults: `cache_bytes` 32 MiB and
+//! `block_bytes` 4 KiB, RocksDB's own defaults; index and filter blocks are charged to the cache.
+//!
+//! `[memory] limit_bytes` works like fdbserver's `--memory`: the node samples its resident set
+//! size once a second and, past the limit, logs why (resident size, limit, and the memory the
+//! engine accounts for: block cache, memtables, table readers, mapped LMDB pages) and exits with
+//! code 20 (`qs_node::resources::EXIT_MEMORY_LIMIT`, fdbserver's `FDB_EXIT_NO_MEM`) so that its
+//! supervisor restarts it. Unset: no limit. The simulator never samples (it is one process for
+//! every node, and must stay deterministic).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use bytesize::ByteSize;
 use serde::Deserialize;
 
 use crate::entry::DatabaseId;
-use crate::store::{EngineKind, OpenOptions, RetentionPolicy};
+use crate::store::{
+    EngineKind, OpenOptions, ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT, RetentionPolicy,
+};
 
 /// Most sources (primaries + secondaries) one node may list: each is tried in turn, so the list
 /// bounds one failover cycle.
@@ -58,6 +81,19 @@ pub const PRODUCERS_MAX: usize = 1_000;
 /// above 1 GiB one column family's memtable could outgrow the node's memory budget.
 pub const MEMTABLE_BYTES_MIN: usize = 64 << 10;
 pub const MEMTABLE_BYTES_MAX: usize = 1 << 30;
+/// Bounds of `storage.cache_bytes`: below 64 KiB the cache holds fewer than sixteen default
+/// blocks, so the index blocks of a few tables evict each other and every read misses; above
+/// 1 TiB the figure is a unit mistake, not a cache this node could fill.
+pub const CACHE_BYTES_MIN: u64 = 64 << 10;
+pub const CACHE_BYTES_MAX: u64 = 1 << 40;
+/// Bounds of `storage.block_bytes`: below 512 B a table's index is as large as its data; above
+/// 1 MiB every point read reads and decompresses a megabyte.
+pub const BLOCK_BYTES_MIN: u64 = 512;
+pub const BLOCK_BYTES_MAX: u64 = 1 << 20;
+/// Bounds of `memory.limit_bytes`: 1 MiB is already below any real node's resident size (tests
+/// use it to see the exit); above 64 TiB the figure is a unit mistake.
+pub const MEMORY_LIMIT_BYTES_MIN: u64 = 1 << 20;
+pub const MEMORY_LIMIT_BYTES_MAX: u64 = 1 << 46;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -82,6 +118,9 @@ pub struct NodeConfig {
     #[serde(default)]
     pub retention: RetentionConfig,
     pub root: Option<RootConfig>,
+    /// The process's memory budget.
+    #[serde(default)]
+    pub memory: MemoryConfig,
     /// Legacy behaviours from the seeds, off by default, switched on only to show that the
     /// simulator's checkers catch them (the "bug zoo").
     #[serde(default)]
@@ -124,6 +163,29 @@ pub struct StorageConfig {
     /// frequent, which is how the simulator exercises them within minutes.
     #[serde(default)]
     pub memtable_bytes: Option<usize>,
+    /// RocksDB only: capacity of the LRU block cache the three column families share, which
+    /// also holds their index and filter blocks. Unset: [`ROCKSDB_CACHE_BYTES_DEFAULT`].
+    #[serde(default)]
+    pub cache_bytes: Option<ByteSize>,
+    /// RocksDB only: target size of an SST data block, the unit the cache holds and a miss
+    /// reads. Unset: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
+    #[serde(default)]
+    pub block_bytes: Option<ByteSize>,
+}
+
+impl StorageConfig {
+    /// The block cache capacity RocksDB runs with (configured or default).
+    pub fn rocksdb_cache_bytes(&self) -> u64 {
+        self.cache_bytes.map_or(ROCKSDB_CACHE_BYTES_DEFAULT as u64, |b| b.as_u64())
+    }
+}
+
+/// `[memory]`: the process's memory budget (see the module doc).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Resident set size past which the node exits with code 20. Unset: no limit.
+    pub limit_bytes: Option<ByteSize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -249,7 +311,14 @@ pub enum ConfigError {
 impl NodeConfig {
     /// How this node opens its store: its database and the engine settings from `[storage]`.
     pub fn store_options(&self) -> OpenOptions {
-        OpenOptions { rocksdb_memtable_bytes: self.storage.memtable_bytes, ..OpenOptions::new(self.database_id) }
+        // Validated: both fit in usize (at most CACHE_BYTES_MAX and BLOCK_BYTES_MAX).
+        let size = |bytes: Option<ByteSize>| bytes.map(|b| usize::try_from(b.as_u64()).unwrap_or(usize::MAX));
+        OpenOptions {
+            rocksdb_memtable_bytes: self.storage.memtable_bytes,
+            rocksdb_cache_bytes: size(self.storage.cache_bytes),
+            rocksdb_block_bytes: size(self.storage.block_bytes),
+            ..OpenOptions::new(self.database_id)
+        }
     }
 
     /// Reads and validates the file at `path`.
@@ -294,6 +363,7 @@ impl NodeConfig {
                 ));
             }
         }
+        self.validate_memory()?;
         let r = &self.replication;
         let sources = r.primaries.len() + r.secondaries.len();
         match self.role {
@@ -376,6 +446,69 @@ impl NodeConfig {
         Ok(())
     }
 
+    /// The cache settings of `[storage]` and the `[memory]` budget.
+    fn validate_memory(&self) -> Result<(), (&'static str, String)> {
+        let storage = &self.storage;
+        let not_here = match storage.engine {
+            EngineKind::Rocksdb => None,
+            EngineKind::Lmdb => Some("LMDB reads through the OS page cache, whose size is the machine's free memory"),
+            EngineKind::Memory => Some("the memory engine holds everything in memory and has no cache"),
+        };
+        for (field, value) in
+            [("storage.cache_bytes", storage.cache_bytes), ("storage.block_bytes", storage.block_bytes)]
+        {
+            if let (Some(_), Some(why)) = (value, not_here) {
+                return Err((field, format!("applies to rocksdb only, not {}: {why}", storage.engine)));
+            }
+        }
+        let in_range = |field: &'static str, value: Option<ByteSize>, min: u64, max: u64| match value {
+            Some(bytes) if !(min..=max).contains(&bytes.as_u64()) => Err((
+                field,
+                format!(
+                    "{} ({bytes}) is out of range; allowed {} ({}) to {} ({})",
+                    bytes.as_u64(),
+                    min,
+                    ByteSize(min),
+                    max,
+                    ByteSize(max)
+                ),
+            )),
+            _ => Ok(()),
+        };
+        in_range("storage.cache_bytes", storage.cache_bytes, CACHE_BYTES_MIN, CACHE_BYTES_MAX)?;
+        in_range("storage.block_bytes", storage.block_bytes, BLOCK_BYTES_MIN, BLOCK_BYTES_MAX)?;
+        in_range("memory.limit_bytes", self.memory.limit_bytes, MEMORY_LIMIT_BYTES_MIN, MEMORY_LIMIT_BYTES_MAX)?;
+        if storage.engine != EngineKind::Rocksdb {
+            return Ok(());
+        }
+        let cache = storage.rocksdb_cache_bytes();
+        let block = storage.block_bytes.map_or(ROCKSDB_BLOCK_BYTES_DEFAULT as u64, |b| b.as_u64());
+        if block > cache {
+            return Err((
+                "storage.block_bytes",
+                format!("{} is larger than the block cache ({}): no block would fit", ByteSize(block), ByteSize(cache)),
+            ));
+        }
+        if let Some(limit) = self.memory.limit_bytes
+            && cache >= limit.as_u64()
+        {
+            // The cache fills up to its capacity in normal operation: a node whose cache alone
+            // reaches the limit would be restarted over and over.
+            let (field, which) = match storage.cache_bytes {
+                Some(_) => ("storage.cache_bytes", "storage.cache_bytes"),
+                None => ("memory.limit_bytes", "the default storage.cache_bytes"),
+            };
+            return Err((
+                field,
+                format!(
+                    "{which} ({}) is not below memory.limit_bytes ({limit}): the cache alone would reach the limit",
+                    ByteSize(cache)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Primaries then secondaries: the order sources are tried in.
     pub fn sources(&self) -> Vec<SocketAddr> {
         self.replication.primaries.iter().chain(&self.replication.secondaries).copied().collect()
@@ -446,6 +579,66 @@ mod tests {
             }
         }
         assert!(checked >= 2, "found only {checked} example configs in {}", examples.display());
+    }
+
+    fn with_storage(engine: &str, storage: &str, memory: &str) -> String {
+        let storage_section = format!("[storage]\nengine = \"{engine}\"\npath = \"/tmp/qs\"\n{storage}\n");
+        ROOT.replace("[storage]\n        engine = \"memory\"", &storage_section) + "\n[memory]\n" + memory
+    }
+
+    #[test]
+    fn reads_cache_and_memory_sizes_as_strings_or_integers() {
+        let text = with_storage("rocksdb", "cache_bytes = \"256 KiB\"\nblock_bytes = 8192", "limit_bytes = \"4 GiB\"");
+        let config = NodeConfig::parse(&text, "ok.toml").unwrap();
+        assert_eq!(config.storage.cache_bytes, Some(ByteSize(256 << 10)));
+        assert_eq!(config.memory.limit_bytes, Some(ByteSize(4 << 30)));
+        let options = config.store_options();
+        assert_eq!((options.rocksdb_cache_bytes, options.rocksdb_block_bytes), (Some(256 << 10), Some(8192)));
+        // Unset: RocksDB's defaults, and no limit.
+        let config = NodeConfig::parse(&with_storage("rocksdb", "", ""), "ok.toml").unwrap();
+        assert_eq!(config.storage.rocksdb_cache_bytes(), ROCKSDB_CACHE_BYTES_DEFAULT as u64);
+        assert_eq!(config.memory.limit_bytes, None);
+    }
+
+    #[test]
+    fn refuses_cache_settings_an_engine_does_not_have() {
+        let err = refused(&with_storage("lmdb", "cache_bytes = \"64 MiB\"", ""));
+        assert!(
+            err.contains("bad.toml") && err.contains("storage.cache_bytes") && err.contains("OS page cache"),
+            "{err}"
+        );
+        let err = refused(&with_storage("memory", "block_bytes = \"4 KiB\"", ""));
+        assert!(err.contains("storage.block_bytes") && err.contains("rocksdb only"), "{err}");
+    }
+
+    #[test]
+    fn refuses_zero_and_absurd_sizes() {
+        for (storage, memory, field) in [
+            ("cache_bytes = 0", "", "storage.cache_bytes"),
+            ("cache_bytes = \"2 TiB\"", "", "storage.cache_bytes"),
+            ("block_bytes = \"0 B\"", "", "storage.block_bytes"),
+            ("block_bytes = \"16 MiB\"", "", "storage.block_bytes"),
+            ("", "limit_bytes = 0", "memory.limit_bytes"),
+            ("", "limit_bytes = \"100 TiB\"", "memory.limit_bytes"),
+        ] {
+            let err = refused(&with_storage("rocksdb", storage, memory));
+            assert!(err.contains("bad.toml") && err.contains(field) && err.contains("allowed"), "{field}: {err}");
+        }
+        let err = refused(&with_storage("rocksdb", "cache_bytes = \"64 mebibytes\"", ""));
+        assert!(err.contains("cache_bytes") && err.contains("line"), "{err}");
+        let err = refused(&with_storage("rocksdb", "cache_bytes = \"64 KiB\"\nblock_bytes = \"128 KiB\"", ""));
+        assert!(err.contains("storage.block_bytes") && err.contains("no block would fit"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_cache_as_large_as_the_memory_limit() {
+        let err = refused(&with_storage("rocksdb", "cache_bytes = \"2 GiB\"", "limit_bytes = \"2 GiB\""));
+        assert!(err.contains("storage.cache_bytes") && err.contains("memory.limit_bytes"), "{err}");
+        // The default cache counts too.
+        let err = refused(&with_storage("rocksdb", "", "limit_bytes = \"16 MiB\""));
+        assert!(err.contains("memory.limit_bytes") && err.contains("default storage.cache_bytes"), "{err}");
+        // LMDB's page cache is not a setting: any limit above the minimum goes.
+        NodeConfig::parse(&with_storage("lmdb", "", "limit_bytes = \"1 MiB\""), "ok.toml").unwrap();
     }
 
     #[test]

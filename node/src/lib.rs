@@ -9,7 +9,8 @@
 //! - [`entry`]: log entries, their versioned encoding, Snappy compression and the BLAKE3 hash
 //!   chain;
 //! - [`store`]: the store over three engines (LMDB, RocksDB, memory): atomic apply, checked
-//!   reads, log retention, snapshots, stats;
+//!   reads, log retention, snapshots, stats, engine resources (cache, memory);
+//! - `resources` (not under the simulator): the real process's memory sampler and limit;
 //! - [`testkit`]: deterministic synthetic workloads shared by tests, crash tests and benchmarks.
 
 pub mod clock;
@@ -21,12 +22,15 @@ pub mod memcached;
 pub mod metrics;
 pub mod node;
 pub mod replication;
+// Reads the real process: never compiled into a simulated (`--cfg madsim`) build.
+#[cfg(not(madsim))]
+pub mod resources;
 pub mod root;
 pub mod store;
 pub mod testkit;
 
 pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op};
 pub use store::{
-    ApplyRefusal, EngineKind, GcOutcome, LogRead, LogReadLimits, MemDisk, OpenOptions, PrefixUsage, RetentionPolicy,
-    StateDigest, Store, StoreError, StoreLocation, StoreStats,
+    ApplyRefusal, EngineKind, EngineResources, GcOutcome, LogRead, LogReadLimits, MemDisk, MemoryComponent,
+    OpenOptions, PrefixUsage, RetentionPolicy, StateDigest, Store, StoreError, StoreLocation, StoreStats,
 };

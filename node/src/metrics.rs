@@ -4,6 +4,13 @@
 //! entries and bytes applied, failovers, reconnects, refused handshakes by reason, chain
 //! violations, bogus read requests, cache hits and misses, writes accepted, dropped as identical
 //! and throttled.
+//!
+//! Memory and cache (refreshed once a second by the node's memory sampler, which only the
+//! real `qs-node` process runs; they stay 0 in the simulator and in in-process test nodes):
+//! resident set size, the memory limit, the memory the engine accounts for by `component`
+//! (`block_cache`, `memtables`, `table_readers`, `lmdb_mapped`, `memory_store`), RocksDB's block
+//! cache hits, misses and capacity, and the process's major page faults and disk read bytes
+//! (LMDB's cache is the OS page cache: a major fault is its miss).
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -11,6 +18,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+
+use crate::store::EngineResources;
 
 type Labels = Vec<(String, String)>;
 
@@ -36,6 +45,14 @@ pub struct Metrics {
     pub read_hits: Gauge,
     pub read_misses: Gauge,
     pub bogus_requests: Gauge,
+    pub resident_bytes: Gauge,
+    pub memory_limit_bytes: Gauge,
+    pub memory_accounted_bytes: Family<Labels, Gauge>,
+    pub block_cache_hits: Gauge,
+    pub block_cache_misses: Gauge,
+    pub block_cache_capacity_bytes: Gauge,
+    pub major_faults: Gauge,
+    pub disk_read_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -61,6 +78,14 @@ impl Default for Metrics {
             read_hits: Gauge::default(),
             read_misses: Gauge::default(),
             bogus_requests: Gauge::default(),
+            resident_bytes: Gauge::default(),
+            memory_limit_bytes: Gauge::default(),
+            memory_accounted_bytes: Family::default(),
+            block_cache_hits: Gauge::default(),
+            block_cache_misses: Gauge::default(),
+            block_cache_capacity_bytes: Gauge::default(),
+            major_faults: Gauge::default(),
+            disk_read_bytes: Gauge::default(),
         };
         let r = &mut m.registry;
         r.register("applied_index", "Index of the newest applied log entry", m.applied_index.clone());
@@ -90,6 +115,38 @@ impl Default for Metrics {
         r.register("read_hits", "memcached get hits", m.read_hits.clone());
         r.register("read_misses", "memcached get misses", m.read_misses.clone());
         r.register("bogus_requests", "Malformed or refused memcached requests", m.bogus_requests.clone());
+        r.register("resident_bytes", "Resident set size of the node's process", m.resident_bytes.clone());
+        r.register(
+            "memory_limit_bytes",
+            "memory.limit_bytes: resident size past which the node exits (0: no limit)",
+            m.memory_limit_bytes.clone(),
+        );
+        r.register(
+            "memory_accounted_bytes",
+            "Resident memory the storage engine accounts for, by component",
+            m.memory_accounted_bytes.clone(),
+        );
+        r.register(
+            "block_cache_hits",
+            "RocksDB block cache hits since the store was opened",
+            m.block_cache_hits.clone(),
+        );
+        r.register(
+            "block_cache_misses",
+            "RocksDB block cache misses since the store was opened",
+            m.block_cache_misses.clone(),
+        );
+        r.register(
+            "block_cache_capacity_bytes",
+            "RocksDB block cache capacity (storage.cache_bytes)",
+            m.block_cache_capacity_bytes.clone(),
+        );
+        r.register(
+            "major_faults",
+            "Major page faults of the process (LMDB: page cache misses)",
+            m.major_faults.clone(),
+        );
+        r.register("disk_read_bytes", "Bytes the process caused to be read from disk", m.disk_read_bytes.clone());
         m
     }
 }
@@ -97,6 +154,29 @@ impl Default for Metrics {
 impl Metrics {
     pub fn label(name: &str, value: &str) -> Labels {
         vec![(name.to_string(), value.to_string())]
+    }
+
+    /// Records one sample of the process's memory: its resident size (if readable), its limit,
+    /// and what the engine reports. Figures the engine did not measure keep their last value.
+    pub fn record_memory(&self, resident_bytes: Option<u64>, limit_bytes: Option<u64>, engine: &EngineResources) {
+        let gauge = |gauge: &Gauge, value: Option<u64>| {
+            if let Some(value) = value {
+                gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+            }
+        };
+        gauge(&self.resident_bytes, resident_bytes);
+        gauge(&self.memory_limit_bytes, Some(limit_bytes.unwrap_or(0)));
+        for (component, bytes) in engine.accounted() {
+            gauge(
+                &self.memory_accounted_bytes.get_or_create(&Metrics::label("component", component.name())),
+                Some(bytes),
+            );
+        }
+        gauge(&self.block_cache_hits, engine.block_cache_hits);
+        gauge(&self.block_cache_misses, engine.block_cache_misses);
+        gauge(&self.block_cache_capacity_bytes, engine.block_cache_capacity_bytes);
+        gauge(&self.major_faults, engine.major_faults);
+        gauge(&self.disk_read_bytes, engine.disk_read_bytes);
     }
 
     /// The text exposition of every metric.

@@ -10,7 +10,9 @@
 //!   a crash at any moment leaves exactly the state after some prefix of successful commits;
 //! - `scan` visits keys in ascending bytewise order, the same order on every engine;
 //! - `export_native` writes a consistent copy of the whole store into a new directory, using the
-//!   engine's own mechanism (LMDB environment copy, RocksDB checkpoint, a dump for memory).
+//!   engine's own mechanism (LMDB environment copy, RocksDB checkpoint, a dump for memory);
+//! - `resources` reports what the engine holds in memory and how its cache is doing, as far as
+//!   it can measure ([`EngineResources`]); it never fails and never changes anything.
 
 use std::fmt;
 use std::path::Path;
@@ -109,6 +111,90 @@ impl EngineError {
     }
 }
 
+/// What an engine holds in memory and how its cache is doing. Every figure is optional: an
+/// engine reports what it can measure, and a figure it cannot read is `None`, never a made-up 0.
+///
+/// - RocksDB: its block cache (statistics tickers and properties), memtables and table readers.
+/// - LMDB: its cache is the OS page cache, seen from the process: major page faults, resident
+///   pages of the `data.mdb` mapping, bytes read from the disk. These read `/proc` and are `None`
+///   off Linux and under the simulator (where the process is not the node).
+/// - Memory: the bytes it holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineResources {
+    /// RocksDB: block reads the block cache answered, since the store was opened.
+    pub block_cache_hits: Option<u64>,
+    /// RocksDB: block reads that went to the disk (or the OS page cache), since open.
+    pub block_cache_misses: Option<u64>,
+    /// RocksDB: bytes in the block cache (data, index and filter blocks).
+    pub block_cache_usage_bytes: Option<u64>,
+    /// RocksDB: the block cache's capacity, as RocksDB reports it.
+    pub block_cache_capacity_bytes: Option<u64>,
+    /// RocksDB: memory of open table readers outside the block cache
+    /// (`rocksdb.estimate-table-readers-mem`, summed over the column families).
+    pub table_readers_bytes: Option<u64>,
+    /// RocksDB: active and immutable memtables (`rocksdb.cur-size-all-mem-tables`, summed).
+    pub memtables_bytes: Option<u64>,
+    /// LMDB: major page faults of the process (a page read from the disk on access).
+    pub major_faults: Option<u64>,
+    /// LMDB: resident bytes of the `data.mdb` mapping (pages the OS page cache holds for it).
+    pub mapped_resident_bytes: Option<u64>,
+    /// LMDB: bytes the process caused to be read from the disk (`/proc/self/io` `read_bytes`).
+    pub disk_read_bytes: Option<u64>,
+    /// Memory engine: key and value bytes held.
+    pub held_bytes: Option<u64>,
+}
+
+/// A part of the process's resident memory an engine accounts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemoryComponent {
+    /// RocksDB's block cache.
+    BlockCache,
+    /// RocksDB's memtables.
+    Memtables,
+    /// RocksDB's table readers outside the cache.
+    TableReaders,
+    /// Resident pages of LMDB's memory-mapped data file.
+    LmdbMapped,
+    /// The memory engine's data.
+    MemoryStore,
+}
+
+impl MemoryComponent {
+    /// The name in logs and in the `component` label of `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryComponent::BlockCache => "block_cache",
+            MemoryComponent::Memtables => "memtables",
+            MemoryComponent::TableReaders => "table_readers",
+            MemoryComponent::LmdbMapped => "lmdb_mapped",
+            MemoryComponent::MemoryStore => "memory_store",
+        }
+    }
+}
+
+impl fmt::Display for MemoryComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl EngineResources {
+    /// The parts of resident memory this report accounts for, each with its bytes, in a fixed
+    /// order; figures the engine could not measure are left out.
+    pub fn accounted(&self) -> Vec<(MemoryComponent, u64)> {
+        [
+            (MemoryComponent::BlockCache, self.block_cache_usage_bytes),
+            (MemoryComponent::Memtables, self.memtables_bytes),
+            (MemoryComponent::TableReaders, self.table_readers_bytes),
+            (MemoryComponent::LmdbMapped, self.mapped_resident_bytes),
+            (MemoryComponent::MemoryStore, self.held_bytes),
+        ]
+        .into_iter()
+        .filter_map(|(component, bytes)| Some((component, bytes?)))
+        .collect()
+    }
+}
+
 pub(crate) type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 
 pub(crate) trait Engine: Send + Sync {
@@ -126,6 +212,10 @@ pub(crate) trait Engine: Send + Sync {
     fn disk_bytes_written(&self) -> u64;
     /// Writes a consistent copy of the store into `dir`, which must not exist yet.
     fn export_native(&self, dir: &Path) -> Result<(), EngineError>;
+    /// What the engine holds in memory and how its cache is doing (see [`EngineResources`]).
+    fn resources(&self) -> EngineResources {
+        EngineResources::default()
+    }
 }
 
 /// Total size of the regular files under `dir` (not following symlinks). A file that vanishes

@@ -7,14 +7,20 @@
 //! during each commit, read from `/proc/thread-self/io` (`wchar`). LMDB writes dirty pages and
 //! the meta page from the committing thread, so this is exactly LMDB's write volume (and 0 on
 //! systems without `/proc`).
+//!
+//! LMDB has no cache of its own: it reads through its memory map, so its cache is the OS page
+//! cache and a miss is a major page fault. `resources` measures that from the process, safely
+//! (no `mincore`): the process's major faults, the resident bytes of the `data.mdb` mapping
+//! (`/proc/self/smaps`) and the bytes the process read from the disk (`/proc/self/io`). These
+//! are process-wide figures; under the simulator the process is not the node, so there are none.
 
 use std::ops::Bound;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvOpenOptions, WithoutTls};
 
-use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write, dir_bytes};
+use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write, dir_bytes};
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -22,6 +28,8 @@ pub(crate) struct LmdbEngine {
     env: Env<WithoutTls>,
     tables: [Db; 3],
     bytes_written: u64,
+    /// The data file as the kernel names its mapping in `/proc/self/smaps` (symlinks resolved).
+    data_file: PathBuf,
 }
 
 fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
@@ -56,12 +64,37 @@ impl LmdbEngine {
             })
             .map_err(lmdb_error)?
             .unwrap_commit();
-        Ok(LmdbEngine { env, tables, bytes_written: 0 })
+        let data_file = path.join("data.mdb");
+        let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
+        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file })
     }
 
     fn db(&self, table: Table) -> Db {
         self.tables[table as usize]
     }
+}
+
+/// The OS page cache as this process sees it (see the module doc); `None` where unmeasurable.
+#[cfg(all(target_os = "linux", not(madsim)))]
+fn page_cache_figures(data_file: &Path) -> EngineResources {
+    let Ok(me) = procfs::process::Process::myself() else { return EngineResources::default() };
+    let mapped_resident_bytes = me.smaps().ok().map(|maps| {
+        maps.into_iter()
+            .filter(|map| matches!(&map.pathname, procfs::process::MMapPath::Path(p) if p == data_file))
+            .filter_map(|map| map.extension.map.get("Rss").copied())
+            .sum()
+    });
+    EngineResources {
+        major_faults: me.stat().ok().map(|stat| stat.majflt),
+        mapped_resident_bytes,
+        disk_read_bytes: me.io().ok().map(|io| io.read_bytes),
+        ..EngineResources::default()
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(madsim))))]
+fn page_cache_figures(_data_file: &Path) -> EngineResources {
+    EngineResources::default()
 }
 
 /// Bytes this thread has passed to write-family syscalls, if the kernel reports it.
@@ -132,5 +165,9 @@ impl Engine for LmdbEngine {
         // A compacting copy from one read transaction: consistent, and without free pages.
         let file = self.env.copy_to_path(dir.join("data.mdb"), CompactionOption::Enabled).map_err(lmdb_error)?;
         file.sync_all().map_err(failed)
+    }
+
+    fn resources(&self) -> EngineResources {
+        page_cache_figures(&self.data_file)
     }
 }

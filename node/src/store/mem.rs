@@ -5,14 +5,15 @@
 //! opening the same `MemDisk` again, and "replaces the disk" with a fresh one. A commit is
 //! atomic because it is applied under one lock; it is "durable" because the `MemDisk` survives.
 //! `disk_bytes_written` counts the bytes each commit stores, a model with no amplification
-//! beyond the commit itself.
+//! beyond the commit itself. `resources` reports the key and value bytes held: the memory the
+//! engine's data takes, before the maps' own overhead.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write as _};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write};
+use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write};
 
 type Tables = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
 
@@ -57,6 +58,11 @@ impl MemDisk {
     pub fn take_contents_of(&self, other: &MemDisk) {
         let moved = std::mem::take(&mut *other.lock());
         *self.lock() = moved;
+    }
+
+    /// Key and value bytes on this disk.
+    fn held_bytes(&self) -> u64 {
+        self.lock().iter().flat_map(|t| t.iter()).map(|(k, v)| (k.len() + v.len()) as u64).sum()
     }
 
     /// True when nothing was ever committed to this disk.
@@ -197,7 +203,7 @@ impl Engine for MemEngine {
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
-        Ok(self.disk.lock().iter().flat_map(|t| t.iter()).map(|(k, v)| (k.len() + v.len()) as u64).sum())
+        Ok(self.disk.held_bytes())
     }
 
     fn disk_bytes_written(&self) -> u64 {
@@ -223,5 +229,9 @@ impl Engine for MemEngine {
         let mut file = std::fs::File::create(dir.join(DUMP_FILE)).map_err(failed)?;
         file.write_all(&out).map_err(failed)?;
         file.sync_all().map_err(failed)
+    }
+
+    fn resources(&self) -> EngineResources {
+        EngineResources { held_bytes: Some(self.disk.held_bytes()), ..EngineResources::default() }
     }
 }

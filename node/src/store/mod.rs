@@ -28,8 +28,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use engine::{EngineError, EngineKind};
+pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
 pub use mem::MemDisk;
+pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, escape};
 use crate::limits::GC_ENTRIES_PER_PASS_MAX;
@@ -84,11 +85,21 @@ pub struct OpenOptions {
     pub lmdb_map_bytes: usize,
     /// RocksDB memtable size per column family; `None` keeps RocksDB's default (64 MiB).
     pub rocksdb_memtable_bytes: Option<usize>,
+    /// RocksDB block cache capacity; `None`: [`ROCKSDB_CACHE_BYTES_DEFAULT`].
+    pub rocksdb_cache_bytes: Option<usize>,
+    /// RocksDB SST data block size; `None`: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
+    pub rocksdb_block_bytes: Option<usize>,
 }
 
 impl OpenOptions {
     pub fn new(db_id: DatabaseId) -> OpenOptions {
-        OpenOptions { db_id, lmdb_map_bytes: 16 << 30, rocksdb_memtable_bytes: None }
+        OpenOptions {
+            db_id,
+            lmdb_map_bytes: 16 << 30,
+            rocksdb_memtable_bytes: None,
+            rocksdb_cache_bytes: None,
+            rocksdb_block_bytes: None,
+        }
     }
 }
 
@@ -354,7 +365,7 @@ impl Store {
     pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
         let engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes)?),
-            StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, options.rocksdb_memtable_bytes)?),
+            StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, &options.into())?),
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
         };
         Store::with_engine(engine, location.describe(), options.db_id)
@@ -656,6 +667,12 @@ impl Store {
             disk_bytes_written: self.engine.disk_bytes_written(),
             checksum_failures: self.checksum_failures.load(Ordering::Relaxed),
         })
+    }
+
+    /// What the engine holds in memory and how its cache is doing, as far as it can measure
+    /// (see [`EngineResources`]). Cheap enough to call once a second.
+    pub fn resources(&self) -> EngineResources {
+        self.engine.resources()
     }
 
     /// Pushes buffered writes to their final on-disk form (RocksDB memtables to SST files).

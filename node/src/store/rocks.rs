@@ -8,6 +8,12 @@
 //! written, from its statistics tickers. Block checksums are verified on every read; a failed
 //! one surfaces as [`EngineError::Corruption`].
 //!
+//! Reads go through one LRU block cache of `cache_bytes` shared by the three column families,
+//! which also holds their index and filter blocks (`cache_index_and_filter_blocks`), so the
+//! cache's capacity bounds the memory reads use beyond the memtables and table readers.
+//! `resources` reports its hits and misses (statistics tickers), usage and capacity, and the
+//! memtables' and table readers' memory (properties, summed over the column families).
+//!
 //! Inside the simulator (`--cfg madsim`) RocksDB's flushes and compactions still run on its own
 //! OS threads, outside the simulator's scheduler, and RocksDB decides when to flush from its
 //! memtables' memory use, which varies from process to process (skiplist node heights come from
@@ -28,15 +34,45 @@ use std::sync::Mutex;
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
 use rocksdb::{
-    ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode, LogLevel, Options,
-    WaitForCompactOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode,
+    LogLevel, Options, WaitForCompactOptions, WriteBatch, WriteOptions, properties,
 };
 
-use super::engine::{Engine, EngineError, EngineKind, Table, Visit, Write, dir_bytes};
+use super::OpenOptions;
+use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write, dir_bytes};
+
+/// Block cache capacity when none is configured: RocksDB's own default (32 MiB), so a node
+/// without the setting reads as RocksDB would by default.
+pub const ROCKSDB_CACHE_BYTES_DEFAULT: usize = 32 << 20;
+/// SST data block size when none is configured: RocksDB's own default (4 KiB).
+pub const ROCKSDB_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
+
+/// The `[storage]` settings a RocksDB store opens with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RocksSettings {
+    /// Per-column-family write buffer size; `None` keeps RocksDB's default.
+    pub memtable_bytes: Option<usize>,
+    /// Capacity of the block cache the column families share.
+    pub cache_bytes: usize,
+    /// Target size of an SST data block.
+    pub block_bytes: usize,
+}
+
+impl From<&OpenOptions> for RocksSettings {
+    fn from(options: &OpenOptions) -> Self {
+        RocksSettings {
+            memtable_bytes: options.rocksdb_memtable_bytes,
+            cache_bytes: options.rocksdb_cache_bytes.unwrap_or(ROCKSDB_CACHE_BYTES_DEFAULT),
+            block_bytes: options.rocksdb_block_bytes.unwrap_or(ROCKSDB_BLOCK_BYTES_DEFAULT),
+        }
+    }
+}
 
 pub(crate) struct RocksEngine {
     db: DB,
     options: Options,
+    /// The block cache every column family reads through (kept with the database it serves).
+    _cache: Cache,
     sync: WriteOptions,
     /// Under the simulator only (see the module doc).
     sim: Option<SimFlushing>,
@@ -73,10 +109,19 @@ fn rocks_error(e: rocksdb::Error) -> EngineError {
 }
 
 impl RocksEngine {
-    /// Opens (or creates) the database at `path`; `memtable_bytes` overrides RocksDB's
-    /// per-column-family write buffer size.
-    pub(crate) fn open(path: &Path, memtable_bytes: Option<usize>) -> Result<RocksEngine, EngineError> {
+    /// Opens (or creates) the database at `path` with `settings`.
+    pub(crate) fn open(path: &Path, settings: &RocksSettings) -> Result<RocksEngine, EngineError> {
+        let memtable_bytes = settings.memtable_bytes;
+        let cache = Cache::new_lru_cache(settings.cache_bytes);
+        let mut table_options = BlockBasedOptions::default();
+        table_options.set_block_cache(&cache);
+        table_options.set_block_size(settings.block_bytes);
+        // Index and filter blocks live in the cache too, so its capacity bounds them: otherwise
+        // every open table keeps its index on the heap, outside any limit.
+        table_options.set_cache_index_and_filter_blocks(true);
         let mut options = Options::default();
+        // The default column family (unused) reads through the same cache.
+        options.set_block_based_table_factory(&table_options);
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.enable_statistics();
@@ -95,6 +140,7 @@ impl RocksEngine {
         let sim_memtable_bytes = memtable_bytes.unwrap_or(DEFAULT_MEMTABLE_BYTES);
         let families = Table::ALL.map(|table| {
             let mut cf = Options::default();
+            cf.set_block_based_table_factory(&table_options);
             if cfg!(madsim) {
                 cf.set_write_buffer_size(sim_memtable_bytes * SIM_WRITE_BUFFER_HEADROOM);
                 // Compactions by file age compare times from both clocks; none is due in a run.
@@ -114,7 +160,7 @@ impl RocksEngine {
         })?;
         let mut sync = WriteOptions::default();
         sync.set_sync(true);
-        let mut engine = RocksEngine { db, options, sync, sim: None };
+        let mut engine = RocksEngine { db, options, _cache: cache, sync, sim: None };
         if cfg!(madsim) {
             // Recovery may have scheduled flushes and compactions; the files they and earlier
             // processes wrote are not this engine's flushes.
@@ -175,6 +221,12 @@ impl RocksEngine {
     fn level0_files(&self) -> Result<Vec<(String, u64)>, EngineError> {
         let files = self.db.live_files().map_err(rocks_error)?;
         Ok(files.into_iter().filter(|f| f.level == 0).map(|f| (f.name, f.size as u64)).collect())
+    }
+
+    /// An integer property summed over the three column families; `None` if RocksDB does not
+    /// report it for one of them.
+    fn property_sum(&self, name: &properties::PropName) -> Option<u64> {
+        Table::ALL.into_iter().map(|table| self.db.property_int_value_cf(self.cf(table), name).ok().flatten()).sum()
     }
 
     fn cf(&self, table: Table) -> &rocksdb::ColumnFamily {
@@ -257,5 +309,19 @@ impl Engine for RocksEngine {
         self.flush_all()?;
         Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir)).map_err(rocks_error)?;
         self.settle()
+    }
+
+    fn resources(&self) -> EngineResources {
+        // The column families share one cache: its usage and capacity read from any of them.
+        let cache = |name| self.db.property_int_value_cf(self.cf(Table::Kv), name).ok().flatten();
+        EngineResources {
+            block_cache_hits: Some(self.options.get_ticker_count(Ticker::BlockCacheHit)),
+            block_cache_misses: Some(self.options.get_ticker_count(Ticker::BlockCacheMiss)),
+            block_cache_usage_bytes: cache(properties::BLOCK_CACHE_USAGE),
+            block_cache_capacity_bytes: cache(properties::BLOCK_CACHE_CAPACITY),
+            table_readers_bytes: self.property_sum(properties::ESTIMATE_TABLE_READERS_MEM),
+            memtables_bytes: self.property_sum(properties::CUR_SIZE_ALL_MEM_TABLES),
+            ..EngineResources::default()
+        }
     }
 }
