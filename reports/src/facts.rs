@@ -226,7 +226,11 @@ impl RunFacts {
                     never_read: *never_read,
                 }),
                 // Their values are read by the charts; here they only make their node known.
-                Event::Cursor { node, .. } | Event::ReadSample { node, .. } | Event::DiskSample { node, .. } => {
+                Event::Cursor { node, .. }
+                | Event::ReadSample { node, .. }
+                | Event::DiskSample { node, .. }
+                | Event::CacheSample { node, .. }
+                | Event::MemorySample { node, .. } => {
                     facts.node_mut(node);
                 }
                 // Writes have no node; kinds added to the schema later are ignored here until the

@@ -67,6 +67,38 @@ pub enum Event {
     },
     /// Store operations on `node` over the last simulated second while its disk is slow.
     DiskSample { at_ms: u64, node: String, ops: u64, p50_us: u64, p99_us: u64, max_us: u64 },
+    /// A node's cache model over the last window (5 s, as Redwood reports its pager): page
+    /// hits and misses of reads (`get`s) and of applies, pages held and the capacity (in the
+    /// model's pages), and whether the cache is past warm-up (filled once, or its process has
+    /// run the scenario's warm-up).
+    CacheSample {
+        at_ms: u64,
+        node: String,
+        hits: u64,
+        misses: u64,
+        #[serde(default)]
+        apply_hits: u64,
+        #[serde(default)]
+        apply_misses: u64,
+        pages_held: u64,
+        capacity_pages: u64,
+        warm: bool,
+    },
+    /// A node's modelled memory by component, in bytes at the scenario's stated scale, sampled
+    /// once a simulated second; `rss` is their sum, `limit` the node's limit (0: none).
+    MemorySample {
+        at_ms: u64,
+        node: String,
+        rss: u64,
+        limit: u64,
+        base: u64,
+        cache: u64,
+        byte_sample: u64,
+        engine: u64,
+        memtables: u64,
+        buffers: u64,
+        allocator_overhead: u64,
+    },
     /// The run entered a phase: `safety` (workload under faults) or `liveness` (faults healed,
     /// workload stopped, waiting for convergence).
     Phase { at_ms: u64, phase: String },
@@ -106,6 +138,8 @@ impl Event {
             | Event::Cursor { at_ms, .. }
             | Event::ReadSample { at_ms, .. }
             | Event::DiskSample { at_ms, .. }
+            | Event::CacheSample { at_ms, .. }
+            | Event::MemorySample { at_ms, .. }
             | Event::Phase { at_ms, .. }
             | Event::NodeSummary { at_ms, .. }
             | Event::KeyUsage { at_ms, .. } => *at_ms,
@@ -148,7 +182,7 @@ pub struct NodeInfo {
 }
 
 /// `summary.json` of a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub scenario: String,
     #[serde(default)]
@@ -190,6 +224,37 @@ pub struct RunSummary {
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
     pub reproduce: String,
+    /// The `cache` check's bound on a window's miss ratio, if the scenario sets one.
+    #[serde(default)]
+    pub miss_ratio_max: Option<f64>,
+    /// Each node's modelled memory limit, if the scenario sets one.
+    #[serde(default)]
+    pub memory_limit_bytes: Option<u64>,
+    /// Per tier, the sizing formulas against the configuration (scenarios with `[resources]`).
+    #[serde(default)]
+    pub sizing: Vec<SizingRow>,
+}
+
+/// One tier's sizing at the end of a run: its largest node's data at the stated scale, the
+/// configured cache and memory limit, and what the formulas recommend for that data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizingRow {
+    pub tier: String,
+    pub data_bytes: u64,
+    /// The store's pages at the stated scale (FoundationDB's `kvstore_used_bytes`).
+    #[serde(default)]
+    pub used_bytes: u64,
+    pub cache_bytes: u64,
+    /// The cache formula's range: 1–2 % of the used bytes.
+    pub cache_low: u64,
+    pub cache_high: u64,
+    pub memory_limit: Option<u64>,
+    /// What the memory formula asks for: base + cache + per-TB term + engine + buffers.
+    pub memory_needed: u64,
+    /// The largest modelled RSS any node of the tier reached.
+    pub rss_max: u64,
+    pub cache_undersized: bool,
+    pub memory_undersized: bool,
 }
 
 /// One run of a sweep.

@@ -5,6 +5,8 @@
 //! - [`scenario`]: the scenario file format and its validation;
 //! - [`trace`]: events, the recorder (a `tracing` layer), the digest;
 //! - [`checkers`]: one invariant family per file, fed by trace events;
+//! - [`resources`]: the per-node cache and memory models, scaled to the data a scenario stands
+//!   for, and the sizing formulas;
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
 //!   scenario, its writers and readers, and the fault injectors.
@@ -14,6 +16,7 @@ pub mod checkers;
 pub mod faults;
 #[cfg(madsim)]
 pub mod links;
+pub mod resources;
 pub mod scenario;
 pub mod sweep;
 pub mod trace;

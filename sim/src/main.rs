@@ -272,6 +272,60 @@ fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
     ExitCode::from(exit::NOT_SIMULATOR)
 }
 
+/// Per tier, the sizing formulas against the configuration, then whether the formulas'
+/// prediction (undersized: a `cache` or `memory` violation) agrees with what the models found.
+#[cfg(madsim)]
+fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], verdicts: &[qs_reports::schema::Verdict]) {
+    use bytesize::ByteSize;
+    let Some(models) = scenario.models() else { return };
+    let few = if models.capacity_pages < qs_sim::resources::CACHE_PAGES_FEW {
+        format!("; only {} — too coarse to read much into", models.capacity_pages)
+    } else {
+        String::new()
+    };
+    println!(
+        "models     {} stands for {} (scale {:.3e}); cache {} = {} model pages of {}{few}; {:?} allocator{}",
+        ByteSize(scenario.nominal_bytes()),
+        ByteSize((scenario.nominal_bytes() as f64 * models.scale) as u64),
+        models.scale,
+        models.spec.cache_bytes,
+        models.capacity_pages,
+        models.spec.page_bytes,
+        models.spec.allocator,
+        if models.spec.byte_sample { ", byte sample" } else { "" },
+    );
+    for row in sizing {
+        let share = if row.used_bytes == 0 { 0.0 } else { 100.0 * row.cache_bytes as f64 / row.used_bytes as f64 };
+        let limit = row.memory_limit.map_or_else(|| "no limit".to_string(), |l| ByteSize(l).to_string());
+        println!(
+            "sizing     {:<8} data {} in {} of pages: cache {} ({share:.2} %) vs 1–2 % = {}–{} {}; memory {limit} vs formula {} {} (modelled RSS up to {})",
+            row.tier,
+            ByteSize(row.data_bytes),
+            ByteSize(row.used_bytes),
+            ByteSize(row.cache_bytes),
+            ByteSize(row.cache_low),
+            ByteSize(row.cache_high),
+            if row.cache_undersized { "UNDERSIZED" } else { "ok" },
+            ByteSize(row.memory_needed),
+            if row.memory_undersized { "UNDERSIZED" } else { "ok" },
+            ByteSize(row.rss_max),
+        );
+    }
+    let predicted = sizing.iter().any(|r| {
+        (r.cache_undersized && models.spec.miss_ratio_max.is_some()) || r.memory_undersized
+    });
+    let found = verdicts.iter().any(|v| (v.checker == "cache" || v.checker == "memory") && v.status != "pass");
+    let said = |bad: bool| if bad { "a violation" } else { "a pass" };
+    let agreement = if predicted == found {
+        "agree".to_string()
+    } else if found {
+        "disagree: the models found what the formulas leave out (allocator overhead, key popularity)".to_string()
+    } else {
+        "disagree: sized below the formulas, the models still held (skewed reads, a small data set)".to_string()
+    };
+    println!("formulas   predict {}; the models found {}: {agreement}", said(predicted), said(found));
+}
+
 #[cfg(madsim)]
 fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: bool, write_report: bool) -> ExitCode {
     use qs_sim::trace::Event;
@@ -320,7 +374,7 @@ fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: 
         outcome.digest,
         out.join("trace.jsonl").display()
     );
-    let verdicts = verdicts(&outcome);
+    let verdicts = verdicts(scenario, &outcome);
     for v in &verdicts {
         let text = match (&v.first, v.status.as_str()) {
             (_, "pass") => "pass".to_string(),
@@ -330,6 +384,7 @@ fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: 
         };
         println!("{:<10} {text}", v.checker);
     }
+    print_sizing(scenario, &outcome.sizing, &verdicts);
     let failed = verdicts.iter().any(|v| v.status != "pass");
     let violated = outcome.violations().next().is_some();
     if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
@@ -385,9 +440,9 @@ fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: 
 
 /// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
 #[cfg(madsim)]
-fn verdicts(outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
+fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
     use qs_sim::trace::Event;
-    qs_sim::checkers::NAMES
+    qs_sim::checkers::names(scenario)
         .iter()
         .map(|&checker| {
             let (violations, first) = if checker == "convergence" {
@@ -469,6 +524,9 @@ fn write_outputs(
         lag_max_ms: scenario.checks.lag_max.as_millis() as u64,
         converge_within_ms: scenario.checks.converge_within.as_millis() as u64,
         writes_acked: outcome.writes_acked as u64,
+        miss_ratio_max: scenario.resources.as_ref().and_then(|r| r.miss_ratio_max),
+        memory_limit_bytes: scenario.resources.as_ref().and_then(|r| r.memory_limit.map(|l| l.as_u64())),
+        sizing: outcome.sizing.clone(),
         pending: outcome.pending.clone(),
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),

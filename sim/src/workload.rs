@@ -37,7 +37,17 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Per key, the values it may end with: the newest acknowledged value, then the values of
 /// writes sent after it whose fate is unknown (timed out, or the producer died first — the root
 /// may still have committed them). A key must never end older than its newest acknowledgement.
-pub type Acked = Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>>;
+pub type Acked = Arc<Mutex<BTreeMap<String, KeyFate>>>;
+
+/// What a key may end with (see [`Acked`]).
+#[derive(Clone, Debug, Default)]
+pub struct KeyFate {
+    /// Whether any write of the key was acknowledged. Until one is, the key may also end absent:
+    /// every write so far may have been lost before its commit (a timeout, a dead producer).
+    pub acknowledged: bool,
+    /// The newest acknowledged value (once there is one), then the values sent after it.
+    pub values: Vec<Vec<u8>>,
+}
 
 /// What one writer does.
 #[derive(Clone, Debug)]
@@ -48,6 +58,8 @@ pub struct WriterSpec {
     pub keys: u64,
     pub value_bytes: ValueBytes,
     pub burst: Option<Burst>,
+    /// Write every key once first, in order, at this rate (a bulk load), then go on at random.
+    pub preload_rate_per_s: Option<f64>,
     pub seed: u64,
 }
 
@@ -63,13 +75,22 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
     let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let mut versions: BTreeMap<String, u64> = BTreeMap::new();
     let start = madsim::time::Instant::now();
+    let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
+    let preload = spec.preload_rate_per_s.map(|rate| Duration::from_secs_f64(1.0 / rate));
     loop {
-        let interval = match bursting {
-            Some((burst, interval)) if burst.on_at(start.elapsed()) => interval,
+        let interval = match (bursting, preload) {
+            (_, Some(preload)) if preloaded < spec.keys => preload,
+            (Some((burst, interval)), _) if burst.on_at(start.elapsed()) => interval,
             _ => steady,
         };
         madsim::time::sleep(interval).await;
-        let key = key_name(spec.writer_id, rng.random_range(0..spec.keys));
+        let n = if preloaded < spec.keys {
+            preloaded += 1;
+            preloaded - 1
+        } else {
+            rng.random_range(0..spec.keys)
+        };
+        let key = key_name(spec.writer_id, n);
         let len = spec.value_bytes.draw(&mut rng);
         let payload: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
         if !in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
@@ -80,7 +101,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
         let value = versioned_value(version, &payload);
         reads.lock().sent(&key, version);
         // Until it is answered, this value is one the key may end with.
-        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().push(value.clone());
+        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().values.push(value.clone());
         let (recorder, acked, in_flight) = (recorder.clone(), acked.clone(), in_flight.clone());
         let root = spec.root;
         tokio::spawn(async move {
@@ -91,9 +112,10 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
                 recorder.record(Event::WriteAcked { at_ms, key: key.clone(), index, version });
                 // Acknowledged: nothing sent before it may be the final value any more.
                 let mut acked = acked.lock().unwrap_or_else(|p| p.into_inner());
-                let candidates = acked.entry(key.clone()).or_default();
-                if let Some(at) = candidates.iter().rposition(|v| *v == value) {
-                    candidates.drain(..at);
+                let fate = acked.entry(key.clone()).or_default();
+                fate.acknowledged = true;
+                if let Some(at) = fate.values.iter().rposition(|v| *v == value) {
+                    fate.values.drain(..at);
                 }
             }
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);

@@ -3,9 +3,11 @@
 //! Each checker reports a violation with the node, the simulated time, the index, and what was
 //! expected against what was found.
 
+pub mod cache;
 pub mod chain;
 pub mod cursor;
 pub mod lag;
+pub mod memory;
 pub mod reads;
 pub mod sequence;
 
@@ -15,15 +17,35 @@ use crate::trace::Observer;
 /// The checkers that watch every run of `scenario`; `reads` is shared with the readers, which
 /// feed it each read.
 pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> {
-    vec![
+    let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),
         Box::new(chain::Chain::default()),
         Box::new(lag::Lag::new(scenario.checks.lag_max.as_millis() as u64)),
         Box::new(cursor::Cursor::default()),
         Box::new(reads.clone()),
-    ]
+    ];
+    if let Some(resources) = &scenario.resources {
+        if let Some(bound) = resources.miss_ratio_max {
+            checkers.push(Box::new(cache::Cache::new(bound)));
+        }
+        checkers.push(Box::new(memory::Memory));
+    }
+    checkers
 }
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
 pub const NAMES: [&str; 6] = ["sequence", "chain", "lag", "cursor", "reads", "convergence"];
+
+/// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `cache` (with a
+/// miss-ratio bound) and `memory` when the scenario models resources.
+pub fn names(scenario: &Scenario) -> Vec<&'static str> {
+    let mut names = NAMES.to_vec();
+    if let Some(resources) = &scenario.resources {
+        if resources.miss_ratio_max.is_some() {
+            names.push("cache");
+        }
+        names.push("memory");
+    }
+    names
+}

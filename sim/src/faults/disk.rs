@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use madsim::time::Instant;
-use qs_node::node::{DiskModel, DiskOp};
+use qs_node::node::{DiskModel, DiskOp, PageAccess};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -82,6 +82,8 @@ struct State {
     window: DiskWindow,
     /// Whether latencies are being sampled (a slow model is on, or was within the last window).
     sampling: bool,
+    /// The node's cache and memory models, if the scenario has `[resources]`.
+    model: Option<crate::resources::NodeModel>,
 }
 
 /// One node's simulated disk device: its latency model and whether it is failing.
@@ -104,6 +106,7 @@ impl SimDisk {
                 busy_until: None,
                 window: DiskWindow::default(),
                 sampling: false,
+                model: None,
             }),
             sigbus,
         }
@@ -120,6 +123,16 @@ impl SimDisk {
         if model.is_some() {
             state.sampling = true;
         }
+    }
+
+    /// Gives this disk's node cache and memory models (before it starts).
+    pub fn set_model(&self, model: crate::resources::NodeModel) {
+        self.lock().model = Some(model);
+    }
+
+    /// Runs `f` on the node's models, if it has any.
+    pub fn with_model<R>(&self, f: impl FnOnce(&mut crate::resources::NodeModel) -> R) -> Option<R> {
+        self.lock().model.as_mut().map(f)
     }
 
     pub fn set_failing(&self, failing: bool) {
@@ -150,12 +163,43 @@ fn micros(rng: &mut ChaCha8Rng, range: std::ops::Range<u64>) -> Duration {
 impl DiskModel for SimDisk {
     fn charge(&self, op: DiskOp) -> Duration {
         let mut state = self.lock();
-        let state = &mut *state;
+        Self::charge_locked(&self.node, &self.sigbus, &mut state, op)
+    }
+
+    /// With a cache model, a page read is a hit (free: memory) or a miss (a disk read, drawn
+    /// from the disk's latency model like any other); without one, a `get` is one disk read.
+    fn charge_pages(&self, access: PageAccess<'_>) -> Duration {
+        let mut state = self.lock();
+        let misses = state.model.as_mut().map(|model| match access {
+            PageAccess::Get { keys } => model.get(keys),
+            PageAccess::Apply { ops } => model.apply(ops),
+        });
+        let misses = match (misses, access) {
+            (Some(misses), _) => misses,
+            (None, PageAccess::Get { .. }) => {
+                return Self::charge_locked(&self.node, &self.sigbus, &mut state, DiskOp::Read);
+            }
+            (None, PageAccess::Apply { .. }) => return Duration::ZERO,
+        };
+        let mut total = Duration::ZERO;
+        for _ in 0..misses {
+            let latency = Self::charge_locked(&self.node, &self.sigbus, &mut state, DiskOp::Read);
+            if latency == NEVER {
+                return NEVER;
+            }
+            total += latency;
+        }
+        total
+    }
+}
+
+impl SimDisk {
+    fn charge_locked(node: &str, sigbus: &Sigbus, state: &mut State, op: DiskOp) -> Duration {
         if state.failing && (op == DiskOp::Open || (op == DiskOp::Read && state.rng.random_bool(1.0 / 3.0))) {
             // Dies like a process that touched a poisoned mmap page: this operation never
             // returns, and the supervisor kills the process now.
-            self.sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()).push(self.node.clone());
-            self.sigbus.wake.notify_one();
+            sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()).push(node.to_string());
+            sigbus.wake.notify_one();
             return NEVER;
         }
         let rng = &mut state.rng;

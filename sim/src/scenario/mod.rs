@@ -36,11 +36,13 @@
 //! value_bytes = { min = 10, max = 200 }
 //! # value_bytes = { min = 10, max = 65536, distribution = "log_uniform" }   # or "uniform"
 //! # burst = { every = "60s", length = "5s", rate_per_s = 200 }   # optional
+//! # preload_rate_per_s = 2000      # optional: write every key once first, in order (bulk load)
 //!
 //! [[workload]]
 //! kind = "reader"                  # memcached gets on every node of the last tier
 //! rate_per_s = 10
 //! skew = 1.0                       # Zipf exponent of key popularity
+//! # hot_keys = 50                  # optional: only each writer's first 50 keys are ever read
 //!
 //! [[fault]]
 //! at = "30s"
@@ -64,6 +66,19 @@
 //! count_max = 6
 //! duration_min = "2s"
 //! duration_max = "40s"
+//!
+//! [resources]                      # optional: cache and memory models (crate::resources)
+//! stands_for = "1 TiB"             # the data the full key space stands for (scale; default 1)
+//! page_bytes = "8 KiB"             # the cache model's page
+//! cache_bytes = "2 GiB"            # each node's page cache, at the stated scale
+//! memory_limit = "8 GiB"           # each node's limit: past it, OOM kill, restart
+//! base_bytes = "1 GiB"             # process memory before data
+//! buffer_bytes = "64 MiB"          # connection and batch buffers
+//! allocator = "glibc"              # glibc | jemalloc | tcmalloc
+//! byte_sample = false              # a FoundationDB-style byte sample (4–6 GB per TB)
+//! oom_restart = "5s"               # the supervisor's restart delay after an OOM kill
+//! miss_ratio_max = 0.05            # the `cache` check: miss ratio per 5 s window, settled
+//! cache_warmup = "30s"             # a started process's cache counts as cold this long
 //!
 //! [legacy]                         # planted bugs, off unless a bug-zoo scenario asks
 //! serve_nearest_when_collected = false
@@ -107,6 +122,8 @@ pub struct Scenario {
     pub checks: Checks,
     /// Faults drawn from the seed, in addition to `fault`.
     pub swarm: Option<Swarm>,
+    /// Cache and memory models for every node (see `crate::resources`).
+    pub resources: Option<crate::resources::ResourceSpec>,
     /// Planted bugs switched on in every node (see `qs_node::config::LegacyConfig`).
     #[serde(default)]
     pub legacy: qs_node::config::LegacyConfig,
@@ -236,6 +253,10 @@ pub enum Workload {
         value_bytes: ValueBytes,
         #[serde(default)]
         burst: Option<Burst>,
+        /// Write every key once first, in key order, at this rate: a bulk load, so a run's
+        /// data set is whole from the start (the resource models need all of it).
+        #[serde(default)]
+        preload_rate_per_s: Option<f64>,
     },
     /// Reads every node of the last tier over its memcached port: `rate_per_s` `gets` per edge,
     /// keys drawn from the writers' key spaces with Zipf popularity of exponent `skew`
@@ -244,6 +265,10 @@ pub enum Workload {
         rate_per_s: f64,
         #[serde(default = "default_skew")]
         skew: f64,
+        /// Read only the first `hot_keys` keys of each writer (the rest are written and never
+        /// read, as Quora's MCInspector found of much of its memcached data); default: all.
+        #[serde(default)]
+        hot_keys: Option<u64>,
     },
 }
 
@@ -295,6 +320,19 @@ pub enum SizeDistribution {
 }
 
 impl ValueBytes {
+    /// The mean size [`draw`](Self::draw) gives.
+    pub fn mean(&self) -> f64 {
+        let (min, max) = (self.min as f64, self.max as f64);
+        match self.distribution {
+            SizeDistribution::Uniform => (min + max) / 2.0,
+            // exp(U(ln a, ln b)) has mean (b − a) / (ln b − ln a), here with b = max + 1.
+            SizeDistribution::LogUniform => {
+                let (a, b) = (min.max(1.0), max + 1.0);
+                ((b - a) / (b.ln() - a.ln())).clamp(min, max)
+            }
+        }
+    }
+
     /// One value size drawn from `rng`.
     pub fn draw(&self, rng: &mut impl rand::Rng) -> usize {
         use rand::RngExt;
@@ -525,6 +563,28 @@ impl Scenario {
     /// The folder a run's outputs go to under `root`: `<root>/<run name>/seed-<seed>`.
     pub fn out_dir(&self, root: &Path, seed: u64) -> PathBuf {
         root.join(self.run_name()).join(format!("seed-{seed}"))
+    }
+
+    /// The run's full key space at its mean value size: every writer's keys, each holding a
+    /// value of the mean size its distribution draws (with the version the writer puts in
+    /// front). The resource models scale from it.
+    pub fn nominal_bytes(&self) -> u64 {
+        let version_bytes = crate::checkers::reads::versioned_value(0, b"").len() as f64;
+        let mut writer = 0;
+        let mut total = 0.0;
+        for workload in &self.workload {
+            if let Workload::Writer { keys, value_bytes, .. } = workload {
+                total += *keys as f64 * (crate::resources::mean_key_bytes(writer, *keys) + version_bytes + value_bytes.mean());
+                writer += 1;
+            }
+        }
+        total as u64
+    }
+
+    /// The resource models of a run of this scenario, if it has `[resources]`.
+    pub fn models(&self) -> Option<crate::resources::Models> {
+        let spec = self.resources.as_ref()?;
+        Some(crate::resources::Models::new(spec, self.nominal_bytes(), self.scenario.engine.get_ref()))
     }
 
     /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.

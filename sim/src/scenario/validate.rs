@@ -83,7 +83,10 @@ impl Scenario {
         }
         for workload in &self.workload {
             let (rate_per_s, keys, value_bytes) = match workload {
-                Workload::Writer { rate_per_s, keys, value_bytes, burst } => {
+                Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s } => {
+                    if preload_rate_per_s.is_some_and(|r| !(r > 0.0 && r <= 100_000.0)) {
+                        return bad(None, "workload.preload_rate_per_s", "must be above 0 and at most 100000".into());
+                    }
                     if let Some(b) = burst
                         && (b.every < Duration::from_secs(1)
                             || b.length.is_zero()
@@ -98,7 +101,10 @@ impl Scenario {
                     }
                     (rate_per_s, keys, value_bytes)
                 }
-                Workload::Reader { rate_per_s, skew } => {
+                Workload::Reader { rate_per_s, skew, hot_keys } => {
+                    if *hot_keys == Some(0) {
+                        return bad(None, "workload.hot_keys", "must be at least 1".into());
+                    }
                     if !(*rate_per_s > 0.0 && *rate_per_s <= 10_000.0 && (0.0..=10.0).contains(skew)) {
                         return bad(
                             None,
@@ -186,6 +192,14 @@ impl Scenario {
             };
             if let Some(problem) = problem {
                 return bad(None, "swarm", problem.into());
+            }
+        }
+        if let Some(resources) = &self.resources {
+            if self.nominal_bytes() == 0 {
+                return bad(None, "resources", "the models need a writer: there is no data to model".into());
+            }
+            if let Some((field, problem)) = resources.problem(self.nominal_bytes()) {
+                return bad(None, field, problem);
             }
         }
         if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {

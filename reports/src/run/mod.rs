@@ -21,10 +21,13 @@ use plotters::style::RGBColor;
 
 use crate::chart::{self, Lane, Mark, Span, TimeAxis, TimeChart};
 use crate::facts::{FaultSpan, RunFacts};
-use crate::html::{badge, bytes, duration, esc, page, secs, table};
+use crate::html::{badge, duration, esc, page, secs};
 use crate::schema::{Event, RunSummary};
 use crate::series::{self, bucket_ms};
 use crate::{ReportError, load};
+
+mod tables;
+use tables::{fault_table, key_usage_table, node_table, sizing_table, violation_table, write_amp_table};
 
 /// Above this many nodes a chart groups them by tier: 40 lines in 12 colours cannot be told
 /// apart, while four tier bands can.
@@ -59,6 +62,8 @@ pub struct NodeMetric {
 fn no_bound(_: &RunSummary) -> Option<f64> {
     None
 }
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// The per-node charts, in page order, after the fault timeline.
 pub const NODE_METRICS: &[NodeMetric] = &[
@@ -122,6 +127,34 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
         note: "Store operations on nodes whose disk is slow, each simulated second the fault is on.",
+    },
+    NodeMetric {
+        id: "cache_miss",
+        title: "Cache miss ratio of reads per node (5 s windows)",
+        y_desc: "misses / page reads (%)",
+        sample: |e| match e {
+            Event::CacheSample { at_ms, node, hits, misses, .. } if hits + misses > 0 => {
+                Some((node, *at_ms, *misses as f64 * 100.0 / (hits + misses) as f64))
+            }
+            _ => None,
+        },
+        bound: |s| s.miss_ratio_max.map(|r| r * 100.0),
+        gap_ms: Some(SAMPLE_GAP_MS * 5),
+        note: "Page reads that missed the modelled cache (Redwood's PagerCacheMiss over PagerCacheHit + \
+               PagerCacheMiss), each 5 s window; the dashed red line is the scenario's bound.",
+    },
+    NodeMetric {
+        id: "memory",
+        title: "Modelled memory (RSS) per node",
+        y_desc: "RSS (GiB)",
+        sample: |e| match e {
+            Event::MemorySample { at_ms, node, rss, .. } => Some((node, *at_ms, *rss as f64 / GIB)),
+            _ => None,
+        },
+        bound: |s| s.memory_limit_bytes.map(|l| l as f64 / GIB),
+        gap_ms: Some(SAMPLE_GAP_MS),
+        note: "Base + cache + byte sample + engine structures + memtables + buffers, times the allocator's \
+               overhead, at the scenario's stated scale; the dashed red line is the limit (an OOM kill past it).",
     },
     NodeMetric {
         id: "cursor",
@@ -258,6 +291,7 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
     node_table(&mut body, &facts);
     fault_table(&mut body, &facts);
     write_amp_table(&mut body, summary, &facts);
+    sizing_table(&mut body, summary);
     key_usage_table(&mut body, &facts);
     violation_table(&mut body, summary, &facts);
     page(&format!("qsim {} seed {}", summary.scenario, summary.seed), &body)
@@ -609,218 +643,3 @@ fn metric_figure(
     })
 }
 
-fn num(v: impl std::fmt::Display) -> String {
-    v.to_string()
-}
-
-fn node_table(out: &mut String, facts: &RunFacts) {
-    out.push_str("<section id=\"nodes-section\"><h2>Nodes</h2>");
-    if facts.nodes.is_empty() {
-        out.push_str("<p class=\"note\">No nodes in the summary or the trace.</p></section>\n");
-        return;
-    }
-    let derived = facts.nodes.iter().any(|n| n.summary.is_none());
-    let rows: Vec<Vec<String>> = facts
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut history = String::new();
-            for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
-                let _ = write!(history, "{} {} → {}<br>", esc(&secs(c.at_ms)), esc(&c.reason), esc(&c.source));
-            }
-            if n.sources.len() > MAX_SOURCE_ROWS {
-                let _ = write!(history, "… {} more", n.sources.len() - MAX_SOURCE_ROWS);
-            }
-            let dash = || "—".to_string();
-            let (failovers, bootstraps, bogus, applied) = match &n.summary {
-                Some(c) => (num(c.failovers), num(c.bootstraps), num(c.bogus_requests), num(c.applied)),
-                None => (
-                    if facts.any_source_changes {
-                        num(n.sources.iter().filter(|c| c.reason != "start").count())
-                    } else {
-                        dash()
-                    },
-                    num(n.bootstraps_seen),
-                    dash(),
-                    n.last_applied.map(num).unwrap_or_else(dash),
-                ),
-            };
-            vec![
-                esc(&n.name),
-                match n.datacenter {
-                    Some(dc) => format!("{} · dc {dc}", esc(&n.tier)),
-                    None => esc(&n.tier),
-                },
-                if history.is_empty() { dash() } else { history },
-                n.max_lag_ms.map(duration).unwrap_or_else(dash),
-                failovers,
-                bootstraps,
-                bogus,
-                applied,
-                num(n.faults),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        "nodes",
-        &[
-            "node",
-            "tier",
-            "source history",
-            "max lag",
-            "failovers",
-            "bootstraps",
-            "bogus requests",
-            "applied",
-            "faults",
-        ],
-        &rows,
-    ));
-    if derived {
-        out.push_str(
-            "<p class=\"note\">Nodes without a node summary in the trace: failovers are counted from source \
-             changes (— when the trace has none), bootstraps from bootstrap events, applied is the last index seen; \
-             bogus requests are only in node summaries.</p>",
-        );
-    }
-    out.push_str("</section>\n");
-}
-
-fn fault_table(out: &mut String, facts: &RunFacts) {
-    out.push_str("<section id=\"faults-section\"><h2>Faults</h2>");
-    if facts.faults.is_empty() {
-        out.push_str("<p class=\"note\">No faults were injected.</p></section>\n");
-        return;
-    }
-    let rows: Vec<Vec<String>> = facts
-        .faults
-        .iter()
-        .map(|f| {
-            vec![
-                esc(&f.node),
-                esc(&f.kind),
-                esc(&f.detail),
-                esc(&secs(f.start_ms)),
-                if f.open_ended { "no end event (liveness phase)".into() } else { esc(&secs(f.end_ms)) },
-                esc(&duration(f.end_ms - f.start_ms)),
-            ]
-        })
-        .collect();
-    out.push_str(&table("faults", &["node", "kind", "detail", "start", "end", "lasted"], &rows));
-    out.push_str("</section>\n");
-}
-
-fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
-    let with: Vec<_> = facts.nodes.iter().filter_map(|n| n.summary.as_ref().map(|c| (n, c))).collect();
-    if with.is_empty() {
-        return;
-    }
-    // A run uses one engine today; rows are keyed by engine so mixed runs read the same way.
-    let engine = or_unknown(&summary.engine).to_string();
-    let mut rows = Vec::new();
-    let mut total = (0u64, 0u64, 0usize);
-    for (tier, members) in facts.tiers() {
-        let (mut logical, mut written, mut n) = (0u64, 0u64, 0usize);
-        for (node, c) in &with {
-            if members.iter().any(|&i| facts.nodes[i].name == node.name) {
-                logical += c.logical_bytes;
-                written += c.engine_bytes_written;
-                n += 1;
-            }
-        }
-        if n == 0 {
-            continue;
-        }
-        total = (total.0 + logical, total.1 + written, total.2 + n);
-        rows.push(amp_row(&engine, &tier, n, logical, written));
-    }
-    rows.push(amp_row(&engine, "all", total.2, total.0, total.1));
-    out.push_str("<section id=\"write-amp-section\"><h2>Write amplification</h2>");
-    out.push_str(&table(
-        "write-amp",
-        &["engine", "tier", "nodes", "logical bytes", "engine bytes written", "amplification"],
-        &rows,
-    ));
-    out.push_str("<p class=\"note\">Logical: key and value bytes applied. Written: what the engine wrote to its disk.</p></section>\n");
-}
-
-fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: u64) -> Vec<String> {
-    let amp = if logical == 0 { "—".to_string() } else { format!("{:.2}×", written as f64 / logical as f64) };
-    vec![esc(engine), esc(tier), num(n), esc(&bytes(logical)), esc(&bytes(written)), amp]
-}
-
-fn key_usage_table(out: &mut String, facts: &RunFacts) {
-    if facts.key_usage.is_empty() {
-        return;
-    }
-    let rows: Vec<Vec<String>> = facts
-        .key_usage
-        .iter()
-        .map(|k| {
-            let share = if k.keys == 0 { 0.0 } else { 100.0 * k.never_read as f64 / k.keys as f64 };
-            vec![
-                esc(&k.prefix),
-                num(k.keys),
-                esc(&bytes(k.bytes)),
-                num(k.reads),
-                format!("{} ({share:.0} %)", k.never_read),
-            ]
-        })
-        .collect();
-    out.push_str("<section id=\"key-usage-section\"><h2>Key usage by prefix</h2>");
-    out.push_str(&table("key-usage", &["prefix", "keys", "bytes", "reads", "keys never read"], &rows));
-    out.push_str("</section>\n");
-}
-
-fn violation_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
-    // The trace holds every violation; the summary keeps the first few hundred as trace lines —
-    // used when the trace has none (a trimmed trace).
-    let from_summary: Vec<Event> = if facts.violations.is_empty() {
-        summary.violations.iter().filter_map(|line| serde_json::from_str(line).ok()).collect()
-    } else {
-        Vec::new()
-    };
-    let rows: Vec<(u64, &str, &str, u64, &str)> = if facts.violations.is_empty() {
-        from_summary
-            .iter()
-            .filter_map(|e| match e {
-                Event::Violation { at_ms, checker, node, index, message } => {
-                    Some((*at_ms, checker.as_str(), node.as_str(), *index, message.as_str()))
-                }
-                _ => None,
-            })
-            .collect()
-    } else {
-        facts
-            .violations
-            .iter()
-            .map(|v| (v.at_ms, v.checker.as_str(), v.node.as_str(), v.index, v.message.as_str()))
-            .collect()
-    };
-    if rows.is_empty() {
-        return;
-    }
-    let html_rows: Vec<Vec<String>> = rows
-        .iter()
-        .take(MAX_VIOLATION_ROWS)
-        .map(|(at, checker, node, index, message)| {
-            vec![esc(&secs(*at)), esc(checker), esc(node), num(index), esc(message)]
-        })
-        .collect();
-    let _ = write!(
-        out,
-        "<section id=\"violations-section\"><h2>Violations</h2><p id=\"violation-total\">{} violations in total{}.</p>",
-        rows.len(),
-        if rows.len() > MAX_VIOLATION_ROWS {
-            format!("; the first {MAX_VIOLATION_ROWS} are listed")
-        } else {
-            String::new()
-        }
-    );
-    out.push_str(&table(
-        "violations",
-        &["time", "checker", "node", "index", "what was expected, what was found"],
-        &html_rows,
-    ));
-    out.push_str("</section>\n");
-}

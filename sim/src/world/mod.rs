@@ -34,6 +34,11 @@ use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, SharedRecorder, TraceLayer};
 use crate::workload::{Acked, PRODUCER_TOKEN, ReadWindows, ReaderSpec, WriterSpec};
 
+mod end;
+mod sampler;
+use end::{pending, summarize};
+use sampler::sampler;
+
 const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
 const REPLICATION_PORT: u16 = 7000;
 const MEMCACHED_PORT: u16 = 11211;
@@ -68,10 +73,13 @@ pub struct RunOutcome {
     pub liveness_from: Duration,
     /// How long after that the cluster converged; None if it did not within the bound.
     pub converged_after: Option<Duration>,
+    /// Per tier, the sizing formulas against the configuration (with `[resources]`).
+    pub sizing: Vec<qs_reports::schema::SizingRow>,
 }
 
 /// What the world hands back besides the trace.
 struct WorldEnd {
+    sizing: Vec<qs_reports::schema::SizingRow>,
     pending: Vec<String>,
     simulated: Duration,
     writes_acked: usize,
@@ -127,6 +135,7 @@ fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
         writes_acked: end.writes_acked,
         liveness_from: end.liveness_from,
         converged_after: end.converged_after,
+        sizing: end.sizing,
     }
 }
 
@@ -256,6 +265,7 @@ fn start_nodes(
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
+    let models = scenario.models().map(Arc::new);
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
@@ -269,6 +279,9 @@ fn start_nodes(
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
             let device = Arc::new(SimDisk::new(&name, seed, position, sigbus.clone()));
+            if let Some(models) = &models {
+                device.set_model(crate::resources::NodeModel::new(models.clone()));
+            }
             let starts = Arc::new(AtomicU64::new(0));
             let (states, node_name, init_data, init_device) =
                 (states.clone(), name.clone(), data.clone(), device.clone());
@@ -283,6 +296,8 @@ fn start_nodes(
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     let relays = relays.clone();
+                    // A new process: an empty cache (but LMDB's, in the OS), a young heap.
+                    init_device.with_model(|m| m.process_started(now_ms()));
                     async move {
                         // A process takes a moment to start: the tasks of the one it replaces
                         // (woken by the kill) are dropped first, releasing its ports.
@@ -316,60 +331,16 @@ fn start_nodes(
         .collect()
 }
 
+/// Simulated time since the run started, in ms (the trace's clock).
+fn now_ms() -> u64 {
+    madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
+}
+
 /// Records one event at the current simulated time.
 fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
     let at_ms = recorder.now_ms();
     recorder.record(event(at_ms));
-}
-
-/// The 50th and 99th percentile and the maximum of `values` (sorted in place).
-fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
-    if values.is_empty() {
-        return (0, 0, 0);
-    }
-    values.sort_unstable();
-    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99), values[values.len() - 1])
-}
-
-/// Once a simulated second: every running node's lag, every edge's reads, every slow disk.
-async fn sampler(
-    states: States,
-    nodes: Vec<(String, Arc<SimDisk>)>,
-    down: Arc<Mutex<std::collections::BTreeSet<String>>>,
-    windows: ReadWindows,
-    recorder: SharedRecorder,
-) {
-    loop {
-        madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
-        let samples: Vec<(String, u64, u64)> = {
-            let down = down.lock().unwrap_or_else(|p| p.into_inner());
-            live(&states)
-                .iter()
-                .filter(|(name, _)| !down.contains(*name))
-                .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
-                .collect()
-        };
-        let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let at_ms = recorder.now_ms();
-        for (node, lag_ms, applied) in samples {
-            recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
-        }
-        for (node, mut window) in reads {
-            let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
-            let (reads, misses, errors) = (window.reads, window.misses, window.errors);
-            recorder.record(Event::ReadSample { at_ms, node, reads, misses, p50_us, p99_us, max_us, errors });
-        }
-        for (node, device) in &nodes {
-            if let Some(mut window) = device.take_window() {
-                let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
-                let ops = window.latencies_us.len() as u64;
-                recorder.record(Event::DiskSample { at_ms, node: node.clone(), ops, p50_us, p99_us, max_us });
-            }
-        }
-    }
 }
 
 async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: Reads) -> WorldEnd {
@@ -390,11 +361,12 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
     let handle = Handle::current();
     let producer = handle.create_node().name("producer").ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1))).build();
     let mut clients = vec![producer.id()];
-    let mut all_keys = Vec::new();
+    // Each writer's key count, in writer order.
+    let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
     for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst } = workload.clone() {
-            all_keys.extend((0..keys).map(|n| crate::workload::key_name(writers, n)));
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s } = workload.clone() {
+            key_spaces.push(keys);
             let spec = WriterSpec {
                 writer_id: writers,
                 root: root_http,
@@ -402,6 +374,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
                 keys,
                 value_bytes,
                 burst,
+                preload_rate_per_s,
                 seed: seed + i as u64,
             };
             producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));
@@ -413,7 +386,12 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
         nodes.iter().filter(|n| n.name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect()
     };
     for (i, workload) in scenario.workload.iter().enumerate() {
-        let Workload::Reader { rate_per_s, skew } = workload.clone() else { continue };
+        let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
+        let all_keys: Vec<String> = key_spaces
+            .iter()
+            .enumerate()
+            .flat_map(|(w, keys)| (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| crate::workload::key_name(w, n)))
+            .collect();
         if all_keys.is_empty() {
             break; // nothing is ever written, so there is nothing to read
         }
@@ -439,7 +417,11 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
 
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
-    tokio::spawn(sampler(states.clone(), devices, down.clone(), windows.clone(), recorder.clone()));
+    let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
+        nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
+        oom_restart: spec.oom_restart,
+    });
+    tokio::spawn(sampler(states.clone(), devices, down.clone(), windows.clone(), recorder.clone(), resource_nodes));
 
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
@@ -498,92 +480,7 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
         .filter(|e| matches!(e, Event::WriteAcked { .. }))
         .count();
     let converged_after = pending.is_empty().then(|| simulated - liveness_from);
-    WorldEnd { pending, simulated, writes_acked, liveness_from, converged_after }
+    let sizing = end::sizing(&scenario, &nodes, &recorder);
+    WorldEnd { sizing, pending, simulated, writes_acked, liveness_from, converged_after }
 }
 
-/// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
-fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Reads, recorder: &SharedRecorder) {
-    let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
-    let states = live(states);
-    for node in nodes {
-        let Some(state) = states.get(&node.name) else { continue };
-        let stats = state.with_store(|s| s.stats()).ok();
-        let metrics = &state.metrics;
-        let bogus = state.read_counters.bogus_requests.load(Ordering::Relaxed);
-        record(recorder, |at_ms| Event::NodeSummary {
-            at_ms,
-            node: node.name.clone(),
-            tier: tiers.get(&node.name).cloned().unwrap_or_default(),
-            applied: stats.as_ref().map_or(0, |s| s.applied_index),
-            failovers: metrics.failovers.get(),
-            bootstraps: metrics.bootstraps.get(),
-            bogus_requests: bogus,
-            logical_bytes: stats.as_ref().map_or(0, |s| s.logical_bytes_written),
-            engine_bytes_written: stats.as_ref().map_or(0, |s| s.disk_bytes_written),
-        });
-    }
-    let Some(root) = states.get("root") else { return };
-    let Ok(pairs) = root.with_store(|s| s.dump()) else { return };
-    let reads = reads.lock();
-    // prefix -> (keys, bytes, reads, never read)
-    let mut usage: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
-    for (key_bytes, value) in pairs {
-        let key = String::from_utf8_lossy(&key_bytes).into_owned();
-        let prefix = key.split_once(':').map_or(key.as_str(), |(p, _)| p).to_string();
-        let read = reads.reads_per_key.get(&key).copied().unwrap_or(0);
-        let entry = usage.entry(prefix).or_default();
-        entry.0 += 1;
-        entry.1 += (key_bytes.len() + value.len()) as u64;
-        entry.2 += read;
-        entry.3 += u64::from(read == 0);
-    }
-    drop(reads);
-    for (prefix, (keys, bytes, reads, never_read)) in usage {
-        record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
-    }
-}
-
-/// Why the cluster has not converged yet: per node, what differs from the root.
-fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
-    let states = live(states);
-    let head = |state: &NodeState| state.with_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
-    let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
-    let (root_index, root_hash, root_digest) = head(root);
-    let mut out = Vec::new();
-    for node in nodes {
-        let Some(state) = states.get(&node.name) else {
-            out.push(format!("{} has not started", node.name));
-            continue;
-        };
-        let (index, hash, digest) = head(state);
-        if index != root_index {
-            out.push(format!("{} is at index {index}, the root at {root_index}", node.name));
-        } else if hash != root_hash {
-            out.push(format!("{} is at the root's index {index} with another chain hash", node.name));
-        } else if digest != root_digest {
-            out.push(format!(
-                "{} is at the root's index {index} and chain hash, but holds a different state",
-                node.name
-            ));
-        }
-    }
-    // Every acknowledged write survives: each key holds its newest acknowledged value, or a
-    // value written after it.
-    if out.is_empty() {
-        for (key, candidates) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            for node in nodes {
-                let Some(state) = states.get(&node.name) else { continue };
-                let got = state.with_store(|s| s.get(key.as_bytes()));
-                let fine = match &got {
-                    Ok(Some(v)) => candidates.contains(v),
-                    Ok(None) => candidates.is_empty(),
-                    Err(_) => false,
-                };
-                if !fine {
-                    out.push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name));
-                }
-            }
-        }
-    }
-    out
-}

@@ -1,0 +1,265 @@
+//! The run report's tables: nodes, faults, write amplification, sizing, key usage, violations.
+
+use std::fmt::Write;
+
+use crate::facts::RunFacts;
+use crate::html::{bytes, duration, esc, secs, table};
+use crate::schema::{Event, RunSummary};
+
+use super::MAX_SOURCE_ROWS;
+use super::{MAX_VIOLATION_ROWS, or_unknown};
+
+fn num(v: impl std::fmt::Display) -> String {
+    v.to_string()
+}
+
+pub(super) fn node_table(out: &mut String, facts: &RunFacts) {
+    out.push_str("<section id=\"nodes-section\"><h2>Nodes</h2>");
+    if facts.nodes.is_empty() {
+        out.push_str("<p class=\"note\">No nodes in the summary or the trace.</p></section>\n");
+        return;
+    }
+    let derived = facts.nodes.iter().any(|n| n.summary.is_none());
+    let rows: Vec<Vec<String>> = facts
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut history = String::new();
+            for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
+                let _ = write!(history, "{} {} → {}<br>", esc(&secs(c.at_ms)), esc(&c.reason), esc(&c.source));
+            }
+            if n.sources.len() > MAX_SOURCE_ROWS {
+                let _ = write!(history, "… {} more", n.sources.len() - MAX_SOURCE_ROWS);
+            }
+            let dash = || "—".to_string();
+            let (failovers, bootstraps, bogus, applied) = match &n.summary {
+                Some(c) => (num(c.failovers), num(c.bootstraps), num(c.bogus_requests), num(c.applied)),
+                None => (
+                    if facts.any_source_changes {
+                        num(n.sources.iter().filter(|c| c.reason != "start").count())
+                    } else {
+                        dash()
+                    },
+                    num(n.bootstraps_seen),
+                    dash(),
+                    n.last_applied.map(num).unwrap_or_else(dash),
+                ),
+            };
+            vec![
+                esc(&n.name),
+                match n.datacenter {
+                    Some(dc) => format!("{} · dc {dc}", esc(&n.tier)),
+                    None => esc(&n.tier),
+                },
+                if history.is_empty() { dash() } else { history },
+                n.max_lag_ms.map(duration).unwrap_or_else(dash),
+                failovers,
+                bootstraps,
+                bogus,
+                applied,
+                num(n.faults),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        "nodes",
+        &[
+            "node",
+            "tier",
+            "source history",
+            "max lag",
+            "failovers",
+            "bootstraps",
+            "bogus requests",
+            "applied",
+            "faults",
+        ],
+        &rows,
+    ));
+    if derived {
+        out.push_str(
+            "<p class=\"note\">Nodes without a node summary in the trace: failovers are counted from source \
+             changes (— when the trace has none), bootstraps from bootstrap events, applied is the last index seen; \
+             bogus requests are only in node summaries.</p>",
+        );
+    }
+    out.push_str("</section>\n");
+}
+
+pub(super) fn fault_table(out: &mut String, facts: &RunFacts) {
+    out.push_str("<section id=\"faults-section\"><h2>Faults</h2>");
+    if facts.faults.is_empty() {
+        out.push_str("<p class=\"note\">No faults were injected.</p></section>\n");
+        return;
+    }
+    let rows: Vec<Vec<String>> = facts
+        .faults
+        .iter()
+        .map(|f| {
+            vec![
+                esc(&f.node),
+                esc(&f.kind),
+                esc(&f.detail),
+                esc(&secs(f.start_ms)),
+                if f.open_ended { "no end event (liveness phase)".into() } else { esc(&secs(f.end_ms)) },
+                esc(&duration(f.end_ms - f.start_ms)),
+            ]
+        })
+        .collect();
+    out.push_str(&table("faults", &["node", "kind", "detail", "start", "end", "lasted"], &rows));
+    out.push_str("</section>\n");
+}
+
+pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
+    let with: Vec<_> = facts.nodes.iter().filter_map(|n| n.summary.as_ref().map(|c| (n, c))).collect();
+    if with.is_empty() {
+        return;
+    }
+    // A run uses one engine today; rows are keyed by engine so mixed runs read the same way.
+    let engine = or_unknown(&summary.engine).to_string();
+    let mut rows = Vec::new();
+    let mut total = (0u64, 0u64, 0usize);
+    for (tier, members) in facts.tiers() {
+        let (mut logical, mut written, mut n) = (0u64, 0u64, 0usize);
+        for (node, c) in &with {
+            if members.iter().any(|&i| facts.nodes[i].name == node.name) {
+                logical += c.logical_bytes;
+                written += c.engine_bytes_written;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            continue;
+        }
+        total = (total.0 + logical, total.1 + written, total.2 + n);
+        rows.push(amp_row(&engine, &tier, n, logical, written));
+    }
+    rows.push(amp_row(&engine, "all", total.2, total.0, total.1));
+    out.push_str("<section id=\"write-amp-section\"><h2>Write amplification</h2>");
+    out.push_str(&table(
+        "write-amp",
+        &["engine", "tier", "nodes", "logical bytes", "engine bytes written", "amplification"],
+        &rows,
+    ));
+    out.push_str("<p class=\"note\">Logical: key and value bytes applied. Written: what the engine wrote to its disk.</p></section>\n");
+}
+
+fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: u64) -> Vec<String> {
+    let amp = if logical == 0 { "—".to_string() } else { format!("{:.2}×", written as f64 / logical as f64) };
+    vec![esc(engine), esc(tier), num(n), esc(&bytes(logical)), esc(&bytes(written)), amp]
+}
+
+pub(super) fn key_usage_table(out: &mut String, facts: &RunFacts) {
+    if facts.key_usage.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = facts
+        .key_usage
+        .iter()
+        .map(|k| {
+            let share = if k.keys == 0 { 0.0 } else { 100.0 * k.never_read as f64 / k.keys as f64 };
+            vec![
+                esc(&k.prefix),
+                num(k.keys),
+                esc(&bytes(k.bytes)),
+                num(k.reads),
+                format!("{} ({share:.0} %)", k.never_read),
+            ]
+        })
+        .collect();
+    out.push_str("<section id=\"key-usage-section\"><h2>Key usage by prefix</h2>");
+    out.push_str(&table("key-usage", &["prefix", "keys", "bytes", "reads", "keys never read"], &rows));
+    out.push_str("</section>\n");
+}
+
+pub(super) fn violation_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
+    // The trace holds every violation; the summary keeps the first few hundred as trace lines —
+    // used when the trace has none (a trimmed trace).
+    let from_summary: Vec<Event> = if facts.violations.is_empty() {
+        summary.violations.iter().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    } else {
+        Vec::new()
+    };
+    let rows: Vec<(u64, &str, &str, u64, &str)> = if facts.violations.is_empty() {
+        from_summary
+            .iter()
+            .filter_map(|e| match e {
+                Event::Violation { at_ms, checker, node, index, message } => {
+                    Some((*at_ms, checker.as_str(), node.as_str(), *index, message.as_str()))
+                }
+                _ => None,
+            })
+            .collect()
+    } else {
+        facts
+            .violations
+            .iter()
+            .map(|v| (v.at_ms, v.checker.as_str(), v.node.as_str(), v.index, v.message.as_str()))
+            .collect()
+    };
+    if rows.is_empty() {
+        return;
+    }
+    let html_rows: Vec<Vec<String>> = rows
+        .iter()
+        .take(MAX_VIOLATION_ROWS)
+        .map(|(at, checker, node, index, message)| {
+            vec![esc(&secs(*at)), esc(checker), esc(node), num(index), esc(message)]
+        })
+        .collect();
+    let _ = write!(
+        out,
+        "<section id=\"violations-section\"><h2>Violations</h2><p id=\"violation-total\">{} violations in total{}.</p>",
+        rows.len(),
+        if rows.len() > MAX_VIOLATION_ROWS {
+            format!("; the first {MAX_VIOLATION_ROWS} are listed")
+        } else {
+            String::new()
+        }
+    );
+    out.push_str(&table(
+        "violations",
+        &["time", "checker", "node", "index", "what was expected, what was found"],
+        &html_rows,
+    ));
+    out.push_str("</section>\n");
+}
+
+/// Per tier: the cache and memory formulas against the configuration (runs with `[resources]`).
+pub(super) fn sizing_table(out: &mut String, summary: &RunSummary) {
+    if summary.sizing.is_empty() {
+        return;
+    }
+    let flag = |undersized: bool| if undersized { "<strong class=\"bad\">undersized</strong>" } else { "ok" };
+    let rows: Vec<Vec<String>> = summary
+        .sizing
+        .iter()
+        .map(|s| {
+            let share = if s.used_bytes == 0 { 0.0 } else { 100.0 * s.cache_bytes as f64 / s.used_bytes as f64 };
+            vec![
+                esc(&s.tier),
+                format!("{} in {} of pages", esc(&bytes(s.data_bytes)), esc(&bytes(s.used_bytes))),
+                format!("{} ({share:.2} % of pages)", esc(&bytes(s.cache_bytes))),
+                format!("{} – {}", esc(&bytes(s.cache_low)), esc(&bytes(s.cache_high))),
+                flag(s.cache_undersized).to_string(),
+                s.memory_limit.map_or_else(|| "none".to_string(), |l| esc(&bytes(l))),
+                esc(&bytes(s.memory_needed)),
+                esc(&bytes(s.rss_max)),
+                flag(s.memory_undersized).to_string(),
+            ]
+        })
+        .collect();
+    out.push_str("<section id=\"sizing-section\"><h2>Sizing: the formulas against the configuration</h2>");
+    out.push_str(
+        "<p class=\"note\">Data at the scenario's stated scale (largest node of each tier). Cache formula: 1–2 % of \
+         the store's used bytes (its pages, as FoundationDB's kvstore_used_bytes). Memory formula: base + cache + byte sample at 6 GB per TB (if kept) + engine structures + \
+         memtables + buffers — live heap only, no allocator overhead; the modelled RSS includes it.</p>",
+    );
+    out.push_str(&table(
+        "sizing",
+        &["tier", "data", "cache", "formula: cache", "", "memory limit", "formula: memory", "modelled RSS max", ""],
+        &rows,
+    ));
+    out.push_str("</section>\n");
+}
+

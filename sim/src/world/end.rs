@@ -1,0 +1,152 @@
+//! The end of a run: each node's totals and key usage, and whether the cluster converged.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use qs_node::node::NodeState;
+
+use crate::checkers::reads::Reads;
+use crate::faults::SimNode;
+use crate::scenario::Scenario;
+use crate::trace::{Event, SharedRecorder};
+use crate::workload::Acked;
+
+use super::{States, live, record};
+
+/// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
+pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Reads, recorder: &SharedRecorder) {
+    let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
+    let states = live(states);
+    for node in nodes {
+        let Some(state) = states.get(&node.name) else { continue };
+        let stats = state.with_store(|s| s.stats()).ok();
+        let metrics = &state.metrics;
+        let bogus = state.read_counters.bogus_requests.load(Ordering::Relaxed);
+        record(recorder, |at_ms| Event::NodeSummary {
+            at_ms,
+            node: node.name.clone(),
+            tier: tiers.get(&node.name).cloned().unwrap_or_default(),
+            applied: stats.as_ref().map_or(0, |s| s.applied_index),
+            failovers: metrics.failovers.get(),
+            bootstraps: metrics.bootstraps.get(),
+            bogus_requests: bogus,
+            logical_bytes: stats.as_ref().map_or(0, |s| s.logical_bytes_written),
+            engine_bytes_written: stats.as_ref().map_or(0, |s| s.disk_bytes_written),
+        });
+    }
+    let Some(root) = states.get("root") else { return };
+    let Ok(pairs) = root.with_store(|s| s.dump()) else { return };
+    let reads = reads.lock();
+    // prefix -> (keys, bytes, reads, never read)
+    let mut usage: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for (key_bytes, value) in pairs {
+        let key = String::from_utf8_lossy(&key_bytes).into_owned();
+        let prefix = key.split_once(':').map_or(key.as_str(), |(p, _)| p).to_string();
+        let read = reads.reads_per_key.get(&key).copied().unwrap_or(0);
+        let entry = usage.entry(prefix).or_default();
+        entry.0 += 1;
+        entry.1 += (key_bytes.len() + value.len()) as u64;
+        entry.2 += read;
+        entry.3 += u64::from(read == 0);
+    }
+    drop(reads);
+    for (prefix, (keys, bytes, reads, never_read)) in usage {
+        record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
+    }
+}
+
+/// Why the cluster has not converged yet: per node, what differs from the root.
+pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
+    let states = live(states);
+    let head = |state: &NodeState| state.with_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
+    let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
+    let (root_index, root_hash, root_digest) = head(root);
+    let mut out = Vec::new();
+    for node in nodes {
+        let Some(state) = states.get(&node.name) else {
+            out.push(format!("{} has not started", node.name));
+            continue;
+        };
+        let (index, hash, digest) = head(state);
+        if index != root_index {
+            out.push(format!("{} is at index {index}, the root at {root_index}", node.name));
+        } else if hash != root_hash {
+            out.push(format!("{} is at the root's index {index} with another chain hash", node.name));
+        } else if digest != root_digest {
+            out.push(format!(
+                "{} is at the root's index {index} and chain hash, but holds a different state",
+                node.name
+            ));
+        }
+    }
+    // Every acknowledged write survives: each key holds its newest acknowledged value, or a
+    // value written after it.
+    if out.is_empty() {
+        for (key, fate) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for node in nodes {
+                let Some(state) = states.get(&node.name) else { continue };
+                let got = state.with_store(|s| s.get(key.as_bytes()));
+                let fine = match &got {
+                    Ok(Some(v)) => fate.values.contains(v),
+                    // Absent is right only if no write of the key was ever acknowledged.
+                    Ok(None) => !fate.acknowledged,
+                    Err(_) => false,
+                };
+                match (fine, &got) {
+                    (true, _) => {}
+                    (false, Ok(None)) => out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name)),
+                    (false, _) => {
+                        out.push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name))
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+
+/// Per tier, the node holding the most data: its sizing by the formulas, and the largest
+/// modelled RSS any node of the tier reached.
+pub(super) fn sizing(
+    scenario: &Scenario,
+    nodes: &[SimNode],
+    recorder: &SharedRecorder,
+) -> Vec<qs_reports::schema::SizingRow> {
+    if scenario.resources.is_none() {
+        return Vec::new();
+    }
+    let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
+    let mut rss_max: BTreeMap<String, u64> = BTreeMap::new();
+    for event in recorder.lock().unwrap_or_else(|p| p.into_inner()).events() {
+        if let Event::MemorySample { node, rss, .. } = event {
+            let tier = tiers.get(node).cloned().unwrap_or_default();
+            let max = rss_max.entry(tier).or_default();
+            *max = (*max).max(*rss);
+        }
+    }
+    let mut rows: Vec<qs_reports::schema::SizingRow> = Vec::new();
+    for info in scenario.node_infos() {
+        let Some(node) = nodes.iter().find(|n| n.name == info.name) else { continue };
+        let Some(sizing) = node.device.with_model(|m| m.sizing()) else { continue };
+        let row = qs_reports::schema::SizingRow {
+            tier: info.tier.clone(),
+            data_bytes: sizing.data_bytes,
+            used_bytes: sizing.used_bytes,
+            cache_bytes: sizing.cache_bytes,
+            cache_low: sizing.cache_low,
+            cache_high: sizing.cache_high,
+            memory_limit: sizing.memory_limit,
+            memory_needed: sizing.memory_needed,
+            rss_max: rss_max.get(&info.tier).copied().unwrap_or(0),
+            cache_undersized: sizing.cache_undersized(),
+            memory_undersized: sizing.memory_undersized(),
+        };
+        match rows.iter_mut().find(|r| r.tier == row.tier) {
+            Some(existing) if existing.data_bytes >= row.data_bytes => {}
+            Some(existing) => *existing = row,
+            None => rows.push(row),
+        }
+    }
+    rows
+}

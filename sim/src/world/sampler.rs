@@ -1,0 +1,187 @@
+//! The once-a-second sampler: every running node's lag, every edge's reads, every slow disk,
+//! and, with `[resources]`, every node's cache and memory models — including the OOM kills.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::runtime::NodeHandle;
+use qs_node::node::NodeState;
+
+use crate::faults::disk::SimDisk;
+use crate::resources::CACHE_WINDOW;
+use crate::trace::{Event, SharedRecorder};
+use crate::workload::ReadWindows;
+
+use super::{LAG_SAMPLE_INTERVAL, States, live, record};
+
+/// The 50th and 99th percentile and the maximum of `values` (sorted in place).
+fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
+    if values.is_empty() {
+        return (0, 0, 0);
+    }
+    values.sort_unstable();
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99), values[values.len() - 1])
+}
+
+/// The nodes whose cache and memory are modelled, and what an OOM kill does to them.
+pub(super) struct ResourceNodes {
+    /// Each node's name, madsim handle and disk (which holds its models).
+    pub nodes: Vec<(String, NodeHandle, Arc<SimDisk>)>,
+    /// How long the supervisor waits before restarting an OOM-killed node.
+    pub oom_restart: Duration,
+}
+
+/// Once a simulated second: every running node's lag, every edge's reads, every slow disk, and
+/// the resource models (memory every second, the cache every [`CACHE_WINDOW`]).
+pub(super) async fn sampler(
+    states: States,
+    nodes: Vec<(String, Arc<SimDisk>)>,
+    down: Arc<Mutex<BTreeSet<String>>>,
+    windows: ReadWindows,
+    recorder: SharedRecorder,
+    resources: Option<ResourceNodes>,
+) {
+    let oomed: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let mut synced: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    let cache_every = (CACHE_WINDOW.as_millis() / LAG_SAMPLE_INTERVAL.as_millis()).max(1) as u64;
+    let mut tick = 0u64;
+    loop {
+        madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
+        tick += 1;
+        let running: BTreeMap<String, Arc<NodeState>> = {
+            let down = down.lock().unwrap_or_else(|p| p.into_inner());
+            let oomed = oomed.lock().unwrap_or_else(|p| p.into_inner());
+            live(&states).into_iter().filter(|(name, _)| !down.contains(name) && !oomed.contains(name)).collect()
+        };
+        let samples: Vec<(String, u64, u64)> = running
+            .iter()
+            .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
+            .collect();
+        let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
+        {
+            let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+            let at_ms = recorder.now_ms();
+            for (node, lag_ms, applied) in samples {
+                recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
+            }
+            for (node, mut window) in reads {
+                let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
+                let (reads, misses, errors) = (window.reads, window.misses, window.errors);
+                recorder.record(Event::ReadSample { at_ms, node, reads, misses, p50_us, p99_us, max_us, errors });
+            }
+            for (node, device) in &nodes {
+                if let Some(mut window) = device.take_window() {
+                    let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
+                    let ops = window.latencies_us.len() as u64;
+                    recorder.record(Event::DiskSample { at_ms, node: node.clone(), ops, p50_us, p99_us, max_us });
+                }
+            }
+        }
+        let Some(resources) = &resources else { continue };
+        for (name, handle, device) in &resources.nodes {
+            let Some(state) = running.get(name) else { continue };
+            resync(name, state, device, &mut synced);
+            let at_ms = super::now_ms();
+            let Some((memory, limit)) = device.with_model(|m| (m.memory(at_ms), m.models.memory_limit())) else {
+                continue;
+            };
+            let window = (tick % cache_every == 0).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
+            let over = limit.is_some_and(|limit| memory.rss() > limit);
+            {
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                if let Some(w) = window {
+                    recorder.record(Event::CacheSample {
+                        at_ms,
+                        node: name.clone(),
+                        hits: w.reads.hits,
+                        misses: w.reads.misses,
+                        apply_hits: w.applies.hits,
+                        apply_misses: w.applies.misses,
+                        pages_held: w.pages_held,
+                        capacity_pages: w.capacity_pages,
+                        warm: w.warm,
+                    });
+                }
+                recorder.record(Event::MemorySample {
+                    at_ms,
+                    node: name.clone(),
+                    rss: memory.rss(),
+                    limit: limit.unwrap_or(0),
+                    base: memory.base,
+                    cache: memory.cache,
+                    byte_sample: memory.byte_sample,
+                    engine: memory.engine,
+                    memtables: memory.memtables,
+                    buffers: memory.buffers,
+                    allocator_overhead: memory.allocator_overhead,
+                });
+            }
+            if over {
+                oom_kill(name, handle, limit.unwrap_or(0), memory.rss(), resources.oom_restart, &down, &oomed, &recorder);
+            }
+        }
+    }
+}
+
+/// After a process (re)start or a snapshot bootstrap, lays the node's model pages out again if
+/// its store holds other data than the layout (the data arrived without applies).
+fn resync(name: &str, state: &Arc<NodeState>, device: &SimDisk, synced: &mut BTreeMap<String, (usize, u64)>) {
+    // The process (its state's address) and its bootstrap count: either changing means data may
+    // have arrived around the applies. The address is compared, never ordered or printed.
+    let instance = (Arc::as_ptr(state) as usize, state.metrics.bootstraps.get());
+    if synced.get(name) == Some(&instance) {
+        return;
+    }
+    synced.insert(name.to_string(), instance);
+    let Ok(stats) = state.with_store(|s| s.stats()) else { return };
+    let matches = device.with_model(|m| m.layout_matches(stats.key_count, stats.logical_bytes)).unwrap_or(true);
+    if !matches && let Ok(pairs) = state.with_store(|s| s.dump()) {
+        device.with_model(|m| m.rebuild(pairs.into_iter().map(|(k, v)| (k, v.len()))));
+    }
+}
+
+/// The node's modelled memory passed its limit: kill its process now (fdbserver exits at its
+/// next once-a-second check) and restart it after `restart` (fdbmonitor), both traced as an
+/// `oom` fault. A node a scenario fault holds down at that moment stays down: that fault's end
+/// restarts it.
+#[allow(clippy::too_many_arguments)]
+fn oom_kill(
+    name: &str,
+    handle: &NodeHandle,
+    limit: u64,
+    rss: u64,
+    restart: Duration,
+    down: &Arc<Mutex<BTreeSet<String>>>,
+    oomed: &Arc<Mutex<BTreeSet<String>>>,
+    recorder: &SharedRecorder,
+) {
+    oomed.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
+    let detail = format!("modelled RSS {} over the limit {}", bytesize::ByteSize(rss), bytesize::ByteSize(limit));
+    record(recorder, |at_ms| Event::Fault {
+        at_ms,
+        node: name.to_string(),
+        kind: "oom".into(),
+        phase: "start".into(),
+        detail,
+    });
+    crate::faults::process::kill(handle);
+    let (name, handle, down, oomed, recorder) =
+        (name.to_string(), handle.clone(), down.clone(), oomed.clone(), recorder.clone());
+    tokio::spawn(async move {
+        madsim::time::sleep(restart).await;
+        if !down.lock().unwrap_or_else(|p| p.into_inner()).contains(&name) {
+            crate::faults::process::restart(&handle);
+        }
+        oomed.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+        record(&recorder, |at_ms| Event::Fault {
+            at_ms,
+            node: name,
+            kind: "oom".into(),
+            phase: "end".into(),
+            detail: "restarted by its supervisor".into(),
+        });
+    });
+}
