@@ -224,6 +224,9 @@ pub struct RunSummary {
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
     pub reproduce: String,
+    /// How often nodes were sampled (lag, memory), in ms.
+    #[serde(default = "one_second_ms")]
+    pub sample_interval_ms: u64,
     /// The `cache` check's bound on a window's miss ratio, if the scenario sets one.
     #[serde(default)]
     pub miss_ratio_max: Option<f64>,
@@ -233,6 +236,10 @@ pub struct RunSummary {
     /// Per tier, the sizing formulas against the configuration (scenarios with `[resources]`).
     #[serde(default)]
     pub sizing: Vec<SizingRow>,
+}
+
+fn one_second_ms() -> u64 {
+    1000
 }
 
 /// One tier's sizing at the end of a run: its largest node's data at the stated scale, the

@@ -387,6 +387,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         max_lag_ms,
         lag_max_ms: 35_000,
         converge_within_ms: 60_000,
+        sample_interval_ms: 1000,
         miss_ratio_max: None,
         memory_limit_bytes: None,
         sizing: Vec::new(),

@@ -524,6 +524,7 @@ fn write_outputs(
         lag_max_ms: scenario.checks.lag_max.as_millis() as u64,
         converge_within_ms: scenario.checks.converge_within.as_millis() as u64,
         writes_acked: outcome.writes_acked as u64,
+        sample_interval_ms: scenario.checks.sample_interval.as_millis() as u64,
         miss_ratio_max: scenario.resources.as_ref().and_then(|r| r.miss_ratio_max),
         memory_limit_bytes: scenario.resources.as_ref().and_then(|r| r.memory_limit.map(|l| l.as_u64())),
         sizing: outcome.sizing.clone(),

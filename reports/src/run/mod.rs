@@ -567,6 +567,9 @@ fn metric_figure(
     axis: &TimeAxis,
     bucket: u64,
 ) -> Option<Figure> {
+    // A break in a line is a gap of 2.5 sampling intervals (scenarios of days sample less often).
+    let scale = summary.sample_interval_ms.max(1000) / 1000;
+    let gap_ms = metric.gap_ms.map(|gap| gap * scale);
     // Samples per node index, in trace (time) order.
     let mut per_node: Vec<Vec<(u64, f64)>> = vec![Vec::new(); facts.nodes.len()];
     for e in events {
@@ -588,7 +591,7 @@ fn metric_figure(
         let global_colors = facts.nodes.len() <= MAX_NODE_LINES;
         for (k, &i) in present.iter().enumerate() {
             let color = chart::palette(if global_colors { i } else { k });
-            let segments = series::segments(&per_node[i], metric.gap_ms)
+            let segments = series::segments(&per_node[i], gap_ms)
                 .into_iter()
                 .map(|seg| to_s(series::min_max(&seg, bucket)))
                 .collect();
@@ -602,7 +605,7 @@ fn metric_figure(
                 continue;
             }
             let color = chart::palette(k);
-            let spreads = series::spread(samples, bucket, metric.gap_ms);
+            let spreads = series::spread(samples, bucket, gap_ms);
             let band = spreads
                 .iter()
                 .map(|seg| seg.iter().map(|s| (s.t_ms as f64 / 1000.0, s.min, s.max)).collect())

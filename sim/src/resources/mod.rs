@@ -186,6 +186,10 @@ pub struct NodeModel {
     applies: Touches,
     /// When the current process started (simulated ms), for allocator age and cache warm-up.
     started_ms: u64,
+    /// Pages read into the cache since the process started: the cache's memory grows with
+    /// them up to its capacity (tracked apart from the LRU, whose few model pages may be too
+    /// coarse to say how full a cache of millions of pages is).
+    loaded_pages: u64,
 }
 
 /// One cache window's counts.
@@ -206,7 +210,7 @@ pub struct CacheWindow {
 impl NodeModel {
     pub fn new(models: std::sync::Arc<Models>) -> NodeModel {
         let cache = CacheModel::new(models.spec.page_bytes.as_u64(), models.capacity_pages);
-        NodeModel { models, cache, reads: Touches::default(), applies: Touches::default(), started_ms: 0 }
+        NodeModel { models, cache, reads: Touches::default(), applies: Touches::default(), started_ms: 0, loaded_pages: 0 }
     }
 
     /// A process of this node started at `now_ms`.
@@ -214,6 +218,7 @@ impl NodeModel {
         self.started_ms = now_ms;
         if self.models.memory.engine != EngineShape::Lmdb {
             self.cache.cache.clear();
+            self.loaded_pages = 0;
         }
     }
 
@@ -224,6 +229,7 @@ impl NodeModel {
             touches += self.cache.get(key);
         }
         self.reads += touches;
+        self.loaded_pages += touches.misses;
         touches.misses
     }
 
@@ -237,6 +243,7 @@ impl NodeModel {
             };
         }
         self.applies += touches;
+        self.loaded_pages += touches.misses;
         touches.misses
     }
 
@@ -249,6 +256,7 @@ impl NodeModel {
     /// replaced disk: data that arrived without applies). The cache empties.
     pub fn rebuild(&mut self, pairs: impl Iterator<Item = (Vec<u8>, usize)>) {
         self.cache = CacheModel::new(self.models.spec.page_bytes.as_u64(), self.models.capacity_pages);
+        self.loaded_pages = 0;
         for (key, value_bytes) in pairs {
             self.cache.layout.write(&key, Some(value_bytes as u64));
         }
@@ -281,7 +289,7 @@ impl NodeModel {
     /// Modelled memory at `now_ms`.
     pub fn memory(&self, now_ms: u64) -> Breakdown {
         let page_bytes = self.models.spec.page_bytes.as_u64() as f64;
-        let cache_filled = (self.cache.cache.len() as f64 * page_bytes * self.models.scale) as u64;
+        let cache_filled = (self.loaded_pages as f64 * page_bytes * self.models.scale) as u64;
         let uptime_s = now_ms.saturating_sub(self.started_ms) as f64 / 1000.0;
         memory::breakdown(&self.models.memory, &self.data(), cache_filled, uptime_s)
     }

@@ -59,6 +59,7 @@
 //! [checks]
 //! lag_max = "35s"
 //! converge_within = "60s"
+//! sample_interval = "1s"           # lag and memory samples (longer for runs of days)
 //!
 //! [swarm]                          # optional: faults drawn from the seed
 //! kinds = ["kill", "pause", "partition"]   # the seed turns a non-empty subset on
@@ -485,7 +486,20 @@ pub struct Checks {
     /// How long, after every fault heals, every live node has to converge.
     #[serde(with = "humantime_serde")]
     pub converge_within: Duration,
+    /// How often every node's lag (and memory, with `[resources]`) is sampled: once a simulated
+    /// second by default, as fdbserver checks its RSS; a scenario that runs for days samples
+    /// less often to keep its trace small.
+    #[serde(default = "default_sample_interval", with = "humantime_serde")]
+    pub sample_interval: Duration,
 }
+
+fn default_sample_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// The sampling interval's bounds.
+pub const SAMPLE_INTERVAL_MIN: Duration = Duration::from_millis(100);
+pub const SAMPLE_INTERVAL_MAX: Duration = Duration::from_secs(600);
 
 /// A scenario that was refused.
 #[derive(Debug, thiserror::Error)]

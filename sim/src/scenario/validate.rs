@@ -202,6 +202,13 @@ impl Scenario {
                 return bad(None, field, problem);
             }
         }
+        if !(SAMPLE_INTERVAL_MIN..=SAMPLE_INTERVAL_MAX).contains(&self.checks.sample_interval) {
+            return bad(
+                None,
+                "checks.sample_interval",
+                format!("must be {SAMPLE_INTERVAL_MIN:?} to {SAMPLE_INTERVAL_MAX:?}"),
+            );
+        }
         if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {
             return bad(None, "checks", "lag_max and converge_within must be above zero".into());
         }

@@ -43,8 +43,6 @@ const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
 const REPLICATION_PORT: u16 = 7000;
 const MEMCACHED_PORT: u16 = 11211;
 const HTTP_PORT: u16 = 8000;
-/// How often every running node's lag is sampled into the trace.
-const LAG_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a (re)started node's process takes before it opens its store.
 const PROCESS_START: Duration = Duration::from_millis(5);
 /// RocksDB memtable per column family in the simulator: at the workloads' few KB/s per node
@@ -421,7 +419,8 @@ async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: R
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
         oom_restart: spec.oom_restart,
     });
-    tokio::spawn(sampler(states.clone(), devices, down.clone(), windows.clone(), recorder.clone(), resource_nodes));
+    let interval = scenario.checks.sample_interval;
+    tokio::spawn(sampler(interval, states.clone(), devices, down.clone(), windows.clone(), recorder.clone(), resource_nodes));
 
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();

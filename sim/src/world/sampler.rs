@@ -13,7 +13,7 @@ use crate::resources::CACHE_WINDOW;
 use crate::trace::{Event, SharedRecorder};
 use crate::workload::ReadWindows;
 
-use super::{LAG_SAMPLE_INTERVAL, States, live, record};
+use super::{States, live, record};
 
 /// The 50th and 99th percentile and the maximum of `values` (sorted in place).
 fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
@@ -33,9 +33,11 @@ pub(super) struct ResourceNodes {
     pub oom_restart: Duration,
 }
 
-/// Once a simulated second: every running node's lag, every edge's reads, every slow disk, and
-/// the resource models (memory every second, the cache every [`CACHE_WINDOW`]).
+/// Every `interval` (a simulated second by default): every running node's lag, every edge's
+/// reads, every slow disk, and the resource models (memory each time, the cache every
+/// [`CACHE_WINDOW`] or each time if the interval is longer).
 pub(super) async fn sampler(
+    interval: Duration,
     states: States,
     nodes: Vec<(String, Arc<SimDisk>)>,
     down: Arc<Mutex<BTreeSet<String>>>,
@@ -45,10 +47,10 @@ pub(super) async fn sampler(
 ) {
     let oomed: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let mut synced: BTreeMap<String, (usize, u64)> = BTreeMap::new();
-    let cache_every = (CACHE_WINDOW.as_millis() / LAG_SAMPLE_INTERVAL.as_millis()).max(1) as u64;
+    let cache_every = (CACHE_WINDOW.as_millis() / interval.as_millis()).max(1) as u64;
     let mut tick = 0u64;
     loop {
-        madsim::time::sleep(LAG_SAMPLE_INTERVAL).await;
+        madsim::time::sleep(interval).await;
         tick += 1;
         let running: BTreeMap<String, Arc<NodeState>> = {
             let down = down.lock().unwrap_or_else(|p| p.into_inner());
