@@ -1,0 +1,208 @@
+//! Whole runs of the `qsim` binary (built with `--cfg madsim`) for the cache and memory models:
+//! the seed scenarios tell their stories (an undersized cache misses about 40 % of page reads
+//! and fails `cache`, one sized by the 1–2 % rule misses under 1 % and passes; a byte sample
+//! outgrowing its limit is OOM-killed and restarted, its fix is not; glibc's RSS grows toward 3×
+//! the heap over days and jemalloc's does not), a planted over-budget node is caught and named,
+//! the runs are deterministic across processes, bad `[resources]` are refused, and the report
+//! shows the new charts and the sizing table.
+#![cfg(madsim)]
+
+use std::path::Path;
+use std::process::Command;
+
+use qs_reports::schema::{Event, parse_trace};
+
+fn qsim(args: &[&str], out: &Path) -> (i32, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
+        .current_dir(&root)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("qsim runs");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn trace(out: &Path) -> Vec<Event> {
+    parse_trace(&std::fs::read_to_string(out.join("trace.jsonl")).expect("a trace")).expect("a valid trace")
+}
+
+/// Edges' read misses over read page touches, in windows past `from_ms`.
+fn edge_read_miss_ratio(events: &[Event], from_ms: u64) -> f64 {
+    let (mut hits, mut misses) = (0u64, 0u64);
+    for e in events {
+        if let Event::CacheSample { at_ms, node, hits: h, misses: m, warm: true, .. } = e
+            && *at_ms > from_ms
+            && node.starts_with("edge")
+        {
+            hits += h;
+            misses += m;
+        }
+    }
+    assert!(hits + misses > 10_000, "the edges read enough to judge: {hits} hits, {misses} misses");
+    misses as f64 / (hits + misses) as f64
+}
+
+fn oom_faults(events: &[Event], phase: &str) -> usize {
+    events.iter().filter(|e| matches!(e, Event::Fault { kind, phase: p, .. } if kind == "oom" && p == phase)).count()
+}
+
+#[test]
+fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (undersized, sized) = (dir.path().join("undersized"), dir.path().join("sized"));
+    let (code, stdout) = qsim(&["run", "scenarios/cache-undersized.toml", "--seed", "1"], &undersized);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("cache      FAIL") && stdout.contains("cache miss ratio of reads"), "{stdout}");
+    assert!(stdout.contains("UNDERSIZED") && stdout.contains("formulas   predict a violation; the models found a violation: agree"), "{stdout}");
+    for checker in ["sequence", "chain", "reads", "memory"] {
+        assert!(stdout.contains(&format!("{checker:<10} pass")), "{checker} must pass: {stdout}");
+    }
+    let ratio = edge_read_miss_ratio(&trace(&undersized), 60_000);
+    // The seed: 25 903 misses in 65 755 page reads (39 %).
+    assert!((0.30..0.60).contains(&ratio), "undersized miss ratio {ratio}");
+
+    let (code, stdout) = qsim(&["run", "scenarios/cache-sized.toml", "--seed", "1"], &sized);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("cache      pass") && stdout.contains("agree"), "{stdout}");
+    let ratio = edge_read_miss_ratio(&trace(&sized), 60_000);
+    // The seed's fix: 432 misses in 52 400 (0.8 %).
+    assert!(ratio < 0.02, "sized miss ratio {ratio}");
+
+    // The report charts both and tables the sizing.
+    let page = std::fs::read_to_string(undersized.join("report.html")).unwrap();
+    for id in ["chart-cache_miss", "chart-memory", "sizing-section"] {
+        assert!(page.contains(&format!("id=\"{id}\"")), "report lacks {id}");
+    }
+}
+
+#[test]
+fn a_byte_sample_past_the_limit_is_oom_killed_and_restarted_and_its_fix_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout) = qsim(&["run", "scenarios/memory-byte-sample.toml", "--seed", "1"], dir.path());
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("memory     FAIL") && stdout.contains("(OOM kill)") && stdout.contains("byte sample"), "{stdout}");
+    let events = trace(dir.path());
+    assert!(oom_faults(&events, "start") >= 5, "OOM kills");
+    assert!(oom_faults(&events, "end") >= 4, "restarts by the supervisor");
+    // The sample grew with the data before the first kill: about data / 250 × 1.25.
+    let samples: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::MemorySample { node, byte_sample, .. } if node == "root" => Some(*byte_sample),
+            _ => None,
+        })
+        .collect();
+    assert!(samples[2] < samples[40], "the byte sample grows as data loads: {samples:?}");
+
+    let sized = dir.path().join("sized");
+    let (code, stdout) = qsim(&["run", "scenarios/memory-byte-sample-sized.toml", "--seed", "1"], &sized);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(oom_faults(&trace(&sized), "start"), 0);
+    // At 1.5 TiB the sample holds 1.5 TiB / 250 × 1.25 ≈ 8.2 GB (the seed: 4–6 GB per TB).
+    let last = trace(&sized)
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::MemorySample { node, byte_sample, .. } if node == "root" => Some(*byte_sample),
+            _ => None,
+        })
+        .unwrap();
+    let expected = 1.5 * (1u64 << 40) as f64 / 250.0 * 1.25;
+    assert!((last as f64 / expected - 1.0).abs() < 0.1, "byte sample {last} vs {expected}");
+}
+
+#[test]
+fn glibc_grows_toward_three_times_the_heap_over_days_and_jemalloc_stays_flat() {
+    let dir = tempfile::tempdir().unwrap();
+    // RSS over heap of the root's samples: the largest, and the last.
+    let ratios = |events: &[Event]| -> (f64, f64) {
+        let ratios: Vec<f64> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::MemorySample { node, rss, allocator_overhead, .. } if node == "root" => {
+                    Some(*rss as f64 / (rss - allocator_overhead) as f64)
+                }
+                _ => None,
+            })
+            .collect();
+        (ratios.iter().copied().fold(0.0, f64::max), *ratios.last().unwrap())
+    };
+    let (code, stdout) = qsim(&["run", "scenarios/memory-glibc.toml", "--seed", "1"], dir.path());
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("disagree: the models found what the formulas leave out"), "{stdout}");
+    let events = trace(dir.path());
+    assert!(oom_faults(&events, "start") >= 3, "every node outgrows its limit");
+    let (max, _) = ratios(&events);
+    // The seed: RSS near 3× the live heap (15 GB → 30 GB); here 2.5× when the limit stops it.
+    assert!(max > 2.4, "glibc RSS / heap reached {max}");
+
+    let jemalloc = dir.path().join("jemalloc");
+    let (code, stdout) = qsim(&["run", "scenarios/memory-jemalloc.toml", "--seed", "1"], &jemalloc);
+    assert_eq!(code, 0, "{stdout}");
+    let (max, last) = ratios(&trace(&jemalloc));
+    assert!(max < 1.2 && last > 1.1, "jemalloc RSS / heap {max}, {last}");
+}
+
+#[test]
+fn a_planted_over_budget_node_is_caught_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // quickstart with a 1.5 GiB limit over 1 GiB of base, a 1 GiB cache and buffers: every node is
+    // over budget once its cache fills.
+    let quickstart = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"),
+    )
+    .unwrap();
+    let planted = dir.path().join("over-budget.toml");
+    std::fs::write(
+        &planted,
+        quickstart.replace("name = \"quickstart\"", "name = \"over-budget\"")
+            + "\n[resources]\nstands_for = \"100 GiB\"\ncache_bytes = \"1 GiB\"\nbase_bytes = \"1 GiB\"\nmemory_limit = \"1536 MiB\"\npage_bytes = \"512 B\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let (code, stdout) = qsim(&["run", planted.to_str().unwrap(), "--seed", "1"], &out);
+    assert_eq!(code, 1, "{stdout}");
+    let first = stdout.lines().find(|l| l.starts_with("memory")).unwrap_or_default();
+    assert!(first.contains("FAIL") && first.contains("over the limit 1.50 GiB"), "{stdout}");
+    assert!(oom_faults(&trace(&out), "start") >= 1);
+}
+
+#[test]
+fn resource_runs_are_deterministic_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout) =
+        qsim(&["run", "scenarios/cache-sized.toml", "--seed", "3", "--check-determinism"], &dir.path().join("a"));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("determinism pass"), "{stdout}");
+    // A failing run (OOM kills, restarts): the same seed twice, the same trace.
+    let digest = |out: &str| {
+        let (_, stdout) = qsim(&["run", "scenarios/memory-byte-sample.toml", "--seed", "4"], &dir.path().join(out));
+        let line = stdout.lines().find_map(|l| l.split("digest ").nth(1)).unwrap();
+        line.split_whitespace().next().unwrap().to_string()
+    };
+    assert_eq!(digest("b"), digest("c"));
+}
+
+#[test]
+fn bad_resources_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let quickstart =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml")).unwrap();
+    for (section, field) in [
+        ("[resources]\ncache_bytes = \"1 GiB\"\nstands_for = \"1 KiB\"\n", "resources.stands_for"),
+        ("[resources]\ncache_bytes = \"1 GiB\"\npage_bytes = \"100 B\"\n", "resources.page_bytes"),
+        ("[resources]\ncache_bytes = \"1 GiB\"\nmemory_limit = \"512 MiB\"\n", "resources.memory_limit"),
+        ("[resources]\ncache_bytes = \"1 GiB\"\nmiss_ratio_max = 1.5\n", "resources.miss_ratio_max"),
+        ("[resources]\ncache_bytes = \"1 GiB\"\nallocator = \"tcmallok\"\n", "allocator"),
+        ("[resources]\ncache_bytes = \"lots\"\n", "cache_bytes"),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, format!("{quickstart}\n{section}")).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_qsim")).args(["run"]).arg(&bad).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{section}: {stderr}");
+        assert!(stderr.contains("bad.toml") && stderr.contains(field), "{section}: {stderr}");
+    }
+}
