@@ -412,6 +412,71 @@ pub fn histogram_svg(values: &[f64], x_desc: &str, color: RGBColor) -> Svg {
     Ok(out)
 }
 
+/// One line of an [`xy_svg`] chart.
+#[derive(Clone, Debug)]
+pub struct XyLine {
+    pub label: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Lines over a numeric x axis (the sizing page's miss ratio against cache share), with an
+/// optional shaded x band (the rule's range), points marked.
+pub fn xy_svg(lines: &[XyLine], x_desc: &str, y_desc: &str, band: Option<(f64, f64)>) -> Svg {
+    let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let y_hi = ys.fold(0.0f64, f64::max).max(1.0) * 1.08;
+    if !x_lo.is_finite() || x_hi <= x_lo {
+        return Err("fewer than two x values".into());
+    }
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(8)
+            .margin_right(20)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..x_hi * 1.04, 0f64..y_hi)
+            .map_err(err)?;
+        if let Some((lo, hi)) = band {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(lo, 0.0), (hi, y_hi)],
+                    RGBColor(0xE8, 0xF5, 0xE9).filled(),
+                )))
+                .map_err(err)?;
+        }
+        chart
+            .configure_mesh()
+            .x_labels(10)
+            .y_labels(6)
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .x_label_formatter(&|x| {
+                let text = format!("{x:.2}");
+                text.trim_end_matches('0').trim_end_matches('.').to_string()
+            })
+            .y_label_formatter(&|y| tick_label(*y, y_hi))
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 12))
+            .light_line_style(RGBColor(0xF0, 0xF0, 0xF0))
+            .draw()
+            .map_err(err)?;
+        for line in lines {
+            let style = line.color.stroke_width(2);
+            chart.draw_series(LineSeries::new(line.points.iter().copied(), style)).map_err(err)?;
+            chart
+                .draw_series(line.points.iter().map(|&p| Circle::new(p, 3, line.color.filled())))
+                .map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

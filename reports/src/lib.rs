@@ -31,6 +31,7 @@ pub mod load;
 pub mod run;
 pub mod schema;
 pub mod series;
+pub mod sizing;
 pub mod sweep;
 pub mod testkit;
 

@@ -8,6 +8,7 @@
 //! - [`resources`]: the per-node cache and memory models, scaled to the data a scenario stands
 //!   for, and the sizing formulas;
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
+//! - [`sizing`]: one scenario over cache shares × key popularities, the miss-ratio curve;
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
 //!   scenario, its writers and readers, and the fault injectors.
 
@@ -18,6 +19,7 @@ pub mod faults;
 pub mod links;
 pub mod resources;
 pub mod scenario;
+pub mod sizing;
 pub mod sweep;
 pub mod trace;
 #[cfg(madsim)]

@@ -84,6 +84,26 @@ enum Command {
         #[arg(long, default_value = "runs/merged")]
         out: PathBuf,
     },
+    /// Sweep a scenario's cache size (as a share of its store's pages) and key popularity, and
+    /// plot the read miss ratio against the 1–2 % rule (a report page).
+    Sizing {
+        /// A scenario with `[resources]` and a reader.
+        scenario: PathBuf,
+        /// Cache sizes to try, in percent of the store's used bytes.
+        #[arg(long, value_delimiter = ',', default_values_t = qs_sim::sizing::DEFAULT_SHARES)]
+        shares: Vec<f64>,
+        /// The readers' Zipf exponents to try.
+        #[arg(long, value_delimiter = ',', default_values_t = qs_sim::sizing::DEFAULT_SKEWS)]
+        skews: Vec<f64>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Runs at a time (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Where the runs, sizing.json and report.html go.
+        #[arg(long, default_value = "runs/sizing")]
+        out: PathBuf,
+    },
     /// List the scenarios in a folder and what each reproduces.
     List {
         /// The folder to list.
@@ -103,6 +123,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::List { dir } => list(&dir),
+        Command::Sizing { scenario, shares, skews, seed, jobs, out } => {
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            sizing(&qs_sim::sizing::SizingPlan { scenario, shares, skews, seed, jobs, out })
+        }
         Command::Sweep { scenarios, seeds, jobs, shard, out, engine } => {
             sweep(&scenarios, seeds, jobs, shard, &out, engine.as_deref())
         }
@@ -128,6 +152,45 @@ fn load(path: &Path, engine: Option<&str>) -> Result<Scenario, String> {
         scenario.override_engine(engine)?;
     }
     Ok(scenario)
+}
+
+fn sizing(plan: &qs_sim::sizing::SizingPlan) -> ExitCode {
+    if !cfg!(madsim) {
+        eprintln!("qsim: this build cannot run scenarios (built without --cfg madsim); use ./qsim");
+        return ExitCode::from(exit::NOT_SIMULATOR);
+    }
+    let sweep = match qs_sim::sizing::run(plan) {
+        Ok(sweep) => sweep,
+        Err(e) => {
+            eprintln!("qsim sizing: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    println!("scenario   {} seed {}; the store's pages: {}", sweep.scenario, sweep.seed, bytesize::ByteSize(sweep.used_bytes));
+    for p in &sweep.points {
+        println!(
+            "skew {:<5} cache {:>6} % of pages ({}): {:>6.2} % of {} page reads missed",
+            p.skew,
+            p.share_percent,
+            bytesize::ByteSize(p.cache_bytes),
+            p.miss_ratio * 100.0,
+            p.read_touches
+        );
+    }
+    for (skew, knee) in sweep.knees() {
+        match knee {
+            Some(k) => println!("knee       skew {skew}: under 1 % misses from {k} % of pages (the rule: 1–2 %)"),
+            None => println!("knee       skew {skew}: no share tried gets under 1 % misses"),
+        }
+    }
+    match qs_reports::sizing::write_sizing(&plan.out, &sweep) {
+        Ok(path) => println!("report     {}", path.display()),
+        Err(e) => {
+            eprintln!("qsim sizing: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    }
+    ExitCode::from(exit::PASS)
 }
 
 fn report(dir: &Path) -> ExitCode {

@@ -89,7 +89,7 @@ pub(super) async fn sampler(
             let Some((memory, limit)) = device.with_model(|m| (m.memory(at_ms), m.models.memory_limit())) else {
                 continue;
             };
-            let window = (tick % cache_every == 0).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
+            let window = tick.is_multiple_of(cache_every).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
             let over = limit.is_some_and(|limit| memory.rss() > limit);
             {
                 let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
