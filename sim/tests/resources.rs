@@ -206,3 +206,29 @@ fn bad_resources_are_refused_naming_the_field() {
         assert!(stderr.contains("bad.toml") && stderr.contains(field), "{section}: {stderr}");
     }
 }
+
+#[test]
+fn a_sizing_sweep_plots_the_miss_ratio_falling_with_the_cache_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
+        .current_dir(&root)
+        .args(["sizing", "scenarios/cache-sized.toml", "--shares", "0.25,2", "--skews", "1.0", "--jobs", "2", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let sweep: qs_reports::sizing::SizingSweep =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sizing.json")).unwrap()).unwrap();
+    assert_eq!(sweep.points.len(), 2);
+    let (small, large) = (&sweep.points[0], &sweep.points[1]);
+    assert!(small.share_percent < large.share_percent);
+    assert!(small.miss_ratio > 0.2 && large.miss_ratio < 0.01, "{small:?} {large:?}");
+    assert!(stdout.contains("knee       skew 1: under 1 % misses from 2 % of pages"), "{stdout}");
+    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(page.contains("id=\"chart-sizing\"") && page.contains("within the rule"));
+    for point in &sweep.points {
+        assert!(dir.path().join(&point.run).join("report.html").exists(), "{} has its report", point.run);
+    }
+}
