@@ -95,6 +95,8 @@ fn a_byte_sample_past_the_limit_is_oom_killed_and_restarted_and_its_fix_is_not()
         })
         .collect();
     assert!(samples[2] < samples[40], "the byte sample grows as data loads: {samples:?}");
+    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(page.contains("id=\"chart-memory_components\"") && page.contains("byte sample"), "components charted");
 
     let sized = dir.path().join("sized");
     let (code, stdout) = qsim(&["run", "scenarios/memory-byte-sample-sized.toml", "--seed", "1"], &sized);

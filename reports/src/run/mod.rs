@@ -265,6 +265,11 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
             Some(f) => figures.push(f),
             None => left_out.push(metric.title),
         }
+        if metric.id == "memory"
+            && let Some(f) = memory_components_figure(events, &axis)
+        {
+            figures.push(f);
+        }
         if metric.id == "lag" {
             match source_figure(&facts, &axis) {
                 Some(f) => figures.push(f),
@@ -520,6 +525,72 @@ fn source_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
         svg: chart::lanes_svg(axis, &lanes),
         legend: legend_of(keyed.iter().map(|(_, (_, r))| *r), reason_color),
         note: "Each dot: the node connected to a new upstream source; its colour is why it left the one before.".into(),
+    })
+}
+
+/// The modelled memory of the node that reached the largest RSS, component by component, with
+/// its limit: which term grew (the byte sample with the data, allocator overhead with uptime).
+fn memory_components_figure(events: &[Event], axis: &TimeAxis) -> Option<Figure> {
+    let node = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::MemorySample { node, rss, .. } => Some((node, *rss)),
+            _ => None,
+        })
+        .fold(None::<(&String, u64)>, |best, (node, rss)| match best {
+            Some((_, top)) if top >= rss => best,
+            _ => Some((node, rss)),
+        })?
+        .0;
+    const NAMES: [&str; 7] = ["base", "cache", "byte sample", "engine", "memtables", "buffers", "allocator overhead"];
+    let mut series: Vec<Vec<(f64, f64)>> = vec![Vec::new(); NAMES.len()];
+    let mut limit = 0u64;
+    for e in events {
+        if let Event::MemorySample {
+            at_ms,
+            node: n,
+            limit: l,
+            base,
+            cache,
+            byte_sample,
+            engine,
+            memtables,
+            buffers,
+            allocator_overhead,
+            ..
+        } = e
+            && n == node
+        {
+            limit = *l;
+            let t = *at_ms as f64 / 1000.0;
+            for (i, v) in [base, cache, byte_sample, engine, memtables, buffers, allocator_overhead].into_iter().enumerate() {
+                series[i].push((t, *v as f64 / GIB));
+            }
+        }
+    }
+    let mut marks = Vec::new();
+    let mut legend = Vec::new();
+    for (i, points) in series.into_iter().enumerate() {
+        if points.iter().all(|p| p.1 == 0.0) {
+            continue; // a component this node's model does not have
+        }
+        let color = chart::palette(i);
+        marks.push(Mark::Line { color, width: 2, segments: vec![points] });
+        legend.push((color, NAMES[i].to_string()));
+    }
+    if limit > 0 {
+        marks.push(Mark::Bound { color: RGBColor(0xC6, 0x28, 0x28), y: limit as f64 / GIB });
+        legend.push((RGBColor(0xC6, 0x28, 0x28), "limit (the sum of all lines)".into()));
+    }
+    let chart = TimeChart { y_desc: "GiB".into(), marks, y_top: None };
+    Some(Figure {
+        id: "memory_components",
+        title: format!("Modelled memory of {node} by component"),
+        svg: chart.svg(axis),
+        legend,
+        note: "The node that reached the largest modelled RSS; each component at the scenario's stated scale. \
+               RSS is their sum; past the limit the node is OOM-killed."
+            .into(),
     })
 }
 
