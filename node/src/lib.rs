@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod entry;
 pub mod http_api;
+pub mod inspect;
 pub mod limits;
 pub mod memcached;
 pub mod metrics;

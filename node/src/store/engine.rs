@@ -13,6 +13,11 @@
 //!   engine's own mechanism (LMDB environment copy, RocksDB checkpoint, a dump for memory);
 //! - `resources` reports what the engine holds in memory and how its cache is doing, as far as
 //!   it can measure ([`EngineResources`]); it never fails and never changes anything.
+//!
+//! Read-only engines (`open_read_only` on LMDB and RocksDB, for `qs-node inspect`) open an
+//! existing store beside the process that writes it, never create or write a store file, and
+//! answer every `get` and `scan` from one fixed view: one LMDB read transaction, or the state a
+//! read-only RocksDB instance recovered when it opened. Their `commit` and `flush` refuse.
 
 use std::fmt;
 use std::path::Path;
@@ -97,6 +102,10 @@ pub enum EngineError {
     /// The engine detected damaged data (e.g. a RocksDB block checksum failed).
     #[error("{engine} reports corruption: {detail}")]
     Corruption { engine: EngineKind, detail: String },
+    /// A read-only open found no store of this engine at the location (see
+    /// [`Store::open_read_only`](super::Store::open_read_only)); `found` says what is there.
+    #[error("{engine}: {found}")]
+    NotAStore { engine: EngineKind, found: String },
     #[error("{engine}: {source}")]
     Failed {
         engine: EngineKind,

@@ -13,12 +13,20 @@
 //! (no `mincore`): the process's major faults, the resident bytes of the `data.mdb` mapping
 //! (`/proc/self/smaps`) and the bytes the process read from the disk (`/proc/self/io`). These
 //! are process-wide figures; under the simulator the process is not the node, so there are none.
+//!
+//! [`LmdbEngine::open_read_only`] (for `qs-node inspect`) opens an existing environment with
+//! `MDB_RDONLY` beside the node that writes it: `data.mdb` is mapped and opened read-only, the
+//! tables are opened, never created, and one read transaction taken at open answers every read,
+//! so the whole view is one commit. LMDB readers take no lock the writer waits for; the reader
+//! registers its transaction in the shared `lock.mdb` reader table, as every LMDB reader does,
+//! which is what keeps the writer from reusing the pages it reads.
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use heed::types::Bytes;
-use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvOpenOptions, WithoutTls};
+use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, RoTxn, WithoutTls};
 
 use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write, dir_bytes};
 
@@ -30,6 +38,8 @@ pub(crate) struct LmdbEngine {
     bytes_written: u64,
     /// The data file as the kernel names its mapping in `/proc/self/smaps` (symlinks resolved).
     data_file: PathBuf,
+    /// Read-only engines only: the one read transaction every read goes through.
+    snapshot: Option<Mutex<RoTxn<'static, WithoutTls>>>,
 }
 
 fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
@@ -66,7 +76,76 @@ impl LmdbEngine {
             .unwrap_commit();
         let data_file = path.join("data.mdb");
         let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
-        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file })
+        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None })
+    }
+
+    /// Opens the existing environment at `path` read-only, with one read transaction for every
+    /// read (see the module doc). Nothing is created: a directory without `data.mdb`, a file
+    /// that is not LMDB, another LMDB lock format, or an environment without the store's three
+    /// tables is [`EngineError::NotAStore`].
+    pub(crate) fn open_read_only(path: &Path, map_bytes: usize) -> Result<LmdbEngine, EngineError> {
+        let not_a_store = |found: String| EngineError::NotAStore { engine: EngineKind::Lmdb, found };
+        if !path.join("data.mdb").is_file() {
+            return Err(not_a_store(format!("no LMDB data file {}", path.join("data.mdb").display())));
+        }
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options.map_size(map_bytes).max_dbs(Table::ALL.len() as u32);
+        // SAFETY: `flags` is unsafe only for the flags that turn off syncing or locking;
+        // READ_ONLY is neither. `open` is unsafe because the mapped file must not be truncated or
+        // rewritten outside LMDB's rules while mapped. Here the only other user is the node,
+        // writing through LMDB in the same build (this binary's heed and LMDB), so both sides
+        // share the lock file's format and protocol: this reader registers its transaction in
+        // the reader table and the writer never reuses a page a registered reader can reach.
+        // LMDB never shrinks `data.mdb`, and a snapshot install swaps directories by rename and
+        // unlinks the old one, which leaves an existing mapping intact. The environment is
+        // mapped read-only (no MDB_WRITEMAP), so this process cannot write the data either.
+        #[allow(unsafe_code)]
+        let env = unsafe {
+            options.flags(EnvFlags::READ_ONLY);
+            options.open(path)
+        }
+        .map_err(|e| match e {
+            heed::Error::Mdb(heed::MdbError::Invalid | heed::MdbError::VersionMismatch) => {
+                not_a_store(format!("{} is not an LMDB environment this build reads: {e}", path.display()))
+            }
+            e => failed(format!("opening LMDB environment {} read-only: {e}", path.display())),
+        })?;
+        let txn = env.read_txn().map_err(lmdb_error)?;
+        let tables = env
+            .open_databases_and_commit(txn, |opener, txn| -> Result<_, heed::Error> {
+                let open = |table: Table| opener.open_database::<Bytes, Bytes>(txn, Some(table.name()));
+                Ok(CommitOrAbort::<_, ()>::Commit([open(Table::Meta)?, open(Table::Kv)?, open(Table::Log)?]))
+            })
+            .map_err(|e| match e {
+                heed::Error::Mdb(heed::MdbError::Incompatible) => {
+                    not_a_store(format!("an LMDB environment whose databases are not the store's: {e}"))
+                }
+                e => lmdb_error(e),
+            })?
+            .unwrap_commit();
+        let [Some(meta), Some(kv), Some(log)] = tables else {
+            let names: Vec<&str> =
+                Table::ALL.iter().zip(&tables).filter(|(_, db)| db.is_none()).map(|(t, _)| t.name()).collect();
+            return Err(not_a_store(format!("an LMDB environment without the store's tables {}", names.join(", "))));
+        };
+        let snapshot = env.clone().static_read_txn().map_err(lmdb_error)?;
+        let data_file = path.join("data.mdb");
+        Ok(LmdbEngine {
+            env,
+            tables: [meta, kv, log],
+            bytes_written: 0,
+            data_file,
+            snapshot: Some(Mutex::new(snapshot)),
+        })
+    }
+
+    /// Runs `read` in the engine's read transaction: the fixed one of a read-only engine, a
+    /// fresh one otherwise.
+    fn read<R>(&self, read: impl FnOnce(&RoTxn<'_, WithoutTls>) -> Result<R, EngineError>) -> Result<R, EngineError> {
+        match &self.snapshot {
+            Some(txn) => read(&txn.lock().unwrap_or_else(|p| p.into_inner())),
+            None => read(&self.env.read_txn().map_err(lmdb_error)?),
+        }
     }
 
     fn db(&self, table: Table) -> Db {
@@ -109,25 +188,28 @@ impl Engine for LmdbEngine {
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        let txn = self.env.read_txn().map_err(lmdb_error)?;
-        Ok(self.db(table).get(&txn, key).map_err(lmdb_error)?.map(<[u8]>::to_vec))
+        self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::to_vec)))
     }
 
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
-        let txn = self.env.read_txn().map_err(lmdb_error)?;
-        // LMDB refuses a zero-length seek key (MDB_BAD_VALSIZE); an empty start means "all".
-        let lower = if start.is_empty() { Bound::Unbounded } else { Bound::Included(start) };
-        let range = (lower, Bound::Unbounded);
-        for item in self.db(table).range(&txn, &range).map_err(lmdb_error)? {
-            let (key, value) = item.map_err(lmdb_error)?;
-            if !visit(key, value) {
-                break;
+        self.read(|txn| {
+            // LMDB refuses a zero-length seek key (MDB_BAD_VALSIZE); an empty start means "all".
+            let lower = if start.is_empty() { Bound::Unbounded } else { Bound::Included(start) };
+            let range = (lower, Bound::Unbounded);
+            for item in self.db(table).range(txn, &range).map_err(lmdb_error)? {
+                let (key, value) = item.map_err(lmdb_error)?;
+                if !visit(key, value) {
+                    break;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
+        if self.snapshot.is_some() {
+            return Err(failed("the store was opened read-only"));
+        }
         let before = thread_bytes_written();
         let mut txn = self.env.write_txn().map_err(lmdb_error)?;
         for write in &writes {

@@ -179,6 +179,9 @@ pub enum StoreError {
     CorruptMeta(String),
     #[error("{location} holds database {found}, not {expected}")]
     WrongDatabase { location: String, expected: DatabaseId, found: DatabaseId },
+    /// A read-only open ([`Store::open_read_only`]) found no store there; `found` says what is.
+    #[error("{location}: no store to open: found {found}")]
+    NotAStore { location: String, found: String },
     #[error("{location} has store format version {found}; this build reads version {STORE_FORMAT_VERSION}")]
     UnknownFormat { location: String, found: u64 },
     #[error(transparent)]
@@ -338,8 +341,57 @@ fn open_record<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8]> {
     (u32::from_le_bytes(*crc) == crc32c::crc32c_append(crc32c::crc32c(key), value)).then_some(value)
 }
 
+/// How many times [`Store::open_read_only`] opens a RocksDB store whose view came out
+/// inconsistent (see there) before it gives up and returns the last view.
+const READ_ONLY_OPEN_ATTEMPTS: u32 = 5;
+
+/// What is at `path`, in words, for errors naming what a read-only open found there.
+pub(crate) fn describe_path(path: &Path) -> String {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return "nothing (no such file or directory)".into(),
+        Err(e) => return format!("something unreadable ({e})"),
+    };
+    if !meta.is_dir() {
+        return "a file, not a store directory".into();
+    }
+    let mut names: Vec<String> = match std::fs::read_dir(path) {
+        Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+        Err(e) => return format!("a directory that cannot be listed ({e})"),
+    };
+    names.sort();
+    let has = |name: &str| names.iter().any(|n| n == name);
+    if has("data.mdb") {
+        "an LMDB environment (data.mdb)".into()
+    } else if has("CURRENT") {
+        "a RocksDB database (CURRENT)".into()
+    } else if names.is_empty() {
+        "an empty directory".into()
+    } else {
+        let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+        let more = if names.len() > shown.len() { ", ..." } else { "" };
+        format!("a directory of {} entries, none of them a store's ({}{more})", names.len(), shown.join(", "))
+    }
+}
+
+/// The engine whose files are in `path`: `data.mdb` is LMDB, `CURRENT` is RocksDB.
+pub(crate) fn detect_engine(path: &Path) -> Option<EngineKind> {
+    if path.join("data.mdb").is_file() {
+        Some(EngineKind::Lmdb)
+    } else if path.join("CURRENT").is_file() {
+        Some(EngineKind::Rocksdb)
+    } else {
+        None
+    }
+}
+
+/// The value inside a record, if its checksum verifies (for read-only tools).
+pub(crate) fn verified_value<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8]> {
+    open_record(key, record)
+}
+
 /// Length of the value inside a record, without verifying it (for size accounting only).
-fn record_value_len(record: &[u8]) -> u64 {
+pub(crate) fn record_value_len(record: &[u8]) -> u64 {
     record.len().saturating_sub(4) as u64
 }
 
@@ -369,6 +421,127 @@ impl Store {
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
         };
         Store::with_engine(engine, location.describe(), options.db_id)
+    }
+
+    /// Opens the existing store at `location` read-only, beside a node that may be writing it,
+    /// for `qs-node inspect`. Nothing is ever created or written: the engines open read-only
+    /// (see their module docs), and every read of the returned store comes from one fixed view
+    /// (one LMDB read transaction; the state a read-only RocksDB instance recovered at open).
+    /// `apply`, `collect_garbage` and `flush` on it fail.
+    ///
+    /// Refused, as [`StoreError::NotAStore`] naming the location and what is there: a memory
+    /// store (nothing on disk), a missing path, a directory holding no store of `location`'s
+    /// engine, a store without its head; as [`StoreError::WrongDatabase`]: another database
+    /// than `db_id`, when one is given.
+    ///
+    /// RocksDB recovers its read-only view by reading the MANIFEST and then the WAL files it
+    /// finds; a flush by the writer in between can leave a view that lacks the commits of the
+    /// WAL it deleted. Such a view has a gap in its retained log (every commit writes its log
+    /// entries), so a RocksDB view whose retained log is not contiguous from the first retained
+    /// index to the applied index is opened again, up to [`READ_ONLY_OPEN_ATTEMPTS`] times.
+    pub fn open_read_only(location: &StoreLocation, db_id: Option<DatabaseId>) -> Result<Store, StoreError> {
+        const LMDB_MAP_BYTES: usize = 16 << 30; // as `OpenOptions::new`: virtual address space only
+        let described = location.describe();
+        let not_a_store = |found: String| StoreError::NotAStore { location: described.clone(), found };
+        let path = match location {
+            StoreLocation::Memory(_) => {
+                return Err(not_a_store(
+                    "a memory store, which lives inside its node's process: there is nothing on disk to open".into(),
+                ));
+            }
+            StoreLocation::Lmdb(path) | StoreLocation::Rocksdb(path) => path,
+        };
+        if detect_engine(path) != Some(location.kind()) {
+            return Err(not_a_store(describe_path(path)));
+        }
+        let mut attempt = 1;
+        loop {
+            let engine: Result<Box<dyn Engine>, EngineError> = match location {
+                StoreLocation::Lmdb(path) => {
+                    lmdb::LmdbEngine::open_read_only(path, LMDB_MAP_BYTES).map(|e| Box::new(e) as Box<dyn Engine>)
+                }
+                StoreLocation::Rocksdb(path) => {
+                    rocks::RocksEngine::open_read_only(path).map(|e| Box::new(e) as Box<dyn Engine>)
+                }
+                StoreLocation::Memory(_) => unreachable!("refused above"),
+            };
+            let engine = match engine {
+                Ok(engine) => engine,
+                Err(EngineError::NotAStore { found, .. }) => return Err(not_a_store(found)),
+                // A file the writer deleted while RocksDB was recovering: try again.
+                Err(EngineError::Failed { .. })
+                    if location.kind() == EngineKind::Rocksdb && attempt < READ_ONLY_OPEN_ATTEMPTS =>
+                {
+                    attempt += 1;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let Some(head) = Head::load(engine.as_ref(), &described)? else {
+                return Err(not_a_store(format!("{}, holding no store head (never initialised)", describe_path(path))));
+            };
+            if let Some(expected) = db_id
+                && head.db_id != expected
+            {
+                return Err(StoreError::WrongDatabase { location: described, expected, found: head.db_id });
+            }
+            let store = Store {
+                engine,
+                location: described.clone(),
+                head,
+                logical_bytes_written: 0,
+                checksum_failures: AtomicU64::new(0),
+            };
+            if location.kind() == EngineKind::Rocksdb
+                && attempt < READ_ONLY_OPEN_ATTEMPTS
+                && store.retained_log_gap()?.is_some()
+            {
+                attempt += 1;
+                continue;
+            }
+            return Ok(store);
+        }
+    }
+
+    /// The first index in `first_retained ..= applied` the log does not hold under its own key,
+    /// if any (keys only: nothing is decoded).
+    pub(crate) fn retained_log_gap(&self) -> Result<Option<u64>, StoreError> {
+        let mut expected = self.head.first_retained_index;
+        let mut gap = None;
+        self.engine.scan(Table::Log, &log_key(expected), &mut |key, _| {
+            if expected > self.head.applied_index {
+                return false;
+            }
+            if key != log_key(expected) {
+                gap = Some(expected);
+                return false;
+            }
+            expected += 1;
+            true
+        })?;
+        Ok(gap.or((expected <= self.head.applied_index).then_some(expected)))
+    }
+
+    /// Every key with its stored record (checksum and value), in key order, unverified, until
+    /// `visit` returns false. For read-only tools; see [`verified_value`].
+    pub(crate) fn scan_records(&self, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), StoreError> {
+        Ok(self.engine.scan(Table::Kv, &[], visit)?)
+    }
+
+    /// Log entries as stored (index key, compressed entry) from index `from` on, undecoded,
+    /// until `visit` returns false. For read-only tools, which decode with
+    /// [`LogEntry::decompress`].
+    pub(crate) fn scan_log_records(
+        &self,
+        from: u64,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        Ok(self.engine.scan(Table::Log, &log_key(from), visit)?)
+    }
+
+    /// The head's key count and logical bytes (key and value lengths), as the last commit wrote them.
+    pub(crate) fn head_totals(&self) -> (u64, u64) {
+        (self.head.key_count, self.head.logical_bytes)
     }
 
     fn with_engine(mut engine: Box<dyn Engine>, location: String, db_id: DatabaseId) -> Result<Store, StoreError> {

@@ -26,6 +26,13 @@
 //! files' host property (the machine's hostname by default) is left out for the same reason, and
 //! the info LOG keeps only errors (its lines carry wall-clock timings, and RocksDB counts the LOG
 //! bytes a flush's thread wrote as flush bytes).
+//!
+//! [`RocksEngine::open_read_only`] (for `qs-node inspect`) opens an existing database as a
+//! read-only instance beside the node that writes it: RocksDB takes no `LOCK` and writes no file
+//! (no info LOG, no OPTIONS, no MANIFEST) in that mode, and the instance answers every read from
+//! the state it recovered at open (the SST files then live, plus the WAL replayed), which never
+//! changes afterwards. Every table file is opened at open (`max_open_files = -1`), so the
+//! writer's compactions deleting files later cannot take one from under the reads.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -76,7 +83,12 @@ pub(crate) struct RocksEngine {
     sync: WriteOptions,
     /// Under the simulator only (see the module doc).
     sim: Option<SimFlushing>,
+    /// Opened by [`RocksEngine::open_read_only`]: commits and flushes refuse.
+    read_only: bool,
 }
+
+/// Block cache of a read-only instance: a one-pass scan gains nothing from a larger one.
+const READ_ONLY_CACHE_BYTES: usize = 8 << 20;
 
 /// How the engine flushes under the simulator: by bytes written, not by memory used, and with
 /// all background work finished after every write.
@@ -160,7 +172,7 @@ impl RocksEngine {
         })?;
         let mut sync = WriteOptions::default();
         sync.set_sync(true);
-        let mut engine = RocksEngine { db, options, _cache: cache, sync, sim: None };
+        let mut engine = RocksEngine { db, options, _cache: cache, sync, sim: None, read_only: false };
         if cfg!(madsim) {
             // Recovery may have scheduled flushes and compactions; the files they and earlier
             // processes wrote are not this engine's flushes.
@@ -173,6 +185,48 @@ impl RocksEngine {
             });
         }
         Ok(engine)
+    }
+
+    /// Opens the existing database at `path` as a read-only instance (see the module doc).
+    /// A database without the store's three column families is [`EngineError::NotAStore`].
+    pub(crate) fn open_read_only(path: &Path) -> Result<RocksEngine, EngineError> {
+        let not_a_store = |found: String| EngineError::NotAStore { engine: EngineKind::Rocksdb, found };
+        let cache = Cache::new_lru_cache(READ_ONLY_CACHE_BYTES);
+        let mut table_options = BlockBasedOptions::default();
+        table_options.set_block_cache(&cache);
+        let mut options = Options::default();
+        options.set_block_based_table_factory(&table_options);
+        options.set_max_open_files(-1);
+        // A failure here may be the writer replacing its MANIFEST: an error the caller retries.
+        let families = DB::list_cf(&options, path).map_err(|e| {
+            EngineError::failed(EngineKind::Rocksdb, format!("listing column families at {}: {e}", path.display()))
+        })?;
+        let missing: Vec<&str> =
+            Table::ALL.iter().map(|t| t.name()).filter(|name| !families.iter().any(|f| f == name)).collect();
+        if !missing.is_empty() {
+            return Err(not_a_store(format!(
+                "a RocksDB database with column families [{}], without the store's {}",
+                families.join(", "),
+                missing.join(", ")
+            )));
+        }
+        let descriptors = Table::ALL.map(|table| {
+            let mut cf = Options::default();
+            cf.set_block_based_table_factory(&table_options);
+            ColumnFamilyDescriptor::new(table.name(), cf)
+        });
+        let db = DB::open_cf_descriptors_read_only(&options, path, descriptors, false).map_err(|e| {
+            EngineError::failed(EngineKind::Rocksdb, format!("opening RocksDB at {} read-only: {e}", path.display()))
+        })?;
+        let sync = WriteOptions::default();
+        Ok(RocksEngine { db, options, _cache: cache, sync, sim: None, read_only: true })
+    }
+
+    fn refuse_if_read_only(&self) -> Result<(), EngineError> {
+        if self.read_only {
+            return Err(EngineError::failed(EngineKind::Rocksdb, "the store was opened read-only"));
+        }
+        Ok(())
     }
 
     /// Under the simulator: waits until RocksDB has no flush or compaction queued or running
@@ -254,6 +308,7 @@ impl Engine for RocksEngine {
     }
 
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
+        self.refuse_if_read_only()?;
         let mut batch = WriteBatch::default();
         let mut written = [0u64; 3];
         let position = |table: Table| Table::ALL.iter().position(|t| *t == table).expect("every table is in ALL");
@@ -280,6 +335,7 @@ impl Engine for RocksEngine {
     }
 
     fn flush(&mut self) -> Result<(), EngineError> {
+        self.refuse_if_read_only()?;
         self.flush_all()
     }
 
