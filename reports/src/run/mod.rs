@@ -261,9 +261,13 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
     }
     let bucket = bucket_ms(facts.end_ms);
     for metric in NODE_METRICS {
+        // The resource charts belong to runs that model caches and memory; elsewhere their
+        // absence is no gap worth a note.
+        let modelled = !summary.sizing.is_empty() || !matches!(metric.id, "cache_miss" | "memory");
         match metric_figure(metric, summary, &facts, events, &axis, bucket) {
             Some(f) => figures.push(f),
-            None => left_out.push(metric.title),
+            None if modelled => left_out.push(metric.title),
+            None => {}
         }
         if metric.id == "memory"
             && let Some(f) = memory_components_figure(events, &axis)
