@@ -12,17 +12,8 @@ use std::process::Command;
 
 use qs_reports::schema::{Event, parse_trace};
 
-fn qsim(args: &[&str], out: &Path) -> (i32, String) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
-        .current_dir(&root)
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("qsim runs");
-    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
-}
+mod common;
+use common::qsim;
 
 fn trace(out: &Path) -> Vec<Event> {
     parse_trace(&std::fs::read_to_string(out.join("trace.jsonl")).expect("a trace")).expect("a valid trace")

@@ -8,17 +8,8 @@
 use std::path::Path;
 use std::process::Command;
 
-fn qsim(args: &[&str], out: &Path) -> (i32, String) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
-        .current_dir(&root)
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("qsim runs");
-    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
-}
+mod common;
+use common::qsim;
 
 fn digest(stdout: &str) -> String {
     stdout

@@ -9,45 +9,34 @@
 //! misses by definition), and the window saw at least
 //! [`CACHE_WINDOW_TOUCHES_MIN`](crate::resources::CACHE_WINDOW_TOUCHES_MIN) page reads.
 
-use std::collections::BTreeSet;
-
+use super::FaultQuiet;
 use crate::resources::{CACHE_WINDOW, CACHE_WINDOW_TOUCHES_MIN};
 use crate::trace::{Event, Observer};
 
 #[derive(Debug)]
 pub struct Cache {
     miss_ratio_max: f64,
-    active: BTreeSet<(String, String)>,
-    healthy_since_ms: u64,
+    faults: FaultQuiet,
 }
 
 impl Cache {
     pub fn new(miss_ratio_max: f64) -> Cache {
         assert!(miss_ratio_max > 0.0 && miss_ratio_max <= 1.0, "validated by the scenario");
-        Cache { miss_ratio_max, active: BTreeSet::new(), healthy_since_ms: 0 }
+        Cache { miss_ratio_max, faults: FaultQuiet::default() }
     }
 
     /// A window ending at `at_ms` lies wholly in a settled stretch.
     fn settled(&self, at_ms: u64) -> bool {
-        self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) >= CACHE_WINDOW.as_millis() as u64
+        self.faults.quiet_for_ms(at_ms).is_some_and(|quiet| quiet >= CACHE_WINDOW.as_millis() as u64)
     }
 }
 
 impl Observer for Cache {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
+        if self.faults.observe(event) {
+            return Vec::new();
+        }
         match event {
-            Event::Fault { at_ms, node, kind, phase, .. } => {
-                let fault = (node.clone(), kind.clone());
-                if phase == "start" {
-                    self.active.insert(fault);
-                } else {
-                    self.active.remove(&fault);
-                    if self.active.is_empty() {
-                        self.healthy_since_ms = *at_ms;
-                    }
-                }
-                Vec::new()
-            }
             Event::CacheSample { at_ms, node, hits, misses, pages_held, capacity_pages, warm, .. } => {
                 let reads = hits + misses;
                 if !*warm || reads < CACHE_WINDOW_TOUCHES_MIN || !self.settled(*at_ms) {

@@ -11,45 +11,32 @@
 //! so a failover then is a false alarm (a staleness threshold tighter than the heartbeat, a
 //! backoff that never settles) that churns connections across the tree.
 
-use std::collections::BTreeSet;
-
+use super::FaultQuiet;
 use crate::trace::{Event, Observer};
 
 #[derive(Debug)]
 pub struct Lag {
     lag_max_ms: u64,
-    active: BTreeSet<(String, String)>,
-    healthy_since_ms: u64,
+    faults: FaultQuiet,
 }
 
 impl Lag {
     pub fn new(lag_max_ms: u64) -> Lag {
-        Lag { lag_max_ms, active: BTreeSet::new(), healthy_since_ms: 0 }
+        Lag { lag_max_ms, faults: FaultQuiet::default() }
     }
-}
 
-impl Lag {
     /// No fault active, the last healed over `lag_max` ago, and past start-up.
     fn settled(&self, at_ms: u64) -> bool {
-        self.active.is_empty() && at_ms.saturating_sub(self.healthy_since_ms) > self.lag_max_ms
+        self.faults.quiet_for_ms(at_ms).is_some_and(|quiet| quiet > self.lag_max_ms)
     }
 }
 
 impl Observer for Lag {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
+        if self.faults.observe(event) {
+            return Vec::new();
+        }
         match event {
-            Event::Fault { at_ms, node, kind, phase, .. } => {
-                let fault = (node.clone(), kind.clone());
-                if phase == "start" {
-                    self.active.insert(fault);
-                } else {
-                    self.active.remove(&fault);
-                    if self.active.is_empty() {
-                        self.healthy_since_ms = *at_ms;
-                    }
-                }
-                Vec::new()
-            }
             Event::SourceChanged { at_ms, node, source, reason } if self.settled(*at_ms) && reason != "start" => {
                 let message = format!(
                     "flapping: moved to source {source} ({reason}) with every fault healed for over {} ms",

@@ -33,6 +33,39 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
     checkers
 }
 
+/// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`
+/// checkers share (a fault anywhere pauses them everywhere; never blame a node for what a fault
+/// explains).
+#[derive(Debug, Default)]
+pub struct FaultQuiet {
+    active: std::collections::BTreeSet<(String, String)>,
+    healthy_since_ms: u64,
+}
+
+impl FaultQuiet {
+    /// Follows a `fault` event's start or end; other events are ignored. Returns whether the
+    /// event was a fault.
+    pub fn observe(&mut self, event: &crate::trace::Event) -> bool {
+        let crate::trace::Event::Fault { at_ms, node, kind, phase, .. } = event else { return false };
+        let fault = (node.clone(), kind.clone());
+        if phase == "start" {
+            self.active.insert(fault);
+        } else {
+            self.active.remove(&fault);
+            if self.active.is_empty() {
+                self.healthy_since_ms = *at_ms;
+            }
+        }
+        true
+    }
+
+    /// How long no fault has been active at `at_ms` (since the run began if none ever was);
+    /// None while one is.
+    pub fn quiet_for_ms(&self, at_ms: u64) -> Option<u64> {
+        self.active.is_empty().then(|| at_ms.saturating_sub(self.healthy_since_ms))
+    }
+}
+
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
 pub const NAMES: [&str; 6] = ["sequence", "chain", "lag", "cursor", "reads", "convergence"];
