@@ -44,12 +44,17 @@ pub struct SizingSweep {
 }
 
 impl SizingSweep {
-    /// Per skew, the smallest share whose miss ratio is at most [`KNEE_MISS_RATIO`].
-    pub fn knees(&self) -> Vec<(f64, Option<f64>)> {
+    /// The skews tried, ascending.
+    pub fn skews(&self) -> Vec<f64> {
         let mut skews: Vec<f64> = self.points.iter().map(|p| p.skew).collect();
         skews.sort_by(f64::total_cmp);
         skews.dedup();
         skews
+    }
+
+    /// Per skew, the smallest share whose miss ratio is at most [`KNEE_MISS_RATIO`].
+    pub fn knees(&self) -> Vec<(f64, Option<f64>)> {
+        self.skews()
             .into_iter()
             .map(|skew| {
                 let knee = self
@@ -76,10 +81,8 @@ pub fn render_sizing(sweep: &SizingSweep) -> String {
         sweep.seed,
         esc(&bytes(sweep.used_bytes))
     );
-    let mut skews: Vec<f64> = sweep.points.iter().map(|p| p.skew).collect();
-    skews.sort_by(f64::total_cmp);
-    skews.dedup();
-    let lines: Vec<XyLine> = skews
+    let lines: Vec<XyLine> = sweep
+        .skews()
         .iter()
         .enumerate()
         .map(|(i, skew)| {

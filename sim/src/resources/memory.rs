@@ -21,10 +21,6 @@ pub const BYTE_SAMPLE_KEY_OVERHEAD: u64 = 100;
 /// formula's 4: an overhead of about 25 % (an inference: the indexed set's nodes and pointers).
 pub const BYTE_SAMPLE_INDEX_OVERHEAD: f64 = 1.25;
 
-/// RocksDB's bloom filters: none. qs-node sets no filter policy (`store/rocks.rs`: every get is
-/// a point lookup in one column family whose index block is cached); a node that set one would
-/// add its `bits_per_key` × keys here (10 bits is RocksDB's usual).
-pub const ROCKSDB_FILTER_BITS_PER_KEY: u64 = 0;
 /// RocksDB's index blocks: one entry per data block (separator key + 16-byte handle); blocks of
 /// 4 KiB, RocksDB's default `block_size`.
 pub const ROCKSDB_BLOCK_BYTES: u64 = 4096;
@@ -80,7 +76,8 @@ pub enum EngineShape {
     /// LMDB: data and branch pages live in the OS page cache (the cache term), which outlives a
     /// process restart; nothing else grows with data in the process.
     Lmdb,
-    /// RocksDB: index and filter blocks (table readers) grow with keys and blocks; memtables.
+    /// RocksDB: index blocks (table readers) grow with the data; memtables. No filter blocks:
+    /// qs-node sets no filter policy (`store/rocks.rs`), so none are counted.
     Rocksdb,
 }
 
@@ -112,7 +109,7 @@ pub struct Breakdown {
     /// The page cache as filled so far (it grows to its capacity as pages are read).
     pub cache: u64,
     pub byte_sample: u64,
-    /// RocksDB's index and filter blocks.
+    /// RocksDB's index blocks.
     pub engine: u64,
     pub memtables: u64,
     pub buffers: u64,
@@ -144,16 +141,14 @@ pub fn byte_sampled(key_bytes: u64, value_bytes: u64, key_hash: u64) -> bool {
     (key_hash as f64 / u64::MAX as f64) < p
 }
 
-/// Index and filter blocks (RocksDB); B-trees keep no per-key structure outside their pages.
+/// Index blocks (RocksDB); B-trees keep no per-key structure outside their pages.
 pub fn engine_bytes(engine: EngineShape, data: &Data) -> u64 {
     match engine {
         EngineShape::Redwood | EngineShape::Lmdb => 0,
         EngineShape::Rocksdb => {
-            #[allow(clippy::erasing_op)] // zero today; see ROCKSDB_FILTER_BITS_PER_KEY
-            let filter = data.keys * ROCKSDB_FILTER_BITS_PER_KEY as f64 / 8.0;
             let blocks = data.bytes / ROCKSDB_BLOCK_BYTES as f64;
             let mean_key = if data.keys > 0.0 { data.key_bytes / data.keys } else { 0.0 };
-            (filter + blocks * (mean_key + ROCKSDB_INDEX_ENTRY_OVERHEAD as f64)) as u64
+            (blocks * (mean_key + ROCKSDB_INDEX_ENTRY_OVERHEAD as f64)) as u64
         }
     }
 }

@@ -113,12 +113,8 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 
 fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    let clock = || {
-        madsim::time::TimeHandle::try_current()
-            .map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
-    };
     let reads = Reads::default();
-    let recorder = Recorder::new(clock, crate::checkers::all(scenario, &reads));
+    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
     let end = tracing::subscriber::with_default(subscriber, || {
         runtime.block_on(world(scenario.clone(), seed, recorder.clone(), reads.clone()))
