@@ -341,19 +341,20 @@ fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
 fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], verdicts: &[qs_reports::schema::Verdict]) {
     use bytesize::ByteSize;
     let Some(models) = scenario.models() else { return };
-    let few = if models.capacity_pages < qs_sim::resources::CACHE_PAGES_FEW {
-        format!("; only {} — too coarse to read much into", models.capacity_pages)
+    let few = if models.capacity_pages() < qs_sim::resources::CACHE_PAGES_FEW {
+        format!("; only {} — too coarse to read much into", models.capacity_pages())
     } else {
         String::new()
     };
     println!(
-        "models     {} stands for {} (scale {:.3e}); cache {} = {} model pages of {}{few}; {:?} allocator{}",
+        "models     {} stands for {} (scale {:.3e}); cache {} = {} model pages of {}{few} ({}); {:?} allocator{}",
         ByteSize(scenario.nominal_bytes()),
         ByteSize((scenario.nominal_bytes() as f64 * models.scale) as u64),
         models.scale,
         models.spec.cache_bytes,
-        models.capacity_pages,
+        models.capacity_pages(),
         models.spec.page_bytes,
+        models.shape,
         models.spec.allocator,
         if models.spec.byte_sample { ", byte sample" } else { "" },
     );

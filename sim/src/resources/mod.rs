@@ -32,11 +32,11 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::Deserialize;
 
-use cache::{CacheModel, Touches};
+use cache::{CacheModel, Shape, Touches};
 use memory::{Allocator, Breakdown, Data, EngineShape, MemorySpec};
 
 /// Below this many pages of model cache the miss ratio is too coarse to read much into.
-pub const CACHE_PAGES_FEW: usize = 8;
+pub const CACHE_PAGES_FEW: u64 = 8;
 /// How often Redwood reports its pager counters (`REDWOOD_METRICS_INTERVAL`), and the window of
 /// the `cache` check.
 pub const CACHE_WINDOW: Duration = Duration::from_secs(5);
@@ -143,7 +143,12 @@ pub struct Models {
     pub spec: ResourceSpec,
     /// Stated bytes per byte of the run.
     pub scale: f64,
-    pub capacity_pages: usize,
+    /// Each node's cache at the run's scale: `cache_bytes / scale`, the same share of the run's
+    /// data as the stated cache is of the stated data.
+    pub capacity_bytes: u64,
+    /// What a lookup reads and what a page costs the cache: RocksDB's block-based tables, or a
+    /// B+tree (Redwood, LMDB).
+    pub shape: Shape,
     pub memory: MemorySpec,
 }
 
@@ -152,7 +157,7 @@ impl Models {
     /// scenario's engine (`memory`, `lmdb`, `rocksdb`).
     pub fn new(spec: &ResourceSpec, nominal_bytes: u64, engine: &str) -> Models {
         let scale = spec.stands_for.map_or(1.0, |s| s.as_u64() as f64 / nominal_bytes.max(1) as f64).max(1.0);
-        let capacity_pages = (spec.cache_bytes.as_u64() as f64 / (spec.page_bytes.as_u64() as f64 * scale)) as usize;
+        let capacity_bytes = (spec.cache_bytes.as_u64() as f64 / scale) as u64;
         let engine = match engine {
             "lmdb" => EngineShape::Lmdb,
             "rocksdb" => EngineShape::Rocksdb,
@@ -166,7 +171,13 @@ impl Models {
             engine,
             allocator: spec.allocator,
         };
-        Models { spec: spec.clone(), scale, capacity_pages, memory }
+        let shape = if engine == EngineShape::Rocksdb { Shape::lsm(scale) } else { Shape::BTree };
+        Models { spec: spec.clone(), scale, capacity_bytes, shape, memory }
+    }
+
+    /// The cache's capacity in the model's pages (`page_bytes` each).
+    pub fn capacity_pages(&self) -> u64 {
+        self.capacity_bytes / self.spec.page_bytes.as_u64()
     }
 
     pub fn memory_limit(&self) -> Option<u64> {
@@ -209,7 +220,7 @@ pub struct CacheWindow {
 
 impl NodeModel {
     pub fn new(models: std::sync::Arc<Models>) -> NodeModel {
-        let cache = CacheModel::new(models.spec.page_bytes.as_u64(), models.capacity_pages);
+        let cache = CacheModel::new(models.shape, models.spec.page_bytes.as_u64(), models.capacity_bytes);
         NodeModel { models, cache, reads: Touches::default(), applies: Touches::default(), started_ms: 0, loaded_pages: 0 }
     }
 
@@ -255,10 +266,10 @@ impl NodeModel {
     /// Lays the pages out again from the store's pairs (after a snapshot bootstrap or a
     /// replaced disk: data that arrived without applies). The cache empties.
     pub fn rebuild(&mut self, pairs: impl Iterator<Item = (Vec<u8>, usize)>) {
-        self.cache = CacheModel::new(self.models.spec.page_bytes.as_u64(), self.models.capacity_pages);
+        self.cache = CacheModel::new(self.models.shape, self.models.spec.page_bytes.as_u64(), self.models.capacity_bytes);
         self.loaded_pages = 0;
         for (key, value_bytes) in pairs {
-            self.cache.layout.write(&key, Some(value_bytes as u64));
+            self.cache.load(&key, Some(value_bytes as u64));
         }
     }
 
@@ -266,11 +277,12 @@ impl NodeModel {
     pub fn take_window(&mut self, now_ms: u64) -> CacheWindow {
         let (reads, applies) = (std::mem::take(&mut self.reads), std::mem::take(&mut self.applies));
         let warm = now_ms.saturating_sub(self.started_ms) >= self.models.spec.cache_warmup.as_millis() as u64;
+        let page_bytes = self.models.spec.page_bytes.as_u64();
         CacheWindow {
             reads,
             applies,
-            pages_held: self.cache.cache.len() as u64,
-            capacity_pages: self.cache.cache.capacity() as u64,
+            pages_held: self.cache.cache.used_bytes() / page_bytes,
+            capacity_pages: self.cache.cache.capacity_bytes() / page_bytes,
             warm,
         }
     }
