@@ -16,6 +16,8 @@
 //! # memtable_bytes = 67108864         # rocksdb only: memtable size before a flush
 //! # cache_bytes = "32 MiB"            # rocksdb only: LRU block cache (data, index, filter blocks)
 //! # block_bytes = "4 KiB"             # rocksdb only: SST data block size
+//! # direct_reads = false              # rocksdb only: read SST files with O_DIRECT
+//! # read_ahead = true                 # lmdb only: false sets MDB_NORDAHEAD
 //!
 //! [memory]
 //! # limit_bytes = "4 GiB"             # resident memory past which the node exits (code 20)
@@ -52,6 +54,11 @@
 //! reads through the OS page cache (its size is the machine's free memory, not a setting), and
 //! the memory engine holds everything in memory. Defaults: `cache_bytes` 32 MiB and
 //! `block_bytes` 4 KiB, RocksDB's own defaults; index and filter blocks are charged to the cache.
+//! Two read-path switches, each refused on the engines it does not apply to: `direct_reads`
+//! (RocksDB's `use_direct_reads`; default off) makes a block-cache miss a device read instead of
+//! a page-cache read, so the cache's hit ratio is what the disk sees; `read_ahead = false`
+//! (LMDB's `MDB_NORDAHEAD`; default on) makes a page fault read its page alone, which keeps a
+//! store larger than memory from evicting hot pages with read-ahead around cold ones.
 //!
 //! `[memory] limit_bytes` works like fdbserver's `--memory`: the node samples its resident set
 //! size once a second and, past the limit, logs why (resident size, limit, and the memory the
@@ -171,6 +178,12 @@ pub struct StorageConfig {
     /// reads. Unset: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
     #[serde(default)]
     pub block_bytes: Option<ByteSize>,
+    /// RocksDB only: `use_direct_reads` (see the module doc). Unset: off.
+    #[serde(default)]
+    pub direct_reads: Option<bool>,
+    /// LMDB only: `false` opens the environment with `MDB_NORDAHEAD`. Unset: on.
+    #[serde(default)]
+    pub read_ahead: Option<bool>,
 }
 
 impl StorageConfig {
@@ -317,6 +330,8 @@ impl NodeConfig {
             rocksdb_memtable_bytes: self.storage.memtable_bytes,
             rocksdb_cache_bytes: size(self.storage.cache_bytes),
             rocksdb_block_bytes: size(self.storage.block_bytes),
+            rocksdb_direct_reads: self.storage.direct_reads.unwrap_or(false),
+            lmdb_read_ahead: self.storage.read_ahead.unwrap_or(true),
             ..OpenOptions::new(self.database_id)
         }
     }
@@ -460,6 +475,18 @@ impl NodeConfig {
             if let (Some(_), Some(why)) = (value, not_here) {
                 return Err((field, format!("applies to rocksdb only, not {}: {why}", storage.engine)));
             }
+        }
+        if storage.direct_reads.is_some() && storage.engine != EngineKind::Rocksdb {
+            return Err((
+                "storage.direct_reads",
+                format!("applies to rocksdb only, not {}: it is RocksDB's use_direct_reads", storage.engine),
+            ));
+        }
+        if storage.read_ahead.is_some() && storage.engine != EngineKind::Lmdb {
+            return Err((
+                "storage.read_ahead",
+                format!("applies to lmdb only, not {}: it is LMDB's MDB_NORDAHEAD", storage.engine),
+            ));
         }
         let in_range = |field: &'static str, value: Option<ByteSize>, min: u64, max: u64| match value {
             Some(bytes) if !(min..=max).contains(&bytes.as_u64()) => Err((
@@ -609,6 +636,20 @@ mod tests {
         );
         let err = refused(&with_storage("memory", "block_bytes = \"4 KiB\"", ""));
         assert!(err.contains("storage.block_bytes") && err.contains("rocksdb only"), "{err}");
+    }
+
+    #[test]
+    fn read_path_switches_apply_to_their_own_engine_only() {
+        let options = NodeConfig::parse(&with_storage("rocksdb", "direct_reads = true", ""), "ok.toml").unwrap().store_options();
+        assert!(options.rocksdb_direct_reads && options.lmdb_read_ahead);
+        let options = NodeConfig::parse(&with_storage("lmdb", "read_ahead = false", ""), "ok.toml").unwrap().store_options();
+        assert!(!options.lmdb_read_ahead && !options.rocksdb_direct_reads);
+        let err = refused(&with_storage("lmdb", "direct_reads = true", ""));
+        assert!(err.contains("bad.toml") && err.contains("storage.direct_reads") && err.contains("rocksdb only"), "{err}");
+        for engine in ["rocksdb", "memory"] {
+            let err = refused(&with_storage(engine, "read_ahead = false", ""));
+            assert!(err.contains("storage.read_ahead") && err.contains("lmdb only"), "{err}");
+        }
     }
 
     #[test]

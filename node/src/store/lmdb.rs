@@ -56,15 +56,23 @@ fn lmdb_error(e: heed::Error) -> EngineError {
 }
 
 impl LmdbEngine {
-    pub(crate) fn open(path: &Path, map_bytes: usize) -> Result<LmdbEngine, EngineError> {
+    /// Opens (or creates) the environment at `path`; `read_ahead: false` sets `MDB_NORDAHEAD`.
+    pub(crate) fn open(path: &Path, map_bytes: usize, read_ahead: bool) -> Result<LmdbEngine, EngineError> {
         std::fs::create_dir_all(path).map_err(|e| failed(format!("creating {}: {e}", path.display())))?;
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
         options.map_size(map_bytes).max_dbs(Table::ALL.len() as u32);
         // SAFETY: heed requires that the environment not be opened twice in one process (it
         // checks and refuses) and that the file not be truncated or replaced underneath it while
-        // open; a store directory belongs to exactly one Store.
+        // open; a store directory belongs to exactly one Store. `flags` is unsafe only for the
+        // flags that turn off syncing or locking; NO_READ_AHEAD is neither (it is an
+        // `madvise(MADV_RANDOM)` on the map).
         #[allow(unsafe_code)]
-        let env = unsafe { options.open(path) }
+        let env = unsafe {
+            if !read_ahead {
+                options.flags(EnvFlags::NO_READ_AHEAD);
+            }
+            options.open(path)
+        }
             .map_err(|e| failed(format!("opening LMDB environment {}: {e}", path.display())))?;
         let txn = env.write_txn().map_err(lmdb_error)?;
         let tables = env

@@ -89,6 +89,12 @@ pub struct OpenOptions {
     pub rocksdb_cache_bytes: Option<usize>,
     /// RocksDB SST data block size; `None`: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
     pub rocksdb_block_bytes: Option<usize>,
+    /// RocksDB reads SST files with `O_DIRECT` (`use_direct_reads`): a block-cache miss is a
+    /// read from the device, not from the OS page cache.
+    pub rocksdb_direct_reads: bool,
+    /// LMDB lets the OS read ahead around a faulted page; `false` opens the environment with
+    /// `MDB_NORDAHEAD`, so a fault reads just its page.
+    pub lmdb_read_ahead: bool,
 }
 
 impl OpenOptions {
@@ -99,6 +105,8 @@ impl OpenOptions {
             rocksdb_memtable_bytes: None,
             rocksdb_cache_bytes: None,
             rocksdb_block_bytes: None,
+            rocksdb_direct_reads: false,
+            lmdb_read_ahead: true,
         }
     }
 }
@@ -416,7 +424,7 @@ impl Store {
     /// An existing store that holds another database is refused.
     pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
         let engine: Box<dyn Engine> = match location {
-            StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes)?),
+            StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes, options.lmdb_read_ahead)?),
             StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, &options.into())?),
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
         };

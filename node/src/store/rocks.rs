@@ -63,6 +63,8 @@ pub(crate) struct RocksSettings {
     pub cache_bytes: usize,
     /// Target size of an SST data block.
     pub block_bytes: usize,
+    /// `use_direct_reads`: SST reads bypass the OS page cache.
+    pub direct_reads: bool,
 }
 
 impl From<&OpenOptions> for RocksSettings {
@@ -71,6 +73,7 @@ impl From<&OpenOptions> for RocksSettings {
             memtable_bytes: options.rocksdb_memtable_bytes,
             cache_bytes: options.rocksdb_cache_bytes.unwrap_or(ROCKSDB_CACHE_BYTES_DEFAULT),
             block_bytes: options.rocksdb_block_bytes.unwrap_or(ROCKSDB_BLOCK_BYTES_DEFAULT),
+            direct_reads: options.rocksdb_direct_reads,
         }
     }
 }
@@ -138,6 +141,9 @@ impl RocksEngine {
         options.create_missing_column_families(true);
         options.enable_statistics();
         options.set_max_background_jobs(2);
+        // Misses then read the device, so the block cache's tickers count what the disk does
+        // (the calibration benchmark needs that; an operator sizing the cache may too).
+        options.set_use_direct_reads(settings.direct_reads);
         options.set_keep_log_file_num(2);
         if cfg!(madsim) {
             // The info LOG's lines carry wall-clock timings, and a flush counts the LOG bytes its
