@@ -262,6 +262,24 @@ pub struct SizingRow {
     pub rss_max: u64,
     pub cache_undersized: bool,
     pub memory_undersized: bool,
+    /// The same node's keys and bytes by key category, at the stated scale.
+    #[serde(default)]
+    pub categories: Vec<CategoryRow>,
+}
+
+/// One key category (the key up to its first `:`) of a node's store, as memcached's
+/// MCInspector reports a cache by category.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CategoryRow {
+    pub prefix: String,
+    pub keys: u64,
+    /// Key and value bytes.
+    pub data_bytes: u64,
+    /// Bytes of the store's leaf pages the category takes (entries plus their share of free
+    /// space in whole pages).
+    pub stored_bytes: u64,
+    /// Of those, the bytes in the node's cache at the end of the run.
+    pub cached_bytes: u64,
 }
 
 /// One run of a sweep.

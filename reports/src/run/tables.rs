@@ -261,5 +261,39 @@ pub(super) fn sizing_table(out: &mut String, summary: &RunSummary) {
         &rows,
     ));
     out.push_str("</section>\n");
+    category_table(out, summary);
+}
+
+/// Per tier's largest node: keys, stored and cached bytes by key category.
+fn category_table(out: &mut String, summary: &RunSummary) {
+    let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for sizing in &summary.sizing {
+        let stored: u64 = sizing.categories.iter().map(|c| c.stored_bytes).sum();
+        let cached: u64 = sizing.categories.iter().map(|c| c.cached_bytes).sum();
+        for c in &sizing.categories {
+            let overhead = share(c.stored_bytes.saturating_sub(c.data_bytes), c.stored_bytes);
+            rows.push(vec![
+                esc(&sizing.tier),
+                esc(&c.prefix),
+                num(c.keys),
+                esc(&bytes(c.data_bytes)),
+                format!("{} ({:.0} % of leaves; {overhead:.0} % overhead)", esc(&bytes(c.stored_bytes)), share(c.stored_bytes, stored)),
+                format!("{} ({:.0} % of cached leaves)", esc(&bytes(c.cached_bytes)), share(c.cached_bytes, cached)),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"category-section\"><h2>Memory by key category</h2>");
+    out.push_str(
+        "<p class=\"note\">Largest node of each tier at the end of the run, at the stated scale; a key's category is \
+         the key up to its first colon. Stored: the store's leaf pages the category's entries take, with their share of \
+         the pages' free space (overhead: what is not key or value bytes). Cached: of those, what the node's cache held. \
+         Inner pages and index blocks serve every category and are left out.</p>",
+    );
+    out.push_str(&table("categories", &["tier", "category", "keys", "key and value bytes", "stored", "cached"], &rows));
+    out.push_str("</section>\n");
 }
 

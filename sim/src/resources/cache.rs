@@ -14,8 +14,9 @@
 //!   one data block. The leaves stand for data blocks and take the cache bytes they hold
 //!   (RocksDB caches blocks uncompressed, charged by their contents); a file's index block takes
 //!   one entry per full data block of the file's bytes. An index block larger than the whole
-//!   cache is read but never kept, as RocksDB's LRU drops an entry over its capacity once the
-//!   read releases it: below the index's share of the cache every get misses twice.
+//!   cache empties it and is not kept, as RocksDB's LRU does: it evicts everything trying to make
+//!   room, inserts the block over capacity while the read holds it, and drops it on release.
+//!   Below the index's share of the cache, then, every get misses twice.
 //!
 //! [`PageCache`] is an LRU of pages with a capacity in bytes, counted the way Redwood counts
 //! (`PagerCacheHit`: the page was cached; `PagerCacheMiss`: a physical read was issued). An
@@ -311,7 +312,9 @@ impl PageCache {
     }
 
     /// Reads `page` of `bytes`: a hit if cached (it becomes the most recent), else a miss that
-    /// loads it — unless it is larger than the whole cache, which then keeps nothing of it.
+    /// loads it — unless it is larger than the whole cache, which it then empties without being
+    /// kept (RocksDB's `LRUCacheShard::Insert` evicts all it can before inserting over capacity,
+    /// and `Release` erases an entry while the shard is over capacity).
     pub fn read(&mut self, page: Page, bytes: u64) -> Touches {
         if self.lru.get(&page).is_some() {
             return Touches { hits: 1, misses: 0 };
@@ -330,6 +333,7 @@ impl PageCache {
 
     fn insert(&mut self, page: Page, bytes: u64) {
         if bytes > self.capacity_bytes {
+            self.clear();
             return;
         }
         while self.used_bytes + bytes > self.capacity_bytes {
@@ -341,11 +345,29 @@ impl PageCache {
         debug_assert!(self.used_bytes <= self.capacity_bytes, "the cache holds more than its capacity");
     }
 
+    /// Whether `page` is cached (without making it the most recent).
+    pub fn contains(&self, page: Page) -> bool {
+        self.lru.contains(&page)
+    }
+
     /// Drops every page: the process that held the cache died.
     pub fn clear(&mut self) {
         self.lru.clear();
         self.used_bytes = 0;
     }
+}
+
+/// One key category's share of a node's store and cache (see [`CacheModel::categories`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Category {
+    pub prefix: String,
+    pub keys: u64,
+    /// Key and value bytes.
+    pub data_bytes: u64,
+    /// Bytes of the store's leaves the category takes.
+    pub stored_bytes: u64,
+    /// Of those, the bytes in the cache.
+    pub cached_bytes: u64,
 }
 
 /// One node's cache model: its page layout, its engine's shape and its cache.
@@ -418,6 +440,43 @@ impl CacheModel {
             }
             _ => None,
         }
+    }
+
+    /// Keys and bytes by key category (the key up to its first `:`, the whole key without one),
+    /// as memcached's MCInspector reports a cache by key category: the keys, their key and
+    /// value bytes, the bytes of the store's leaves they take (their entries, plus their share of
+    /// the leaf's free space where a B+tree page takes a whole page), and of those the bytes the
+    /// cache holds. Inner pages and index blocks serve every category and are not split among
+    /// them. In category order.
+    pub fn categories(&self) -> Vec<Category> {
+        let mut by_prefix: BTreeMap<Vec<u8>, Category> = BTreeMap::new();
+        let leaves: Vec<(&Vec<u8>, &Leaf)> = self.layout.leaves.iter().collect();
+        for (i, (first, leaf)) in leaves.iter().enumerate() {
+            if leaf.bytes == 0 {
+                continue;
+            }
+            let footprint = match self.shape {
+                Shape::BTree => leaf.bytes.max(self.layout.page_bytes),
+                Shape::Lsm { .. } => leaf.bytes,
+            };
+            let cached = self.cache.contains(Page::Leaf(leaf.id));
+            let upper = leaves.get(i + 1).map_or(std::ops::Bound::Unbounded, |(next, _)| std::ops::Bound::Excluded(*next));
+            for (key, entry) in self.layout.entries.range::<Vec<u8>, _>((std::ops::Bound::Included(*first), upper)) {
+                let prefix = key.iter().position(|&b| b == b':').map_or(&key[..], |at| &key[..at]);
+                let category = by_prefix.entry(prefix.to_vec()).or_insert_with(|| Category {
+                    prefix: String::from_utf8_lossy(prefix).into_owned(),
+                    ..Category::default()
+                });
+                let stored = footprint * entry / leaf.bytes;
+                category.keys += 1;
+                category.data_bytes += entry - ENTRY_OVERHEAD_BYTES;
+                category.stored_bytes += stored;
+                if cached {
+                    category.cached_bytes += stored;
+                }
+            }
+        }
+        by_prefix.into_values().collect()
     }
 
     /// Keeps a file's bytes in step with leaf `id`, which held `before` bytes.
@@ -525,12 +584,11 @@ mod tests {
         assert_eq!((cache.len(), cache.used_bytes()), (3, 6 << 10));
         assert_eq!(cache.read(Page::Leaf(2), 2 << 10), Touches { hits: 1, misses: 0 });
         assert_eq!(cache.read(Page::Leaf(1), 6 << 10), Touches { hits: 0, misses: 1 });
-        // A page larger than the whole cache is read and never kept; what was cached stays.
-        let held = cache.len();
+        // A page larger than the whole cache is read and never kept, and it empties the cache.
         for _ in 0..2 {
             assert_eq!(cache.read(Page::Index { file: 0 }, 11 << 10), Touches { hits: 0, misses: 1 });
         }
-        assert_eq!(cache.len(), held);
+        assert!(cache.is_empty() && cache.used_bytes() == 0);
     }
 
     /// 2 000 keys of 8 + 100 + 16 = 124 bytes in 4 KiB blocks, one file.
@@ -595,5 +653,39 @@ mod tests {
         }
         assert_eq!(Shape::lsm(1.0), Shape::Lsm { blocks_per_file: BLOCKS_PER_SST_FILE.round() as u64 });
         assert_eq!(Shape::lsm(1e9), Shape::Lsm { blocks_per_file: 1 });
+    }
+
+    #[test]
+    fn categories_split_keys_stored_and_cached_bytes_by_prefix() {
+        let mut model = CacheModel::new(Shape::BTree, 1024, 2 * 1024);
+        // dns: 20 keys of 8 + 100 bytes; cfg: 10 keys of 8 + 300 bytes; "plain" has no colon.
+        for n in 0..20u32 {
+            model.load(format!("dns:{n:04}").as_bytes(), Some(100));
+        }
+        for n in 0..10u32 {
+            model.load(format!("cfg:{n:04}").as_bytes(), Some(300));
+        }
+        model.load(b"plain", Some(10));
+        let categories = model.categories();
+        let names: Vec<&str> = categories.iter().map(|c| c.prefix.as_str()).collect();
+        assert_eq!(names, ["cfg", "dns", "plain"]);
+        let (cfg, dns) = (&categories[0], &categories[1]);
+        assert_eq!((cfg.keys, cfg.data_bytes), (10, 10 * 308));
+        assert_eq!((dns.keys, dns.data_bytes), (20, 20 * 108));
+        // Every leaf takes a whole page: the categories' stored bytes add up to the leaves' pages
+        // (less the rounding of each entry's share), and each is at least its entries' bytes.
+        let stored: u64 = categories.iter().map(|c| c.stored_bytes).sum();
+        let pages = model.layout.leaf_count() * 1024;
+        assert!(stored <= pages && stored + 31 >= pages, "{stored} of {pages}");
+        assert!(cfg.stored_bytes >= 10 * (308 + ENTRY_OVERHEAD_BYTES));
+        assert!(categories.iter().all(|c| c.cached_bytes == 0), "nothing read yet");
+        // Reading the cfg keys caches their leaves (two pages fit): cached bytes follow.
+        for n in 0..10u32 {
+            model.get(format!("cfg:{n:04}").as_bytes());
+        }
+        let categories = model.categories();
+        assert!(categories[0].cached_bytes > 0 && categories[0].cached_bytes <= categories[0].stored_bytes);
+        let cached: u64 = categories.iter().map(|c| c.cached_bytes).sum();
+        assert!(cached <= 2 * 1024, "{cached}");
     }
 }

@@ -306,6 +306,23 @@ impl NodeModel {
         memory::breakdown(&self.models.memory, &self.data(), cache_filled, uptime_s)
     }
 
+    /// Keys, data, stored and cached bytes by key category, at the stated scale.
+    pub fn categories(&self) -> Vec<cache::Category> {
+        let scale = self.models.scale;
+        let up = |n: u64| (n as f64 * scale) as u64;
+        self.cache
+            .categories()
+            .into_iter()
+            .map(|c| cache::Category {
+                keys: up(c.keys),
+                data_bytes: up(c.data_bytes),
+                stored_bytes: up(c.stored_bytes),
+                cached_bytes: up(c.cached_bytes),
+                ..c
+            })
+            .collect()
+    }
+
     /// The formulas' sizing for this node's data now.
     pub fn sizing(&self) -> formulas::Sizing {
         let used = self.cache.layout.page_count() as f64 * self.models.spec.page_bytes.as_u64() as f64 * self.models.scale;

@@ -128,7 +128,7 @@ pub(super) fn sizing(
     let mut rows: Vec<qs_reports::schema::SizingRow> = Vec::new();
     for info in scenario.node_infos() {
         let Some(node) = nodes.iter().find(|n| n.name == info.name) else { continue };
-        let Some(sizing) = node.device.with_model(|m| m.sizing()) else { continue };
+        let Some((sizing, categories)) = node.device.with_model(|m| (m.sizing(), m.categories())) else { continue };
         let row = qs_reports::schema::SizingRow {
             tier: info.tier.clone(),
             data_bytes: sizing.data_bytes,
@@ -141,6 +141,16 @@ pub(super) fn sizing(
             rss_max: rss_max.get(&info.tier).copied().unwrap_or(0),
             cache_undersized: sizing.cache_undersized(),
             memory_undersized: sizing.memory_undersized(),
+            categories: categories
+                .into_iter()
+                .map(|c| qs_reports::schema::CategoryRow {
+                    prefix: c.prefix,
+                    keys: c.keys,
+                    data_bytes: c.data_bytes,
+                    stored_bytes: c.stored_bytes,
+                    cached_bytes: c.cached_bytes,
+                })
+                .collect(),
         };
         match rows.iter_mut().find(|r| r.tier == row.tier) {
             Some(existing) if existing.data_bytes >= row.data_bytes => {}
