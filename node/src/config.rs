@@ -36,6 +36,20 @@
 //! keep_entries_min = 1000
 //! keep_age = "7d"
 //!
+//! [connections]                       # optional; defaults and bounds in connections::settings
+//! drain_timeout = "10s"               # at shutdown: time for in-flight work, then it is cut
+//! [connections.http]
+//! max = 1024                          # open connections; past it a new one is closed at once
+//! header_read_timeout = "30s"         # request headers; also how long keep-alive idles
+//! body_read_timeout = "30s"           # a request's whole body
+//! write_timeout = "30s"               # a response write the client does not read
+//! [connections.memcached]
+//! max = 1024
+//! idle_timeout = "5m"                 # the next request line; writing a reply
+//! [connections.replication]
+//! max = 256
+//! idle_timeout = "30s"                # the client's hello; writing a frame
+//!
 //! [root]                              # role = "root" only
 //! batch_window = "500ms"
 //! heartbeat_interval = "1s"
@@ -128,6 +142,9 @@ pub struct NodeConfig {
     /// The process's memory budget.
     #[serde(default)]
     pub memory: MemoryConfig,
+    /// Per listener: the cap on open connections and the clients' deadlines.
+    #[serde(default)]
+    pub connections: crate::connections::ConnectionsConfig,
     /// Legacy behaviours from the seeds, off by default, switched on only to show that the
     /// simulator's checkers catch them (the "bug zoo").
     #[serde(default)]
@@ -379,6 +396,7 @@ impl NodeConfig {
             }
         }
         self.validate_memory()?;
+        self.connections.validate()?;
         let r = &self.replication;
         let sources = r.primaries.len() + r.secondaries.len();
         match self.role {

@@ -13,10 +13,17 @@
 //! | `GET /metrics` | anyone | Prometheus text format |
 //!
 //! Producers authenticate with `Authorization: Bearer <token>`. Refusals: `401` unknown token,
-//! `403` a key outside the producer's prefixes (ACL), `400` a bad key or body, `413` a body over
+//! `403` a key outside the producer's prefixes (ACL), `400` a bad key or body, `408` a body that
+//! did not arrive within `connections.http.body_read_timeout`, `413` a body over
 //! [`BODY_BYTES_MAX`], `429` over quota with `Retry-After` (seconds) and `retry_after_ms` in the
-//! body — a producer over quota is slowed down, never silently dropped. Keys in paths are
-//! percent-decoded.
+//! body — a producer over quota is slowed down, never silently dropped — and `503` when the root
+//! is shutting down (the write was not applied). Keys in paths are percent-decoded.
+//!
+//! Connections (see [`crate::connections`]): at most `connections.http.max`; headers must
+//! arrive within `header_read_timeout` (hyper's, on [`NodeTimer`] — simulated time under the
+//! simulator), which also closes idle keep-alive connections; a response write blocked longer
+//! than `write_timeout` closes the connection. When the node drains, each connection finishes
+//! the request in flight and closes (hyper's graceful shutdown).
 
 // Handlers return `Result<_, Reply>`: the error *is* the HTTP response to send, built once per
 // refused request, so boxing it would buy nothing.
@@ -36,6 +43,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 use crate::config::{ProducerConfig, Role};
+use crate::connections::{Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
 use crate::node::NodeState;
 use crate::root::WriteQueue;
@@ -85,7 +93,7 @@ struct Api {
     producers: Vec<Producer>,
 }
 
-/// Accepts HTTP connections until the listener fails.
+/// Accepts HTTP connections until the node drains.
 pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<WriteQueue>) {
     let producers = state
         .config
@@ -97,21 +105,43 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
             quota: Mutex::new(Quota { tokens: f64::from(config.burst), refilled_at: Instant::now() }),
         })
         .collect();
-    let api = Arc::new(Api { state, writes, producers });
-    crate::node::accept_each(listener, "http", |stream, peer| {
+    let api = Arc::new(Api { state: state.clone(), writes, producers });
+    let gate = state.connections.gate(ListenerKind::Http);
+    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
         let api = api.clone();
         async move {
+            let limits = api.state.config.connections.http.clone();
+            let gate = api.state.connections.gate(ListenerKind::Http);
+            let stream = WriteDeadline::new(stream, limits.write_timeout, gate.timed_out_counter());
+            let service_api = api.clone();
             let service = hyper::service::service_fn(move |request| {
-                let api = api.clone();
+                let api = service_api.clone();
                 async move { Ok::<_, Infallible>(api.handle(request).await) }
             });
-            // No header timeout: it needs a hyper timer, and the simulator owns time.
-            let result = hyper::server::conn::http1::Builder::new()
-                .header_read_timeout(None)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "http connection ended with an error");
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(NodeTimer).header_read_timeout(limits.header_read_timeout);
+            let mut lifecycle = lifecycle;
+            let mut connection = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+            let result = tokio::select! {
+                // Fixed poll order: select!'s default random order draws from a process-wide
+                // seed, which would make runs differ under one simulator seed.
+                biased;
+                // Draining: finish the request in flight, then close (an idle connection closes
+                // at once).
+                () = reached(&mut lifecycle, Lifecycle::Draining) => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+                result = connection.as_mut() => result,
+            };
+            match result {
+                // The write deadline counted its own timeout; hyper's header deadline is counted here.
+                Err(e) if e.is_timeout() => {
+                    gate.timed_out();
+                    tracing::debug!(%peer, error = %e, "http connection timed out waiting for headers");
+                }
+                Err(e) => tracing::debug!(%peer, error = %e, "http connection ended with an error"),
+                Ok(()) => {}
             }
         }
     })
@@ -245,7 +275,7 @@ impl Api {
                     Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
                 };
             }
-            (&Method::PUT, p) if p != "/v1/batch" => match (key_in_path(), read_body(request).await) {
+            (&Method::PUT, p) if p != "/v1/batch" => match (key_in_path(), self.read_body(request).await) {
                 (Ok(key), Ok(value)) => vec![Op::Set { key, value }],
                 (Err(reply), _) | (_, Err(reply)) => return reply,
             },
@@ -253,7 +283,7 @@ impl Api {
                 Ok(key) => vec![Op::Delete { key }],
                 Err(reply) => return reply,
             },
-            (&Method::POST, "/v1/batch") => match read_body(request).await.and_then(|body| parse_batch(&body)) {
+            (&Method::POST, "/v1/batch") => match self.read_body(request).await.and_then(|body| parse_batch(&body)) {
                 Ok(ops) => ops,
                 Err(reply) => return reply,
             },
@@ -315,15 +345,28 @@ impl Api {
             ),
         ))
     }
-}
 
-async fn read_body(request: Request<Incoming>) -> Result<Vec<u8>, Reply> {
-    match Limited::new(request.into_body(), BODY_BYTES_MAX).collect().await {
-        Ok(body) => Ok(body.to_bytes().to_vec()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {BODY_BYTES_MAX} bytes")))
+    /// The request's body, whole, within `connections.http.body_read_timeout`.
+    async fn read_body(&self, request: Request<Incoming>) -> Result<Vec<u8>, Reply> {
+        let limit = self.state.config.connections.http.body_read_timeout;
+        let body = Limited::new(request.into_body(), BODY_BYTES_MAX).collect();
+        let Ok(body) = tokio::time::timeout(limit, body).await else {
+            self.state.connections.gate(ListenerKind::Http).timed_out();
+            let mut reply = error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within connections.http.body_read_timeout ({limit:?})"),
+            );
+            // The rest of the body may still come: the connection cannot be reused.
+            reply.headers_mut().insert("connection", "close".parse().expect("static header"));
+            return Err(reply);
+        };
+        match body {
+            Ok(body) => Ok(body.to_bytes().to_vec()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                Err(error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {BODY_BYTES_MAX} bytes")))
+            }
+            Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("reading the body: {e}"))),
         }
-        Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("reading the body: {e}"))),
     }
 }
 

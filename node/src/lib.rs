@@ -10,15 +10,21 @@
 //!   chain;
 //! - [`store`]: the store over three engines (LMDB, RocksDB, memory): atomic apply, checked
 //!   reads, log retention, snapshots, stats, engine resources (cache, memory);
+//! - [`connections`]: the listeners' caps, client deadlines and drain at shutdown;
 //! - `resources` (not under the simulator): the real process's memory sampler and limit;
+//! - `logs` (not under the simulator): the real process's log format and levels;
 //! - [`testkit`]: deterministic synthetic workloads shared by tests, crash tests and benchmarks.
 
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod entry;
 pub mod http_api;
 pub mod inspect;
 pub mod limits;
+// The real process's log output: never compiled into a simulated (`--cfg madsim`) build.
+#[cfg(not(madsim))]
+pub mod logs;
 pub mod memcached;
 pub mod metrics;
 pub mod node;

@@ -5,10 +5,15 @@
 //! violations, bogus read requests, cache hits and misses, writes accepted, dropped as identical
 //! and throttled.
 //!
+//! Connections, per listener (`listener` = `http`, `memcached`, `replication`): open now, the
+//! cap, accepted, refused at the cap, and closed because a deadline passed; and the bytes queued
+//! for the root's next commit.
+//!
 //! Memory and cache (refreshed once a second by the node's memory sampler, which only the
 //! real `qs-node` process runs; they stay 0 in the simulator and in in-process test nodes):
-//! resident set size, the memory limit, the memory the engine accounts for by `component`
-//! (`block_cache`, `memtables`, `table_readers`, `lmdb_mapped`, `memory_store`), RocksDB's block
+//! resident set size, the memory limit, the memory accounted for by `component` (the engine's
+//! `block_cache`, `memtables`, `table_readers`, `lmdb_mapped`, `memory_store`, and the node's
+//! connection and write-batch `buffers`), RocksDB's block
 //! cache hits, misses and capacity, and the process's major page faults and disk read bytes
 //! (LMDB's cache is the OS page cache: a major fault is its miss).
 
@@ -19,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
-use crate::store::EngineResources;
+use crate::store::{EngineResources, MemoryComponent};
 
 type Labels = Vec<(String, String)>;
 
@@ -45,6 +50,12 @@ pub struct Metrics {
     pub read_hits: Gauge,
     pub read_misses: Gauge,
     pub bogus_requests: Gauge,
+    pub connections_open: Family<Labels, Gauge>,
+    pub connections_max: Family<Labels, Gauge>,
+    pub connections_accepted: Family<Labels, Counter>,
+    pub connections_refused: Family<Labels, Counter>,
+    pub connections_timed_out: Family<Labels, Counter>,
+    pub write_queue_bytes: Gauge,
     pub resident_bytes: Gauge,
     pub memory_limit_bytes: Gauge,
     pub memory_accounted_bytes: Family<Labels, Gauge>,
@@ -78,6 +89,12 @@ impl Default for Metrics {
             read_hits: Gauge::default(),
             read_misses: Gauge::default(),
             bogus_requests: Gauge::default(),
+            connections_open: Family::default(),
+            connections_max: Family::default(),
+            connections_accepted: Family::default(),
+            connections_refused: Family::default(),
+            connections_timed_out: Family::default(),
+            write_queue_bytes: Gauge::default(),
             resident_bytes: Gauge::default(),
             memory_limit_bytes: Gauge::default(),
             memory_accounted_bytes: Family::default(),
@@ -115,6 +132,24 @@ impl Default for Metrics {
         r.register("read_hits", "memcached get hits", m.read_hits.clone());
         r.register("read_misses", "memcached get misses", m.read_misses.clone());
         r.register("bogus_requests", "Malformed or refused memcached requests", m.bogus_requests.clone());
+        r.register("connections_open", "Open connections, by listener", m.connections_open.clone());
+        r.register("connections_max", "connections.<listener>.max: the cap on open connections", m.connections_max.clone());
+        r.register("connections_accepted", "Connections admitted under the cap, by listener", m.connections_accepted.clone());
+        r.register(
+            "connections_refused",
+            "Connections closed at once because the listener was at its cap",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "connections_timed_out",
+            "Connections closed because a client kept a read or write waiting past its timeout",
+            m.connections_timed_out.clone(),
+        );
+        r.register(
+            "write_queue_bytes",
+            "Key and value bytes of the writes waiting for the root's next commit",
+            m.write_queue_bytes.clone(),
+        );
         r.register("resident_bytes", "Resident set size of the node's process", m.resident_bytes.clone());
         r.register(
             "memory_limit_bytes",
@@ -157,8 +192,15 @@ impl Metrics {
     }
 
     /// Records one sample of the process's memory: its resident size (if readable), its limit,
-    /// and what the engine reports. Figures the engine did not measure keep their last value.
-    pub fn record_memory(&self, resident_bytes: Option<u64>, limit_bytes: Option<u64>, engine: &EngineResources) {
+    /// the accounted components (the engine's and the node's buffers), and the engine's cache
+    /// figures. Figures the engine did not measure keep their last value.
+    pub fn record_memory(
+        &self,
+        resident_bytes: Option<u64>,
+        limit_bytes: Option<u64>,
+        accounted: &[(MemoryComponent, u64)],
+        engine: &EngineResources,
+    ) {
         let gauge = |gauge: &Gauge, value: Option<u64>| {
             if let Some(value) = value {
                 gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
@@ -166,7 +208,7 @@ impl Metrics {
         };
         gauge(&self.resident_bytes, resident_bytes);
         gauge(&self.memory_limit_bytes, Some(limit_bytes.unwrap_or(0)));
-        for (component, bytes) in engine.accounted() {
+        for &(component, bytes) in accounted {
             gauge(
                 &self.memory_accounted_bytes.get_or_create(&Metrics::label("component", component.name())),
                 Some(bytes),

@@ -9,16 +9,22 @@
 //!   has (the seed's cascading disconnect came from doing otherwise).
 //! - All I/O and timing go through tokio (`madsim-tokio`), so the same code runs in the
 //!   simulator.
+//! - Each listener holds a bounded number of connections and times out idle and slow clients
+//!   (see [`crate::connections`]).
+//! - [`Node::shutdown`] stops accepting, lets the root commit the batch in flight and what was
+//!   already queued (or abandons it, unacknowledged, past the drain timeout), closes every
+//!   connection and then the store, within `connections.drain_timeout` plus a bounded grace.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::config::{NodeConfig, Role};
+use crate::connections::{Connections, Lifecycle, ListenerKind};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError, StoreLocation};
@@ -85,6 +91,10 @@ pub struct NodeState {
     /// has not yet caught up with a source once (it would answer with nothing, or with data
     /// older than what its clients read before its disk was replaced).
     ready: std::sync::atomic::AtomicBool,
+    /// The listeners' caps and counters.
+    pub connections: Connections,
+    /// Serving, draining or stopped; only [`Node::shutdown`] moves it.
+    lifecycle: watch::Sender<Lifecycle>,
 }
 
 impl NodeState {
@@ -101,6 +111,8 @@ impl NodeState {
     ) -> Arc<NodeState> {
         let ready = config.role == Role::Root || store.applied_index() > 0;
         let (applied, _) = watch::channel(store.applied_index());
+        let metrics = Metrics::default();
+        let connections = Connections::new(&config.connections, &metrics);
         let state = Arc::new(NodeState {
             config,
             node_id,
@@ -109,11 +121,13 @@ impl NodeState {
             newest_entry_ms: AtomicU64::new(0),
             started_ms: crate::clock::unix_ms(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
-            metrics: Metrics::default(),
+            metrics,
             read_counters: ReadCounters::default(),
             disk,
             memory_disk,
             ready: std::sync::atomic::AtomicBool::new(ready),
+            connections,
+            lifecycle: watch::Sender::new(Lifecycle::Serving),
         });
         state.after_apply();
         state
@@ -231,6 +245,19 @@ impl NodeState {
     pub fn subscribe_applied(&self) -> watch::Receiver<u64> {
         self.applied.subscribe()
     }
+
+    /// Where the node is in its life (see [`Lifecycle`]).
+    pub fn lifecycle(&self) -> watch::Receiver<Lifecycle> {
+        self.lifecycle.subscribe()
+    }
+
+    /// Memory the node holds in buffers, for the memory budget's `buffers` component: the open
+    /// connections' buffers ([`Connections::buffer_bytes`]) plus the key and value bytes of the
+    /// writes waiting for the root's next commit.
+    pub fn buffer_bytes(&self) -> u64 {
+        let queued = u64::try_from(self.metrics.write_queue_bytes.get()).unwrap_or(0);
+        self.connections.buffer_bytes() + queued
+    }
 }
 
 fn newest_timestamp(store: &Store) -> Option<u64> {
@@ -289,11 +316,32 @@ pub enum StartError {
     },
 }
 
-/// A started node: its state and the addresses it listens on.
+/// A started node: its state and its tasks.
 #[derive(Debug)]
 pub struct Node {
     pub state: Arc<NodeState>,
+    /// The accept loops: they end when the node starts draining.
+    listeners: Vec<JoinHandle<()>>,
+    /// The root's committer and heartbeat.
+    root: Option<crate::root::RootTasks>,
+    /// Replication client and garbage collection: stopped by aborting them, which lands at an
+    /// `.await`, never inside a store commit (commits are synchronous).
+    background: Vec<JoinHandle<()>>,
 }
+
+/// How a shutdown went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Whether everything in flight finished within the drain timeout (else it was cut).
+    pub drained: bool,
+    /// Connections still open at the end of the drain, then cut.
+    pub connections_cut: usize,
+    /// Whether the store was closed (every task holding it had ended).
+    pub store_closed: bool,
+}
+
+/// How long, after the drain, the node waits for cut tasks to let go of the store.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Node {
     /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
@@ -339,53 +387,120 @@ impl Node {
         let memcached = bind("memcached", listen.memcached).await?;
         let http = bind("http", listen.http).await?;
 
-        let writes = match (&state.config.role, &state.config.root) {
+        let (writes, root) = match (&state.config.role, &state.config.root) {
             (Role::Root, Some(root)) => {
-                Some(crate::root::start(state.clone(), root.batch_window, root.heartbeat_interval))
+                let (writes, tasks) = crate::root::start(state.clone(), root.batch_window, root.heartbeat_interval);
+                (Some(writes), Some(tasks))
             }
-            _ => None,
+            _ => (None, None),
         };
+        let mut background = Vec::new();
         if state.config.role == Role::Replica {
-            tokio::spawn(crate::replication::client::run(state.clone()));
+            background.push(tokio::spawn(crate::replication::client::run(state.clone())));
         }
-        tokio::spawn(run_gc(state.clone()));
-        tokio::spawn(crate::replication::server::run(state.clone(), replication));
-        tokio::spawn(serve_memcached(state.clone(), memcached));
-        tokio::spawn(crate::http_api::run(state.clone(), http, writes));
-        Ok(Node { state })
+        background.push(tokio::spawn(run_gc(state.clone())));
+        let listeners = vec![
+            tokio::spawn(crate::replication::server::run(state.clone(), replication)),
+            tokio::spawn(serve_memcached(state.clone(), memcached)),
+            tokio::spawn(crate::http_api::run(state.clone(), http, writes)),
+        ];
+        Ok(Node { state, listeners, root, background })
+    }
+
+    /// Shuts the node down (the real binary does on SIGTERM and SIGINT; see the README):
+    ///
+    /// 1. [`Lifecycle::Draining`]: every listener closes its socket (new clients are refused);
+    ///    the root commits the batch it is gathering and every write already queued, and refuses
+    ///    later ones; HTTP and memcached connections finish the request in flight and close,
+    ///    replication connections close.
+    /// 2. At the latest after `drain_timeout`, [`Lifecycle::Stopped`]: every connection still
+    ///    open is cut, and the root's committer, if still running, is stopped — its writes are
+    ///    refused, unapplied, to producers still connected.
+    /// 3. The background tasks are stopped and the store is closed once nothing holds it
+    ///    (within [`STOP_GRACE`]).
+    ///
+    /// Every acknowledged write was durable before it was acknowledged, so none is lost, even
+    /// when the drain is cut short.
+    pub async fn shutdown(self, drain_timeout: std::time::Duration) -> ShutdownReport {
+        let Node { state, listeners, mut root, background } = self;
+        tracing::info!(node = %state.config.name, ?drain_timeout, "shutting down: no new connections; draining");
+        state.lifecycle.send_replace(Lifecycle::Draining);
+        let mut committer_done = false;
+        let drain = async {
+            for listener in listeners {
+                let _ = listener.await;
+            }
+            if let Some(root) = root.as_mut() {
+                // By reference: on a timeout the handle is still needed to stop the task.
+                let _ = (&mut root.committer).await;
+                committer_done = true;
+            }
+            state.connections.all_closed().await;
+        };
+        let drained = tokio::time::timeout(drain_timeout, drain).await.is_ok();
+        let connections_cut: usize =
+            ListenerKind::ALL.iter().map(|&kind| state.connections.gate(kind).open()).sum();
+        if !drained {
+            tracing::warn!(
+                node = %state.config.name,
+                connections_cut,
+                "the drain did not finish within connections.drain_timeout; cutting what is left"
+            );
+        }
+        state.lifecycle.send_replace(Lifecycle::Stopped);
+        let mut stopping = background;
+        if let Some(root) = root {
+            // A committer that finished was awaited to the end already (a second await panics).
+            if !committer_done {
+                stopping.push(root.committer);
+            }
+            stopping.push(root.heartbeat);
+        }
+        for task in &stopping {
+            task.abort();
+        }
+        let store_closed = tokio::time::timeout(STOP_GRACE, async {
+            for task in stopping {
+                let _ = task.await;
+            }
+            state.connections.all_closed().await;
+            // The cut connection tasks drop their share of the state as they end.
+            let mut state = state;
+            loop {
+                match Arc::try_unwrap(state) {
+                    Ok(owned) => {
+                        drop(owned);
+                        return;
+                    }
+                    Err(shared) => state = shared,
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok();
+        ShutdownReport { drained, connections_cut, store_closed }
     }
 }
-
-/// Accepts connections on `listener` forever, serving each on its own task. An accept error
-/// (out of file descriptors, say) is logged and retried after a short pause rather than spun on.
-pub(crate) async fn accept_each<F, Fut>(listener: TcpListener, what: &'static str, serve: F)
-where
-    F: Fn(TcpStream, SocketAddr) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                tokio::spawn(serve(stream, peer));
-            }
-            Err(e) => {
-                tracing::warn!(listener = what, error = %e, "accept failed");
-                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
-            }
-        }
-    }
-}
-
-/// Pause after a failed accept.
-const ACCEPT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
-    accept_each(listener, "memcached", |stream, peer| {
+    let gate = state.connections.gate(ListenerKind::Memcached);
+    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
         let state = state.clone();
         async move {
-            let result = crate::memcached::serve_connection(stream, state.as_ref(), &state.read_counters).await;
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "memcached connection ended with an error");
+            let limits = crate::memcached::ConnectionLimits {
+                idle_timeout: Some(state.config.connections.memcached.idle_timeout),
+                lifecycle: Some(lifecycle),
+            };
+            let result =
+                crate::memcached::serve_connection_within(stream, state.as_ref(), &state.read_counters, limits).await;
+            match result {
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    state.connections.gate(ListenerKind::Memcached).timed_out();
+                    tracing::debug!(%peer, error = %e, "memcached connection timed out");
+                }
+                Err(e) => tracing::debug!(%peer, error = %e, "memcached connection ended with an error"),
+                Ok(()) => {}
             }
         }
     })

@@ -7,7 +7,8 @@
 //!   limit, what the engine accounts for, cache hits and misses), so they are never older than
 //!   one [`SAMPLE_INTERVAL`].
 //! - Past the limit, [`watch_memory`] returns an [`OverLimit`] that names the resident size, the
-//!   limit and every component the engine accounts for; the binary logs it and exits.
+//!   limit and every accounted component — the engine's, and the node's connection and write
+//!   batch `buffers` ([`NodeState::buffer_bytes`]); the binary logs it and exits.
 //! - A limit is never silently unenforced: if the resident size cannot be read (no `/proc`),
 //!   [`watch_memory`] fails at its first sample and the node does not run.
 //!
@@ -56,7 +57,7 @@ impl fmt::Display for OverLimit {
             self.limit_bytes
         )?;
         if self.accounted.is_empty() {
-            f.write_str("nothing (the engine reports no memory of its own)")?;
+            f.write_str("nothing")?;
         }
         for (i, (component, bytes)) in self.accounted.iter().enumerate() {
             let separator = if i == 0 { "" } else { ", " };
@@ -65,7 +66,7 @@ impl fmt::Display for OverLimit {
         let accounted: u64 = self.accounted.iter().map(|(_, bytes)| bytes).sum();
         write!(
             f,
-            "; unaccounted {} (code, heap, thread stacks, buffers); exiting with code {EXIT_MEMORY_LIMIT} so a supervisor restarts the node",
+            "; unaccounted {} (code, heap, thread stacks); exiting with code {EXIT_MEMORY_LIMIT} so a supervisor restarts the node",
             ByteSize(self.resident_bytes.saturating_sub(accounted))
         )
     }
@@ -103,10 +104,11 @@ pub async fn watch_memory(state: Arc<NodeState>, limit_bytes: Option<u64>) -> Re
         ticks.tick().await;
         let resident = resident_bytes();
         let engine: EngineResources = state.with_store(|store| store.resources());
-        state.metrics.record_memory(resident.as_ref().ok().copied(), limit_bytes, &engine);
+        let accounted = accounted(&engine, state.buffer_bytes());
+        state.metrics.record_memory(resident.as_ref().ok().copied(), limit_bytes, &accounted, &engine);
         match (resident, limit_bytes) {
             (Ok(resident_bytes), Some(limit_bytes)) if resident_bytes > limit_bytes => {
-                return Ok(OverLimit { resident_bytes, limit_bytes, accounted: engine.accounted() });
+                return Ok(OverLimit { resident_bytes, limit_bytes, accounted });
             }
             (Err(e), Some(_)) => return Err(MemoryWatchError::Unreadable(e)),
             (Err(e), None) if !warned => {
@@ -118,6 +120,14 @@ pub async fn watch_memory(state: Arc<NodeState>, limit_bytes: Option<u64>) -> Re
     }
 }
 
+/// Every accounted component: the engine's, then the node's [`MemoryComponent::Buffers`]
+/// (always present: its counters are the node's own, so it is always measured).
+fn accounted(engine: &EngineResources, buffer_bytes: u64) -> Vec<(MemoryComponent, u64)> {
+    let mut accounted = engine.accounted();
+    accounted.push((MemoryComponent::Buffers, buffer_bytes));
+    accounted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,7 +137,11 @@ mod tests {
         let over = OverLimit {
             resident_bytes: 30 << 20,
             limit_bytes: 1 << 20,
-            accounted: vec![(MemoryComponent::BlockCache, 256 << 10), (MemoryComponent::Memtables, 2 << 20)],
+            accounted: vec![
+                (MemoryComponent::BlockCache, 256 << 10),
+                (MemoryComponent::Memtables, 2 << 20),
+                (MemoryComponent::Buffers, 48 << 10),
+            ],
         };
         let text = over.to_string();
         for needle in [
@@ -137,6 +151,7 @@ mod tests {
             "1.0 MiB",
             "block_cache 256.0 KiB",
             "memtables 2.0 MiB",
+            "buffers 48.0 KiB",
             "code 20",
         ] {
             assert!(text.contains(needle), "{needle:?} missing from: {text}");

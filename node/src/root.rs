@@ -10,13 +10,23 @@
 //!   is durable on the root.
 //! - A heartbeat entry (an entry with no operations) is written at the heartbeat interval when no
 //!   other entry was, so every replica can measure its lag from the newest entry's timestamp.
+//! - At shutdown ([`Lifecycle::Draining`]) the batch being gathered is committed at once, the
+//!   queue is closed — a write submitted after that is refused with "the root is shutting down"
+//!   and never applied — and every write already queued is committed and answered before the
+//!   committer ends. A write whose commit never ran (the committer cut at
+//!   [`Lifecycle::Stopped`]) is answered with the same refusal: a refused write is never applied.
+//! - The key and value bytes of every write from its submission until its batch is answered are
+//!   on the `qs_write_queue_bytes` gauge, which the memory budget charges as `buffers`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
+use crate::connections::{Lifecycle, reached};
 use crate::entry::{LogEntry, Op};
 use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
 use crate::node::{DiskOp, NodeState};
@@ -33,7 +43,33 @@ const ENTRY_BODY_BYTES_MAX: usize = ENTRY_BYTES_MAX - 4096;
 pub struct WriteRequest {
     pub ops: Vec<Op>,
     pub reply: oneshot::Sender<Result<WriteReceipt, String>>,
+    /// Its bytes on the write queue gauge, for as long as the request exists.
+    _queued: QueuedBytes,
 }
+
+/// Bytes added to a gauge, taken off again when dropped.
+#[derive(Debug)]
+struct QueuedBytes {
+    gauge: Gauge,
+    bytes: i64,
+}
+
+impl QueuedBytes {
+    fn new(gauge: &Gauge, bytes: u64) -> QueuedBytes {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        gauge.inc_by(bytes);
+        QueuedBytes { gauge: gauge.clone(), bytes }
+    }
+}
+
+impl Drop for QueuedBytes {
+    fn drop(&mut self) {
+        self.gauge.dec_by(self.bytes);
+    }
+}
+
+/// What a producer is told when its write was not applied because the root is stopping.
+pub const SHUTTING_DOWN: &str = "the root is shutting down; the write was not applied";
 
 /// What a producer learns about its committed write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,34 +82,61 @@ pub struct WriteReceipt {
 
 /// Handle producers use to submit writes.
 #[derive(Clone, Debug)]
-pub struct WriteQueue(mpsc::Sender<WriteRequest>);
+pub struct WriteQueue {
+    requests: mpsc::Sender<WriteRequest>,
+    queued_bytes: Gauge,
+}
 
 impl WriteQueue {
-    /// Submits `ops` and waits until they are durable.
+    /// Submits `ops` and waits until they are durable. An `Err` means they were not applied.
     pub async fn write(&self, ops: Vec<Op>) -> Result<WriteReceipt, String> {
         let (reply, receipt) = oneshot::channel();
-        self.0.send(WriteRequest { ops, reply }).await.map_err(|_| "the root is shutting down".to_string())?;
-        receipt.await.map_err(|_| "the root is shutting down".to_string())?
+        let queued = QueuedBytes::new(&self.queued_bytes, ops.iter().map(Op::logical_bytes).sum());
+        let request = WriteRequest { ops, reply, _queued: queued };
+        self.requests.send(request).await.map_err(|_| SHUTTING_DOWN.to_string())?;
+        // The sender is dropped unanswered only when the committer ended before committing it.
+        receipt.await.map_err(|_| SHUTTING_DOWN.to_string())?
     }
 }
 
+/// The root's write-path tasks.
+#[derive(Debug)]
+pub struct RootTasks {
+    /// Ends once the node is draining and every queued write is answered.
+    pub committer: JoinHandle<()>,
+    /// Ends once the node is draining.
+    pub heartbeat: JoinHandle<()>,
+}
+
 /// Starts the committer and heartbeat tasks; returns the queue producers write into.
-pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> WriteQueue {
+pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> (WriteQueue, RootTasks) {
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
-    tokio::spawn(run_committer(state.clone(), rx, batch_window));
-    tokio::spawn(run_heartbeat(state, heartbeat_interval));
-    WriteQueue(tx)
+    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
+    let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window));
+    let heartbeat = tokio::spawn(run_heartbeat(state, heartbeat_interval));
+    (queue, RootTasks { committer, heartbeat })
 }
 
 async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteRequest>, batch_window: Duration) {
-    while let Some(first) = rx.recv().await {
+    let mut lifecycle = state.lifecycle();
+    loop {
+        let first = tokio::select! {
+            // Fixed poll order: select!'s default random order draws from a process-wide
+            // seed, which would make runs differ under one simulator seed.
+            biased;
+            () = reached(&mut lifecycle, Lifecycle::Draining) => break,
+            first = rx.recv() => match first {
+                Some(request) => request,
+                None => return,
+            },
+        };
         let deadline = tokio::time::Instant::now() + batch_window;
         let mut batch = vec![first];
         while batch.len() < WRITE_REQUESTS_PER_BATCH_MAX {
             tokio::select! {
-                // Fixed poll order: select!'s default random order draws from a process-wide
-                // seed, which would make runs differ under one simulator seed.
                 biased;
+                // Shutting down: the batch in flight commits now rather than at its window's end.
+                () = reached(&mut lifecycle, Lifecycle::Draining) => break,
                 next = rx.recv() => match next {
                     Some(request) => batch.push(request),
                     None => break,
@@ -81,16 +144,39 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        let bytes: u64 = batch.iter().flat_map(|r| r.ops.iter()).map(Op::logical_bytes).sum();
-        state.disk_io(DiskOp::Commit { bytes }).await;
-        state.pages_io(batch.iter().flat_map(|r| r.ops.iter())).await;
-        commit_batch(&state, batch);
+        commit(&state, batch).await;
     }
+    // Draining: no new writes; the ones already queued are committed and answered.
+    rx.close();
+    let mut drained = 0;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < WRITE_REQUESTS_PER_BATCH_MAX
+            && let Ok(request) = rx.try_recv()
+        {
+            batch.push(request);
+        }
+        drained += batch.len();
+        commit(&state, batch).await;
+    }
+    tracing::info!(node = %state.config.name, drained, "write queue drained: later writes are refused");
+}
+
+async fn commit(state: &NodeState, batch: Vec<WriteRequest>) {
+    let bytes: u64 = batch.iter().flat_map(|r| r.ops.iter()).map(Op::logical_bytes).sum();
+    state.disk_io(DiskOp::Commit { bytes }).await;
+    state.pages_io(batch.iter().flat_map(|r| r.ops.iter())).await;
+    commit_batch(state, batch);
 }
 
 async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
+    let mut lifecycle = state.lifecycle();
     loop {
-        tokio::time::sleep(interval).await;
+        tokio::select! {
+            biased;
+            () = reached(&mut lifecycle, Lifecycle::Draining) => return,
+            () = tokio::time::sleep(interval) => {}
+        }
         let newest = state.newest_entry_ms();
         if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
             state.disk_io(DiskOp::Commit { bytes: 0 }).await;

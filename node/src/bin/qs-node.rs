@@ -1,13 +1,28 @@
 //! `qs-node`: one node of the replicated store, on real sockets and disks.
 //!
-//! Usage: `qs-node --config node.toml`; and `qs-node inspect --config node.toml [--verify]
-//! [--top N] [--dump CATEGORY [--out FILE]]` or `qs-node inspect --path DIR [--engine E]
-//! [--database-id ID] ...`, which opens the store read-only — beside the running node, if there
-//! is one — and prints what it holds (see `qs_node::inspect` for the report, the dump format and
-//! its exit codes: 0 ok, 1 unreadable, 2 usage, 3 damage found, 4 no store). Logs go to stderr (`RUST_LOG`-style filtering with
-//! `QS_LOG`, default `info`). Exit codes: 0 never (it runs until killed), 2 bad arguments or
-//! configuration, 1 failure to start, 20 (`qs_node::resources::EXIT_MEMORY_LIMIT`) resident memory went past
-//! `[memory] limit_bytes` (the reason is logged first; a supervisor should restart the node).
+//! Usage: `qs-node --config node.toml [--log-format text|json]`; and `qs-node inspect --config
+//! node.toml [--verify] [--top N] [--dump CATEGORY [--out FILE]]` or `qs-node inspect --path DIR
+//! [--engine E] [--database-id ID] ...`, which opens the store read-only — beside the running
+//! node, if there is one — and prints what it holds (see `qs_node::inspect` for the report, the
+//! dump format and its exit codes: 0 ok, 1 unreadable, 2 usage, 3 damage found, 4 no store).
+//!
+//! Logs go to standard error (`qs_node::logs`): `text`, coloured only on a terminal, or `json`,
+//! one object per line; levels from `RUST_LOG` (or `QS_LOG`), default `info`.
+//!
+//! `SIGTERM` or `SIGINT` shuts the node down gracefully (`Node::shutdown`): it stops accepting,
+//! commits the write batch in flight and the writes already queued (refusing later ones with
+//! 503), lets open connections finish within `connections.drain_timeout`, cuts what is left,
+//! closes the store and exits 0. A second signal during the shutdown exits at once with code 1;
+//! every acknowledged write is durable either way.
+//!
+//! Exit codes: 0 shut down on a signal, 2 bad arguments, configuration or log filter, 1
+//! failure to start (or a second signal), 20 (`qs_node::resources::EXIT_MEMORY_LIMIT`) resident
+//! memory went past `[memory] limit_bytes` (the reason is logged first; a supervisor should
+//! restart the node).
+//!
+//! At start the binary raises its open-files soft limit to the hard limit, as Go's runtime does,
+//! so that the listeners' connection caps, not the descriptor limit, are what bounds them; it
+//! warns when the caps and a reserve for the store do not fit even so.
 //!
 //! The binary samples its own memory once a second (`qs_node::resources`): that refreshes the
 //! memory and cache figures of `/metrics` and enforces the limit. Only this real process does:
@@ -35,6 +50,10 @@ struct Args {
     /// The node's TOML configuration file.
     #[arg(long, required = true)]
     config: Option<PathBuf>,
+    /// Log lines on standard error: text (coloured only on a terminal) or json (one object a line).
+    #[cfg(not(madsim))]
+    #[arg(long, value_enum, default_value_t = qs_node::logs::LogFormat::Text)]
+    log_format: qs_node::logs::LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -81,13 +100,11 @@ fn main() -> ExitCode {
     let Some(config_path) = args.config else {
         unreachable!("clap requires --config without a subcommand");
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("QS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    #[cfg(not(madsim))]
+    if let Err(e) = qs_node::logs::init(args.log_format) {
+        eprintln!("qs-node: {e}");
+        return ExitCode::from(2);
+    }
     let config = match NodeConfig::load(&config_path) {
         Ok(config) => config,
         Err(e) => {
@@ -95,6 +112,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    #[cfg(not(madsim))]
+    fit_open_files_limit(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -102,27 +121,161 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
-        let node_id = uuid::Uuid::new_v4().as_u128();
-        match Node::start(config, node_id).await {
-            Ok(node) => {
-                let listen = &node.state.config.listen;
-                tracing::info!(
-                    node = %node.state.config.name,
-                    replication = %listen.replication,
-                    memcached = %listen.memcached,
-                    http = %listen.http,
-                    "qs-node serving"
-                );
-                run_memory_watch(node.state).await
+    let code = runtime.block_on(run(config));
+    // A task stuck in a synchronous store call (a dead disk) must not keep the process alive.
+    #[cfg(not(madsim))]
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
+
+/// Serves until a signal, then shuts down (see the module doc).
+async fn run(config: NodeConfig) -> ExitCode {
+    // Before the node starts: a signal during start-up is then handled once it runs.
+    let mut signals = match Signals::new() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("qs-node: installing the signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let node_id = uuid::Uuid::new_v4().as_u128();
+    let node = match Node::start(config, node_id).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("qs-node: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listen = &node.state.config.listen;
+    tracing::info!(
+        node = %node.state.config.name,
+        replication = %listen.replication,
+        memcached = %listen.memcached,
+        http = %listen.http,
+        "qs-node serving"
+    );
+    let mut memory = tokio::spawn(run_memory_watch(node.state.clone()));
+    let signal = tokio::select! {
+        biased;
+        signal = signals.next() => signal,
+        // The watch ends only when the limit cannot be enforced (past it, it exits itself).
+        code = &mut memory => return code.unwrap_or(ExitCode::FAILURE),
+    };
+    // The watch holds the node's state; the store closes only once nothing does.
+    memory.abort();
+    let _ = memory.await;
+    let name = node.state.config.name.clone();
+    let drain_timeout = node.state.config.connections.drain_timeout;
+    tracing::info!(node = %name, %signal, "shutting down on {signal}");
+    tokio::select! {
+        biased;
+        second = signals.next() => {
+            tracing::error!(node = %name, signal = %second, "second signal during the shutdown: exiting at once");
+            ExitCode::FAILURE
+        }
+        report = node.shutdown(drain_timeout) => {
+            if report.store_closed {
+                tracing::info!(node = %name, drained = report.drained, connections_cut = report.connections_cut, "store closed; exiting");
+            } else {
+                // Every commit is durable: the next start finds every acknowledged write.
+                tracing::warn!(node = %name, "the store was still in use at the end of the shutdown; exiting without closing it");
             }
-            Err(e) => {
-                eprintln!("qs-node: {e}");
-                ExitCode::FAILURE
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// SIGTERM and SIGINT, as one stream of signals.
+#[cfg(not(madsim))]
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+#[cfg(not(madsim))]
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals { terminate: signal(SignalKind::terminate())?, interrupt: signal(SignalKind::interrupt())? })
+    }
+
+    /// The next signal's name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            biased;
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}
+
+/// Under the simulator a process gets no signals (and this binary is never run there).
+#[cfg(madsim)]
+struct Signals;
+
+#[cfg(madsim)]
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals)
+    }
+
+    async fn next(&mut self) -> &'static str {
+        std::future::pending().await
+    }
+}
+
+/// Descriptors kept for everything but client connections: the store's files (RocksDB keeps its
+/// SST files open), snapshot transfers, outgoing replication connections, logs.
+#[cfg(not(madsim))]
+const OPEN_FILES_RESERVE: u64 = 1024;
+
+/// Raises the open-files soft limit to the hard limit when the connection caps and
+/// [`OPEN_FILES_RESERVE`] need more than the soft limit, and warns when even the hard limit is
+/// too low: past it, an accept fails with "too many open files" on every listener at once,
+/// which is what the caps are there to prevent.
+#[cfg(all(not(madsim), target_os = "linux"))]
+fn fit_open_files_limit(config: &NodeConfig) {
+    use qs_node::connections::ListenerKind;
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let caps: u64 = ListenerKind::ALL.iter().map(|&kind| config.connections.max(kind) as u64).sum();
+    let needed = caps + OPEN_FILES_RESERVE;
+    let limit = getrlimit(Resource::Nofile);
+    // None: unlimited.
+    let Some(soft) = limit.current else { return };
+    if soft >= needed {
+        return;
+    }
+    let raised = match limit.maximum {
+        Some(hard) if hard <= soft => soft,
+        hard => {
+            let target = hard.unwrap_or(needed).max(soft);
+            match setrlimit(Resource::Nofile, Rlimit { current: Some(target), maximum: limit.maximum }) {
+                Ok(()) => {
+                    tracing::info!(from = soft, to = target, "raised the open-files limit to its hard limit");
+                    target
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not raise the open-files limit");
+                    soft
+                }
             }
         }
-    })
+    };
+    if raised < needed {
+        tracing::warn!(
+            open_files_limit = raised,
+            connections_max_total = caps,
+            reserve = OPEN_FILES_RESERVE,
+            "the open-files limit is below the connection caps plus a reserve for the store: a flood of \
+             connections can exhaust descriptors on every listener; raise the limit (ulimit -n, systemd \
+             LimitNOFILE) or lower connections.*.max"
+        );
+    }
 }
+
+/// Elsewhere the limit is left as it is.
+#[cfg(all(not(madsim), not(target_os = "linux")))]
+fn fit_open_files_limit(_config: &NodeConfig) {}
 
 /// `qs-node inspect`: the report on stdout (on stderr when the dump takes stdout).
 fn run_inspect(args: InspectArgs) -> ExitCode {

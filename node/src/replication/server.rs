@@ -11,6 +11,10 @@
 //! - At most `bootstraps_served_max` snapshot transfers run at once; one over it is refused
 //!   (`TooManyBootstraps`) and the client tries elsewhere or later.
 //! - Serving never blocks this node's own replication or reads: each client is its own task.
+//! - A client's hello must arrive within `connections.replication.idle_timeout`, and a frame
+//!   that cannot be written for that long (the client stopped reading) ends the connection;
+//!   both are counted as timeouts. When the node drains, every replication connection closes at
+//!   once: a downstream replica fails over or reconnects, as after any disconnect.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -23,6 +27,7 @@ use tokio::sync::Semaphore;
 use super::protocol::{
     ClientHello, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message, write_message,
 };
+use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
@@ -42,14 +47,25 @@ struct ExportCache {
     exports_made: u64,
 }
 
-/// Accepts replication clients until the listener fails.
+/// Accepts replication clients until the node drains.
 pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
     let bootstraps = Arc::new(Semaphore::new(state.config.replication.bootstraps_served_max));
     let exports = Arc::new(Mutex::new(ExportCache::default()));
-    crate::node::accept_each(listener, "replication", |stream, peer| {
+    let gate = state.connections.gate(ListenerKind::Replication);
+    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, mut lifecycle| {
         let (state, bootstraps, exports) = (state.clone(), bootstraps.clone(), exports.clone());
         async move {
-            if let Err(e) = serve(&state, stream, &bootstraps, &exports).await {
+            let gate = state.connections.gate(ListenerKind::Replication);
+            let idle = state.config.connections.replication.idle_timeout;
+            let stream = WriteDeadline::new(stream, idle, gate.timed_out_counter());
+            let served = tokio::select! {
+                // Fixed poll order: select!'s default random order draws from a process-wide
+                // seed, which would make runs differ under one simulator seed.
+                biased;
+                () = reached(&mut lifecycle, Lifecycle::Draining) => Ok(()),
+                served = serve(&state, stream, &bootstraps, &exports) => served,
+            };
+            if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "replication client disconnected");
             }
         }
@@ -75,7 +91,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     exports: &Mutex<ExportCache>,
 ) -> Result<(), ProtocolError> {
     let metrics = &state.metrics;
-    let hello = match read_message(&mut stream).await {
+    let idle = state.config.connections.replication.idle_timeout;
+    let Ok(hello) = tokio::time::timeout(idle, read_message(&mut stream)).await else {
+        state.connections.gate(ListenerKind::Replication).timed_out();
+        let detail = format!("no hello within connections.replication.idle_timeout ({idle:?})");
+        return Err(ProtocolError::Io(std::io::Error::new(std::io::ErrorKind::TimedOut, detail)));
+    };
+    let hello = match hello {
         Ok(Some(Message::Hello(hello))) => hello,
         Ok(Some(other)) => {
             let detail = format!("expected a hello, got {}", other.frame_type());

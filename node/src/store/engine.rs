@@ -153,7 +153,8 @@ pub struct EngineResources {
     pub held_bytes: Option<u64>,
 }
 
-/// A part of the process's resident memory an engine accounts for.
+/// A part of the process's resident memory that is accounted for: the engine's, from
+/// [`EngineResources::accounted`], and the node's own [`Buffers`](MemoryComponent::Buffers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MemoryComponent {
     /// RocksDB's block cache.
@@ -166,6 +167,10 @@ pub enum MemoryComponent {
     LmdbMapped,
     /// The memory engine's data.
     MemoryStore,
+    /// Not an engine's: the node's connection buffers (open connections per listener × what one
+    /// holds) and the writes queued for the root's next commit. See
+    /// `qs_node::node::NodeState::buffer_bytes`.
+    Buffers,
 }
 
 impl MemoryComponent {
@@ -177,6 +182,7 @@ impl MemoryComponent {
             MemoryComponent::TableReaders => "table_readers",
             MemoryComponent::LmdbMapped => "lmdb_mapped",
             MemoryComponent::MemoryStore => "memory_store",
+            MemoryComponent::Buffers => "buffers",
         }
     }
 }

@@ -1,0 +1,307 @@
+//! The node's three listeners as an operator sees them: how many connections each holds, how
+//! long a client may keep one waiting, and what happens to them at shutdown.
+//!
+//! Guarantees:
+//! - **Bounded.** A listener never holds more than its `connections.<listener>.max` open
+//!   connections. A connection past the cap is accepted and closed at once (the client sees
+//!   the connection reset or closed, never a hang), counted on `/metrics`
+//!   (`qs_connections_refused_total{listener}`), and logged at most once a second with how many
+//!   were refused since the last message. The caps are per listener, so a flood on one port
+//!   cannot take a slot of another.
+//! - **Timed out.** Every wait on a client has a deadline ([`settings`]): HTTP headers (hyper's
+//!   `header_read_timeout`, which also ends idle keep-alive connections), request bodies and
+//!   stalled response writes; memcached request lines and reply writes; the replication hello
+//!   and each frame's write. A deadline that passes closes the connection and is counted
+//!   (`qs_connections_timed_out_total{listener}`).
+//! - **Simulated time under the simulator.** Every deadline is a `tokio::time` timer (hyper's
+//!   through [`NodeTimer`]), which is madsim's clock under `--cfg madsim`: the simulator runs
+//!   these timeouts, not a variant of them, and they fire at the same simulated instant under
+//!   one seed.
+//! - **Drained at shutdown.** [`Lifecycle`]: at `Draining` every listener stops accepting (its
+//!   socket is closed, so new clients are refused by the kernel), HTTP connections finish the
+//!   request in flight and close, memcached connections finish the request in flight and
+//!   close, replication connections close; at `Stopped` whatever is left is cut.
+//! - **Accounted.** Each open connection is charged [`ListenerKind::buffer_bytes`] to the
+//!   node's memory budget (`qs_memory_accounted_bytes{component="buffers"}`).
+
+pub mod io;
+pub mod settings;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+
+pub use io::{NodeTimer, WriteDeadline};
+pub use settings::ConnectionsConfig;
+
+use crate::metrics::Metrics;
+
+/// One of the node's listeners.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ListenerKind {
+    /// Producers' writes (root), status and metrics.
+    Http,
+    /// Reads over the memcached text protocol.
+    Memcached,
+    /// Downstream replicas.
+    Replication,
+}
+
+impl ListenerKind {
+    pub const ALL: [ListenerKind; 3] = [ListenerKind::Http, ListenerKind::Memcached, ListenerKind::Replication];
+
+    /// The name in logs, in configuration fields and in the `listener` label of `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ListenerKind::Http => "http",
+            ListenerKind::Memcached => "memcached",
+            ListenerKind::Replication => "replication",
+        }
+    }
+
+    /// Memory an open, idle connection of this listener holds, in bytes: what the memory budget
+    /// charges per connection. Each figure is the buffers the code allocates (with its source)
+    /// plus what `tests/connections.rs` measured beyond them per idle connection on a release
+    /// `qs-node` (task, socket registration, protocol state): see `PER_CONNECTION_OVERHEAD_BYTES`.
+    /// A connection in the middle of a large request or reply holds more for that moment; those
+    /// peaks are bounded by `http_api::BODY_BYTES_MAX`, `memcached::REPLY_BYTES_MAX` and
+    /// `replication::server::FRAME_LIMITS`, and not charged here.
+    pub const fn buffer_bytes(self) -> u64 {
+        match self {
+            // hyper 1.x HTTP/1 server (src/proto/h1/io.rs): the read buffer reserves
+            // INIT_BUFFER_SIZE (8192) at the first read, and the write buffer's header vector is
+            // created with INIT_BUFFER_SIZE capacity.
+            ListenerKind::Http => 8192 + 8192 + PER_CONNECTION_OVERHEAD_BYTES,
+            // memcached::READ_BUFFER_BYTES (8 KiB BufReader) and the line buffer, which keeps the
+            // capacity of the longest line read (a few hundred bytes for a typical get).
+            ListenerKind::Memcached => 8192 + 512 + PER_CONNECTION_OVERHEAD_BYTES,
+            // replication::protocol reads a frame header into a fixed array and allocates a frame
+            // only when one arrives (the hello, once); the server holds no buffer between frames.
+            ListenerKind::Replication => PER_CONNECTION_OVERHEAD_BYTES,
+        }
+    }
+}
+
+/// What an idle connection costs beyond its buffers: the spawned task with its future, the
+/// socket's registration with the runtime, the protocol's state. Measured, see
+/// [`ListenerKind::buffer_bytes`].
+const PER_CONNECTION_OVERHEAD_BYTES: u64 = 4096;
+
+/// Where a node is in its life. Stages only move forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lifecycle {
+    /// Accepting and serving.
+    Serving,
+    /// Shutting down: no new connections; connections finish what is in flight, then close.
+    Draining,
+    /// The drain is over: every connection still open is cut.
+    Stopped,
+}
+
+/// Waits until `lifecycle` has reached `stage` (or its sender is gone, which is the node gone).
+pub async fn reached(lifecycle: &mut watch::Receiver<Lifecycle>, stage: Lifecycle) {
+    let _ = lifecycle.wait_for(|now| *now >= stage).await;
+}
+
+/// One listener's cap and its counters.
+#[derive(Debug)]
+pub struct Gate {
+    kind: ListenerKind,
+    max: usize,
+    permits: Arc<Semaphore>,
+    open: Gauge,
+    accepted: Counter,
+    refused: Counter,
+    timed_out: Counter,
+    refusals: Mutex<RefusalLog>,
+}
+
+/// Refusals not yet logged, and when the last message was.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    logged_at: Option<Instant>,
+    unlogged: u64,
+}
+
+/// How often, at most, a listener logs that it refused connections.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// An open connection's place under its listener's cap; dropping it frees the place.
+#[derive(Debug)]
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: Gauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
+}
+
+impl Gate {
+    fn new(kind: ListenerKind, max: usize, metrics: &Metrics) -> Gate {
+        let label = Metrics::label("listener", kind.name());
+        metrics.connections_max.get_or_create(&label).set(max as i64);
+        Gate {
+            kind,
+            max,
+            permits: Arc::new(Semaphore::new(max)),
+            open: metrics.connections_open.get_or_create(&label).clone(),
+            accepted: metrics.connections_accepted.get_or_create(&label).clone(),
+            refused: metrics.connections_refused.get_or_create(&label).clone(),
+            timed_out: metrics.connections_timed_out.get_or_create(&label).clone(),
+            refusals: Mutex::new(RefusalLog::default()),
+        }
+    }
+
+    /// A place for a new connection, or None (refused, counted, logged at most once a second).
+    pub fn admit(&self) -> Option<Slot> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.accepted.inc();
+                self.open.inc();
+                Some(Slot { _permit: permit, open: self.open.clone() })
+            }
+            Err(_) => {
+                self.refused.inc();
+                self.log_refusal();
+                None
+            }
+        }
+    }
+
+    fn log_refusal(&self) {
+        let mut log = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        log.unlogged += 1;
+        let now = Instant::now();
+        if log.logged_at.is_some_and(|at| now.saturating_duration_since(at) < REFUSAL_LOG_INTERVAL) {
+            return;
+        }
+        tracing::warn!(
+            listener = self.kind.name(),
+            max = self.max,
+            refused_since_last_message = log.unlogged,
+            "refusing connections: the listener is at its cap (connections.{}.max)",
+            self.kind.name()
+        );
+        log.logged_at = Some(now);
+        log.unlogged = 0;
+    }
+
+    /// Counts a connection closed because a deadline passed.
+    pub fn timed_out(&self) {
+        self.timed_out.inc();
+    }
+
+    /// The timeout counter, for a [`WriteDeadline`] to increment.
+    pub fn timed_out_counter(&self) -> Counter {
+        self.timed_out.clone()
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.max - self.permits.available_permits()
+    }
+
+    /// Waits until every connection has closed (and takes every place, so none opens again).
+    async fn all_closed(&self) {
+        let all = u32::try_from(self.max).expect("validated: max is at most 2^20");
+        // Err only if the semaphore were closed, which nothing does.
+        let _ = self.permits.acquire_many(all).await.map(|permits| permits.forget());
+    }
+}
+
+/// The gates of a node's three listeners.
+#[derive(Debug)]
+pub struct Connections {
+    http: Gate,
+    memcached: Gate,
+    replication: Gate,
+}
+
+impl Connections {
+    pub fn new(config: &ConnectionsConfig, metrics: &Metrics) -> Connections {
+        Connections {
+            http: Gate::new(ListenerKind::Http, config.max(ListenerKind::Http), metrics),
+            memcached: Gate::new(ListenerKind::Memcached, config.max(ListenerKind::Memcached), metrics),
+            replication: Gate::new(ListenerKind::Replication, config.max(ListenerKind::Replication), metrics),
+        }
+    }
+
+    pub fn gate(&self, kind: ListenerKind) -> &Gate {
+        match kind {
+            ListenerKind::Http => &self.http,
+            ListenerKind::Memcached => &self.memcached,
+            ListenerKind::Replication => &self.replication,
+        }
+    }
+
+    /// Bytes the open connections hold in buffers: per listener, open connections ×
+    /// [`ListenerKind::buffer_bytes`].
+    pub fn buffer_bytes(&self) -> u64 {
+        ListenerKind::ALL.iter().map(|&kind| self.gate(kind).open() as u64 * kind.buffer_bytes()).sum()
+    }
+
+    /// Waits until every listener's connections have all closed.
+    pub async fn all_closed(&self) {
+        for kind in ListenerKind::ALL {
+            self.gate(kind).all_closed().await;
+        }
+    }
+}
+
+/// Accepts connections on `listener` until the node starts draining, serving each admitted one
+/// on its own task with `serve(stream, peer, lifecycle)`; a connection still open when the node
+/// reaches [`Lifecycle::Stopped`] is cut. Past the gate's cap a connection is closed at once.
+/// An accept error (out of file descriptors, say) is logged and retried after a short pause
+/// rather than spun on.
+pub(crate) async fn accept_until_draining<F, Fut>(
+    listener: TcpListener,
+    gate: &Gate,
+    mut lifecycle: watch::Receiver<Lifecycle>,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr, watch::Receiver<Lifecycle>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            // Fixed poll order: select!'s default random order draws from a process-wide seed,
+            // which would make runs differ under one simulator seed.
+            biased;
+            () = reached(&mut lifecycle, Lifecycle::Draining) => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                // Refused: closing the stream at once is the answer.
+                let Some(slot) = gate.admit() else { continue };
+                let mut stopped = lifecycle.clone();
+                let connection = serve(stream, peer, lifecycle.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        biased;
+                        () = reached(&mut stopped, Lifecycle::Stopped) => {}
+                        () = connection => {}
+                    }
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(listener = gate.kind.name(), error = %e, "accept failed");
+                tokio::time::sleep(ACCEPT_RETRY_PAUSE).await;
+            }
+        }
+    }
+}
+
+/// Pause after a failed accept.
+const ACCEPT_RETRY_PAUSE: Duration = Duration::from_millis(50);
