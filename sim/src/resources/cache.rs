@@ -442,6 +442,21 @@ impl CacheModel {
         }
     }
 
+    /// The store's size as the cache formula takes its share of it (FoundationDB's
+    /// `kvstore_used_bytes`): a B+tree's pages, whole; an LSM's data blocks by their contents
+    /// (uncompressed, as the block cache holds them) and its index blocks.
+    pub fn used_bytes(&self) -> u64 {
+        let page_bytes = self.layout.page_bytes;
+        match self.shape {
+            Shape::BTree => self.layout.page_count() * page_bytes,
+            Shape::Lsm { .. } => {
+                let entry = self.layout.mean_key_bytes() + INDEX_ENTRY_OVERHEAD_BYTES;
+                let index: u64 = self.file_bytes.iter().map(|bytes| bytes.div_ceil(page_bytes).max(1) * entry).sum();
+                self.file_bytes.iter().sum::<u64>() + index
+            }
+        }
+    }
+
     /// Keys and bytes by key category (the key up to its first `:`, the whole key without one),
     /// as memcached's MCInspector reports a cache by key category: the keys, their key and
     /// value bytes, the bytes of the store's leaves they take (their entries, plus their share of
@@ -611,6 +626,8 @@ mod tests {
         let (Page::Leaf(leaf), bytes) = path[1] else { panic!("{path:?}") };
         assert_eq!(bytes, model.layout.leaf_bytes(leaf));
         assert!(bytes <= 4096 && bytes > 2048 - 124, "{bytes}");
+        // The store's size for the cache formula: the blocks' contents and the index block.
+        assert_eq!(model.used_bytes(), 248_000 + 61 * (8 + INDEX_ENTRY_OVERHEAD_BYTES));
     }
 
     #[test]

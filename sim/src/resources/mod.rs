@@ -325,7 +325,7 @@ impl NodeModel {
 
     /// The formulas' sizing for this node's data now.
     pub fn sizing(&self) -> formulas::Sizing {
-        let used = self.cache.layout.page_count() as f64 * self.models.spec.page_bytes.as_u64() as f64 * self.models.scale;
+        let used = self.cache.used_bytes() as f64 * self.models.scale;
         formulas::Sizing::new(&self.models.memory, &self.data(), used as u64, self.models.memory_limit())
     }
 }
