@@ -211,11 +211,12 @@ impl Gate {
         self.max - self.permits.available_permits()
     }
 
-    /// Waits until every connection has closed (and takes every place, so none opens again).
+    /// Waits until every connection has closed: every place is free at once.
     async fn all_closed(&self) {
         let all = u32::try_from(self.max).expect("validated: max is at most 2^20");
-        // Err only if the semaphore were closed, which nothing does.
-        let _ = self.permits.acquire_many(all).await.map(|permits| permits.forget());
+        // Err only if the semaphore were closed, which nothing does. The places are given back
+        // at once: this only waits (a drained listener admits no one any more).
+        let _ = self.permits.acquire_many(all).await;
     }
 }
 

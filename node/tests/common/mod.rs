@@ -25,3 +25,15 @@ pub async fn eventually(what: &str, limit: std::time::Duration, mut done: impl F
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+pub mod process;
+
+/// Polls `done` every 50 ms until it holds, panicking after `limit` (for tests without a
+/// runtime).
+pub fn eventually_blocking(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

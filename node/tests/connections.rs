@@ -1,0 +1,266 @@
+//! The listeners of a real `qs-node` under clients an operator would rather not have: a
+//! connection past a listener's cap is refused at once and counted; a flood of slow clients at
+//! several times every cap — half an HTTP request, half a memcached line, half a replication
+//! hello, each then silent, reopened as the node closes them — while writes, reads and
+//! replication go on over connections opened before it, and all succeed; the slow clients are
+//! timed out and counted, and the memory budget's `buffers` component counts their connections.
+//!
+//! Nothing here depends on the machine's speed: every bound is an upper bound many times what
+//! the step takes, the persistent clients never leave their connection idle near a timeout, and
+//! the assertions are on counts, not durations.
+// Real sockets and real processes: the tokio build on Linux.
+#![cfg(all(not(madsim), target_os = "linux"))]
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::process::{HttpConnection, MemcachedConnection, NodeProcess, Ports, Role, sample, write_config};
+
+/// Upper bound for anything that takes a second or two.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Whether the node closed `stream` (a read sees the end or a reset) within `limit`.
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+    }
+}
+
+fn metric(http: &mut HttpConnection, name: &str, listener: &str) -> f64 {
+    http.metric(&format!("{name}{{listener=\"{listener}\"}}"))
+}
+
+#[test]
+fn a_connection_past_the_cap_is_refused_at_once_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = Ports::new();
+    // Long timeouts: a connection the node keeps stays open for the whole test, so one that
+    // closes within seconds was refused.
+    let config = write_config(
+        dir.path(),
+        "root",
+        ports,
+        Role::Root { batch_window: "20ms" },
+        "[connections.memcached]\nmax = 4\nidle_timeout = \"10m\"\n\
+         [connections.replication]\nmax = 2\nidle_timeout = \"10m\"\n",
+    );
+    let mut node = NodeProcess::start(&config, ports, &[], &[]);
+    node.wait_serving(PATIENCE);
+    let mut http = HttpConnection::open(ports.http);
+
+    // memcached: four served connections, the fifth closed at once.
+    let mut held: Vec<MemcachedConnection> = (0..4).map(|_| MemcachedConnection::open(ports.memcached)).collect();
+    for connection in &mut held {
+        assert!(connection.version().unwrap().starts_with("VERSION "));
+    }
+    assert_eq!(metric(&mut http, "qs_connections_open", "memcached"), 4.0);
+    let mut past = TcpStream::connect(ports.memcached).unwrap();
+    let _ = past.write_all(b"version\r\n");
+    assert!(closed_within(&mut past, PATIENCE), "the fifth memcached connection was not refused");
+    assert_eq!(metric(&mut http, "qs_connections_refused_total", "memcached"), 1.0);
+    // The four still work; closing one makes room for a new one.
+    for connection in &mut held {
+        assert!(connection.version().unwrap().starts_with("VERSION "));
+    }
+    drop(held.pop());
+    let mut admitted = None;
+    common::eventually_blocking("a place under the memcached cap", PATIENCE, || {
+        let mut connection = MemcachedConnection::open(ports.memcached);
+        let served = connection.version().is_ok();
+        admitted = served.then_some(connection);
+        served
+    });
+    assert!(admitted.is_some());
+
+    // replication: two held (half a hello each), the third closed at once; twenty more refused
+    // within the same second are logged once, not twenty times.
+    let mut hellos: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(ports.replication).unwrap()).collect();
+    for stream in &mut hellos {
+        stream.write_all(b"QSR").unwrap();
+    }
+    common::eventually_blocking("two open replication connections", PATIENCE, || {
+        metric(&mut http, "qs_connections_open", "replication") == 2.0
+    });
+    let started = Instant::now();
+    for _ in 0..21 {
+        let mut past = TcpStream::connect(ports.replication).unwrap();
+        assert!(closed_within(&mut past, PATIENCE), "a replication connection past the cap was not refused");
+    }
+    let refused_in = started.elapsed();
+    assert_eq!(metric(&mut http, "qs_connections_refused_total", "replication"), 21.0);
+    let log = node.log_text();
+    let messages = log.lines().filter(|l| l.contains("refusing connections") && l.contains("replication")).count();
+    // At most one message a second: the first, then one per further second the refusals took.
+    let allowed = 1 + refused_in.as_secs() as usize;
+    assert!((1..=allowed).contains(&messages), "{messages} refusal messages in {refused_in:?}:\n{log}");
+    assert!(log.contains("connections.replication.max"), "{log}");
+    // The held ones were not cut.
+    for stream in &mut hellos {
+        assert!(!closed_within(stream, Duration::from_millis(200)));
+    }
+}
+
+/// What the flood did, per listener.
+#[derive(Debug, Default)]
+struct Flooded {
+    /// Connections opened.
+    opened: u64,
+    /// Connections the node closed (refused at the cap, or timed out).
+    closed: u64,
+}
+
+/// Holds `per_port[i]` slow connections to `targets[i]` (each sends `halves[i]` and then
+/// nothing), reopening the ones the node closes — at most a quarter of `per_port[i]` every
+/// 250 ms, so the flood stays at several times the cap without exhausting loopback ports — until
+/// `stop`.
+fn flood(targets: [SocketAddr; 3], halves: [&'static [u8]; 3], per_port: [usize; 3], stop: &AtomicBool) -> [Flooded; 3] {
+    let mut held: [Vec<TcpStream>; 3] = Default::default();
+    let mut counts: [Flooded; 3] = Default::default();
+    while !stop.load(Ordering::Relaxed) {
+        for port in 0..3 {
+            held[port].retain_mut(|stream| {
+                stream.set_nonblocking(true).unwrap();
+                let mut byte = [0u8; 1];
+                let open = match stream.read(&mut byte) {
+                    Ok(0) => false,
+                    Ok(_) => true,
+                    Err(e) => e.kind() == ErrorKind::WouldBlock,
+                };
+                counts[port].closed += u64::from(!open);
+                open
+            });
+            let room = held[port].len() + per_port[port] / 4;
+            while held[port].len() < per_port[port].min(room) {
+                let Ok(mut stream) = TcpStream::connect(targets[port]) else { break };
+                // A refused connection may already be closed: its write can fail.
+                let _ = stream.write_all(halves[port]);
+                counts[port].opened += 1;
+                held[port].push(stream);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    counts
+}
+
+#[test]
+fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_replication() {
+    const CAPS: [usize; 3] = [32, 32, 8];
+    const FLOOD_FACTOR: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let root_ports = Ports::new();
+    // Timeouts short enough that the slow clients are cut several times during the flood, long
+    // enough that the test's own clients, which never pause, are never near one.
+    let limits = format!(
+        "[connections.http]\nmax = {}\nheader_read_timeout = \"3s\"\n\
+         [connections.memcached]\nmax = {}\nidle_timeout = \"3s\"\n\
+         [connections.replication]\nmax = {}\nidle_timeout = \"3s\"\n",
+        CAPS[0], CAPS[1], CAPS[2]
+    );
+    let root_config = write_config(dir.path(), "root", root_ports, Role::Root { batch_window: "20ms" }, &limits);
+    let mut root = NodeProcess::start(&root_config, root_ports, &[], &[]);
+    root.wait_serving(PATIENCE);
+    let edge_ports = Ports::new();
+    let edge_config = write_config(dir.path(), "edge", edge_ports, Role::Replica { primaries: &[root_ports.replication] }, "");
+    let mut edge = NodeProcess::start(&edge_config, edge_ports, &[], &[]);
+    edge.wait_serving(PATIENCE);
+
+    // The well-behaved clients connect first and keep their connections busy.
+    let mut writer = HttpConnection::open(root_ports.http);
+    let mut reader = MemcachedConnection::open(root_ports.memcached);
+    let mut edge_http = HttpConnection::open(edge_ports.http);
+    let (status, _) = writer.request("PUT", "/v1/keys/dns:before", b"1");
+    assert_eq!(status, 200);
+    common::eventually_blocking("the edge following the root", PATIENCE, || {
+        edge_http.metric("qs_applied_index") >= 1.0
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooder = {
+        let stop = stop.clone();
+        let targets = [root_ports.http, root_ports.memcached, root_ports.replication];
+        let halves: [&[u8]; 3] = [b"PUT /v1/keys/dns:x HTTP/1.1\r\nhost: a\r\n", b"get dns:", b"QSR"];
+        let per_port = CAPS.map(|cap| cap * FLOOD_FACTOR);
+        std::thread::spawn(move || flood(targets, halves, per_port, &stop))
+    };
+    let acked = Arc::new(AtomicU64::new(0));
+    let reads = {
+        let (stop, acked) = (stop.clone(), acked.clone());
+        std::thread::spawn(move || {
+            let mut served = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = acked.load(Ordering::Relaxed);
+                if n > 0 {
+                    // Acknowledged means committed on the root: the read must see it.
+                    let value = reader.get(&format!("dns:flood-{n}"));
+                    assert_eq!(value.as_deref(), Some(format!("value-{n}").as_bytes()), "read of dns:flood-{n}");
+                    served += 1;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            served
+        })
+    };
+
+    // Writes for as long as it takes the flood to fill every cap and the node to time it out
+    // several times over (at least 4 × 3 s), and at least 100 writes.
+    let started = Instant::now();
+    let mut buffers_peak = 0.0f64;
+    let mut written = 0u64;
+    while started.elapsed() < Duration::from_secs(12) || written < 100 {
+        written += 1;
+        let (status, body) =
+            writer.request("PUT", &format!("/v1/keys/dns:flood-{written}"), format!("value-{written}").as_bytes());
+        assert_eq!(status, 200, "write {written} during the flood: {}", String::from_utf8_lossy(&body));
+        acked.store(written, Ordering::Relaxed);
+        if written % 50 == 0 {
+            let metrics = writer.metrics();
+            buffers_peak =
+                buffers_peak.max(sample(&metrics, "qs_memory_accounted_bytes{component=\"buffers\"}").unwrap_or(0.0));
+        }
+    }
+    // Still full of slow clients: the caps hold, nothing above them.
+    let metrics = writer.metrics();
+    for (listener, cap) in ["http", "memcached", "replication"].into_iter().zip(CAPS) {
+        let open = sample(&metrics, &format!("qs_connections_open{{listener=\"{listener}\"}}")).unwrap();
+        assert!(open <= cap as f64, "{listener}: {open} open connections over its cap {cap}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flooded = flooder.join().unwrap();
+    let reads_served = reads.join().unwrap();
+
+    let metrics = writer.metrics();
+    for (i, listener) in ["http", "memcached", "replication"].into_iter().enumerate() {
+        let refused = sample(&metrics, &format!("qs_connections_refused_total{{listener=\"{listener}\"}}")).unwrap();
+        let timed_out =
+            sample(&metrics, &format!("qs_connections_timed_out_total{{listener=\"{listener}\"}}")).unwrap();
+        eprintln!(
+            "{listener}: cap {}, flood opened {} connections ({} closed by the node): {refused} refused, {timed_out} timed out",
+            CAPS[i], flooded[i].opened, flooded[i].closed
+        );
+        assert!(flooded[i].opened >= (CAPS[i] * FLOOD_FACTOR) as u64, "{listener}: {:?}", flooded[i]);
+        assert!(refused >= 1.0, "{listener}: nothing refused at the cap");
+        assert!(timed_out >= 1.0, "{listener}: no slow client timed out");
+    }
+    eprintln!("writes acknowledged during the flood: {written}; reads served: {reads_served}");
+    assert!(reads_served > 0);
+    // Each open connection is charged to the memory budget (sampled once a second).
+    let http_connection = qs_node::connections::ListenerKind::Http.buffer_bytes() as f64;
+    assert!(buffers_peak >= CAPS[0] as f64 * http_connection, "buffers peaked at {buffers_peak}");
+
+    // Replication went on over the edge's connection: it reaches the root's head.
+    let root_index = writer.metric("qs_applied_index");
+    common::eventually_blocking("the edge catching up", PATIENCE, || edge_http.metric("qs_applied_index") >= root_index);
+    let mut edge_reader = MemcachedConnection::open(edge_ports.memcached);
+    assert_eq!(edge_reader.get(&format!("dns:flood-{written}")), Some(format!("value-{written}").into_bytes()));
+    drop(edge);
+}
