@@ -44,7 +44,7 @@ pub enum LogSetupError {
 
 /// The level filter from the environment (see the module doc).
 pub fn filter_from_env() -> Result<EnvFilter, LogSetupError> {
-    filter_from(|variable| std::env::var(variable))
+    filter_from(std::env::var)
 }
 
 /// The level filter from `lookup` (the environment, or a test's map).

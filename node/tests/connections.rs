@@ -222,7 +222,7 @@ fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_repl
             writer.request("PUT", &format!("/v1/keys/dns:flood-{written}"), format!("value-{written}").as_bytes());
         assert_eq!(status, 200, "write {written} during the flood: {}", String::from_utf8_lossy(&body));
         acked.store(written, Ordering::Relaxed);
-        if written % 50 == 0 {
+        if written.is_multiple_of(50) {
             let metrics = writer.metrics();
             buffers_peak =
                 buffers_peak.max(sample(&metrics, "qs_memory_accounted_bytes{component=\"buffers\"}").unwrap_or(0.0));

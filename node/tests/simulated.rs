@@ -124,3 +124,93 @@ fn the_node_replicates_and_fails_over_inside_the_simulator() {
 fn the_same_seed_gives_the_same_run() {
     assert_eq!(run(42), run(42));
 }
+
+/// When the node closed each kind of slow client, in simulated time after it connected.
+#[derive(Debug, PartialEq, Eq)]
+struct Closed {
+    http_half_request: Duration,
+    memcached_silent: Duration,
+    replication_silent: Duration,
+    /// Whether a connection past the memcached cap (2) was closed without an answer.
+    memcached_past_cap_refused: bool,
+}
+
+/// A root with short deadlines and a memcached cap of 2, and a client host whose slow clients
+/// wait for the node to close them, on simulated time.
+fn slow_clients(seed: u64) -> Closed {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    runtime.block_on(async {
+        let handle = Handle::current();
+        let (root_ip, client_ip): (IpAddr, IpAddr) = ("10.0.1.1".parse().unwrap(), "10.0.1.2".parse().unwrap());
+        let mut root_config = config("root", root_ip, &[]);
+        root_config.connections.http.header_read_timeout = Duration::from_secs(3);
+        root_config.connections.memcached.idle_timeout = Duration::from_secs(7);
+        root_config.connections.memcached.max = 2;
+        root_config.connections.replication.idle_timeout = Duration::from_secs(5);
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        handle.create_node().name("root").ip(root_ip).build().spawn(async move {
+            let _node = Node::start(root_config, 1).await.unwrap();
+            let _ = ready_tx.send(());
+            std::future::pending::<()>().await;
+        });
+        ready_rx.await.unwrap();
+        let client = handle.create_node().name("client").ip(client_ip).build();
+        client
+            .spawn(async move {
+                /// Sends `half` and waits for the node to end the connection; how long that took.
+                async fn closed_after(addr: SocketAddr, half: &[u8]) -> Duration {
+                    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let opened = madsim::time::Instant::now();
+                    stream.write_all(half).await.unwrap();
+                    stream.flush().await.unwrap();
+                    let mut rest = Vec::new();
+                    let _ = stream.read_to_end(&mut rest).await;
+                    opened.elapsed()
+                }
+                let (http, memcached, replication) = tokio::join!(
+                    closed_after(addr(root_ip, 8000), b"PUT /v1/keys/dns:x HTTP/1.1\r\nhost: root\r\n"),
+                    closed_after(addr(root_ip, 11211), b""),
+                    closed_after(addr(root_ip, 7000), b"QSR"),
+                );
+                // Two served memcached connections fill the cap; a third is closed unanswered.
+                let mut held = Vec::new();
+                for _ in 0..2 {
+                    let mut stream = tokio::net::TcpStream::connect(addr(root_ip, 11211)).await.unwrap();
+                    stream.write_all(b"version\r\n").await.unwrap();
+                    stream.flush().await.unwrap();
+                    let mut reply = [0u8; 8];
+                    stream.read_exact(&mut reply).await.unwrap();
+                    assert_eq!(&reply, b"VERSION ");
+                    held.push(stream);
+                }
+                let mut past = tokio::net::TcpStream::connect(addr(root_ip, 11211)).await.unwrap();
+                let _ = past.write_all(b"version\r\n").await;
+                let _ = past.flush().await;
+                let mut reply = Vec::new();
+                let _ = past.read_to_end(&mut reply).await;
+                Closed {
+                    http_half_request: http,
+                    memcached_silent: memcached,
+                    replication_silent: replication,
+                    memcached_past_cap_refused: reply.is_empty(),
+                }
+            })
+            .await
+            .unwrap()
+    })
+}
+
+#[test]
+fn slow_clients_are_timed_out_on_simulated_time() {
+    let closed = slow_clients(11);
+    eprintln!("{closed:?}");
+    // Each closed at its deadline, plus at most a few simulated network hops (1–10 ms each).
+    let near = |took: Duration, deadline: Duration| took >= deadline && took < deadline + Duration::from_millis(100);
+    assert!(near(closed.http_half_request, Duration::from_secs(3)), "{closed:?}");
+    assert!(near(closed.memcached_silent, Duration::from_secs(7)), "{closed:?}");
+    assert!(near(closed.replication_silent, Duration::from_secs(5)), "{closed:?}");
+    assert!(closed.memcached_past_cap_refused, "{closed:?}");
+    // The same seed, the same instants.
+    assert_eq!(slow_clients(11), closed);
+}

@@ -36,6 +36,9 @@ impl Future for NodeSleep {
 
 impl hyper::rt::Sleep for NodeSleep {}
 
+// `tokio::time::Instant` is real tokio's own type, and std's under madsim: the conversions are
+// needed in one build and the identity in the other.
+#[allow(clippy::useless_conversion)]
 impl hyper::rt::Timer for NodeTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(NodeSleep(Box::pin(tokio::time::sleep(duration))))
