@@ -3,8 +3,9 @@
 //! and fails `cache`, one sized by the 1–2 % rule misses under 1 % and passes; a byte sample
 //! outgrowing its limit is OOM-killed and restarted, its fix is not; glibc's RSS grows toward 3×
 //! the heap over days and jemalloc's does not), a planted over-budget node is caught and named,
-//! the runs are deterministic across processes, bad `[resources]` are refused, and the report
-//! shows the new charts and the sizing table.
+//! the runs are deterministic across processes, RocksDB nodes read through the RocksDB-shaped
+//! model, bad `[resources]` are refused, and the report shows the new charts, the sizing table
+//! and memory by key category.
 #![cfg(madsim)]
 
 use std::path::Path;
@@ -61,11 +62,92 @@ fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_
     // The seed's fix: 432 misses in 52 400 (0.8 %).
     assert!(ratio < 0.02, "sized miss ratio {ratio}");
 
-    // The report charts both and tables the sizing.
+    // The report charts both and tables the sizing, and memory by key category.
     let page = std::fs::read_to_string(undersized.join("report.html")).unwrap();
-    for id in ["chart-cache_miss", "chart-memory", "sizing-section"] {
+    for id in ["chart-cache_miss", "chart-memory", "sizing-section", "category-section"] {
         assert!(page.contains(&format!("id=\"{id}\"")), "report lacks {id}");
     }
+    // One writer, one category: every key is in it, at the stated scale, and the cache held
+    // some of the hot keys' leaves, never more than the leaves themselves.
+    let summary: qs_reports::schema::RunSummary =
+        serde_json::from_slice(&std::fs::read(undersized.join("summary.json")).unwrap()).unwrap();
+    let edge = summary.sizing.iter().find(|s| s.tier == "edge").expect("an edge tier");
+    assert_eq!(edge.categories.len(), 1, "{:?}", edge.categories);
+    let cfg = &edge.categories[0];
+    assert_eq!(cfg.prefix, "cfg0");
+    assert!(cfg.keys > 20_000 * 1000, "scaled keys {}", cfg.keys);
+    assert!(cfg.data_bytes <= cfg.stored_bytes && cfg.cached_bytes > 0 && cfg.cached_bytes <= cfg.stored_bytes, "{cfg:?}");
+}
+
+/// A small RocksDB cluster under the simulator, reading a hot set through the RocksDB-shaped
+/// cache model with `cache_bytes` of cache for 400 GiB.
+fn rocksdb_cache_scenario(dir: &Path, cache_bytes: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("cache-rocksdb-{}.toml", cache_bytes.replace(' ', "")));
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[scenario]
+name = "cache-rocksdb"
+description = "RocksDB's index and data blocks under a hot set"
+duration = "75s"
+engine = "rocksdb"
+
+[topology]
+tiers = [{{ name = "edge", count = 2 }}]
+
+[[workload]]
+kind = "writer"
+rate_per_s = 2
+keys = 20000
+value_bytes = {{ min = 20, max = 60 }}
+preload_rate_per_s = 1000
+
+[[workload]]
+kind = "reader"
+rate_per_s = 400
+skew = 1.0
+hot_keys = 40
+
+[resources]
+stands_for = "400 GiB"
+page_bytes = "512 B"
+cache_bytes = "{cache_bytes}"
+miss_ratio_max = 0.05
+
+[checks]
+lag_max = "35s"
+converge_within = "60s"
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn rocksdb_nodes_read_through_its_shape_deterministically_and_the_formula_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let sized = rocksdb_cache_scenario(dir.path(), "17 GiB");
+    let (code, stdout) = qsim(&["run", sized.to_str().unwrap(), "--seed", "1", "--check-determinism"], &dir.path().join("a"));
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("RocksDB blocks: an index block per"), "the RocksDB shape: {stdout}");
+    assert!(stdout.contains("cache      pass") && stdout.contains("determinism pass"), "{stdout}");
+    // The edges read through the model: enough block reads to judge the windows.
+    let samples = trace(&dir.path().join("a"));
+    let reads: u64 = samples
+        .iter()
+        .filter_map(|e| match e {
+            Event::CacheSample { hits, misses, .. } => Some(hits + misses),
+            _ => None,
+        })
+        .sum();
+    assert!(reads > 10_000, "{reads} block reads");
+
+    let undersized = rocksdb_cache_scenario(dir.path(), "2 GiB");
+    let (code, stdout) = qsim(&["run", undersized.to_str().unwrap(), "--seed", "1"], &dir.path().join("b"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("cache      FAIL") && stdout.contains("UNDERSIZED"), "{stdout}");
 }
 
 #[test]
