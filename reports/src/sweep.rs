@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use crate::chart;
 use crate::html::{badge, duration, esc, page, url_segment};
-use crate::schema::{RunResult, SweepSummary};
+use crate::schema::{Outcome, RunResult, SweepSummary};
+#[cfg(test)]
+use crate::schema::KnownFailures;
 use crate::series::quantile;
 use crate::{ReportError, load};
 
@@ -114,13 +116,13 @@ fn scenarios(summary: &SweepSummary) -> Vec<(String, Vec<usize>)> {
     out
 }
 
-fn outcomes(summary: &SweepSummary, idx: &[usize]) -> Vec<(String, usize)> {
-    let mut out: Vec<(String, usize)> = Vec::new();
+fn outcomes(summary: &SweepSummary, idx: &[usize]) -> Vec<(Outcome, usize)> {
+    let mut out: Vec<(Outcome, usize)> = Vec::new();
     for &i in idx {
-        let o = &summary.results[i].outcome;
-        match out.iter_mut().find(|(k, _)| k == o) {
+        let o = summary.results[i].outcome;
+        match out.iter_mut().find(|(k, _)| *k == o) {
             Some((_, n)) => *n += 1,
-            None => out.push((o.clone(), 1)),
+            None => out.push((o, 1)),
         }
     }
     out
@@ -137,7 +139,7 @@ fn totals(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<us
         expects.dedup();
         let expects = if name == "all" { String::new() } else { expects.join(", ") };
         let outcome_text: Vec<String> =
-            outcomes(summary, idx).iter().map(|(o, n)| format!("{} {}", n, esc(o))).collect();
+            outcomes(summary, idx).iter().map(|(o, n)| format!("{} {}", n, esc(o.as_str()))).collect();
         let _ = write!(
             out,
             "<tr class=\"{}\" data-scenario=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
@@ -190,10 +192,10 @@ fn grid(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<usiz
                 if r.ok { "ok" } else { "bad" },
                 esc(&r.scenario),
                 r.seed,
-                esc(&r.outcome),
+                esc(r.outcome.as_str()),
                 esc(&run_link(r)),
                 r.seed,
-                esc(&r.outcome),
+                esc(r.outcome.as_str()),
                 esc(&r.expected),
                 r.seed,
                 if r.ok { "✓" } else { "✗" },
@@ -267,6 +269,7 @@ fn distributions(out: &mut String, summary: &SweepSummary, scenarios: &[(String,
 }
 
 fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
+    groups(out, summary);
     let failing: Vec<usize> = (0..summary.results.len()).filter(|&i| !summary.results[i].ok).collect();
     out.push_str("<section id=\"failing\"><h2>Runs not as expected</h2>");
     if failing.is_empty() {
@@ -277,7 +280,7 @@ fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
     out.push_str("</section>\n");
 
     let caught: Vec<usize> =
-        (0..summary.results.len()).filter(|&i| summary.results[i].ok && summary.results[i].outcome != "pass").collect();
+        (0..summary.results.len()).filter(|&i| summary.results[i].ok && summary.results[i].outcome != Outcome::Pass).collect();
     if !caught.is_empty() {
         out.push_str(
             "<section id=\"expected-failures\"><h2>Expected failures</h2><p class=\"note\">Runs that failed the way \
@@ -312,6 +315,40 @@ fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
     }
 }
 
+/// The runs not as expected, one row per failure signature: a bug, however many seeds found it.
+fn groups(out: &mut String, summary: &SweepSummary) {
+    if summary.groups.is_empty() {
+        return;
+    }
+    let new = summary.groups.iter().filter(|g| !g.known).count();
+    let _ = write!(
+        out,
+        "<section id=\"groups\"><h2>Failure groups</h2><p class=\"note\">Runs not as expected, grouped by \
+         signature: the failing checker and the shape of its first problem, node names, numbers and hashes \
+         taken out. {} group(s), {new} new (not in the sweep's known-failures file).</p>\
+         <table id=\"groups-table\"><thead><tr><th>signature</th><th>outcome</th><th>runs</th><th>scenarios</th>\
+         <th>first run</th><th>reproduce</th><th></th></tr></thead><tbody>",
+        summary.groups.len()
+    );
+    for g in &summary.groups {
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td class=\"signature\"><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td>\
+             <td>{} seed {}</td><td><pre class=\"reproduce\"><code>{}</code></pre></td><td>{}</td></tr>",
+            if g.known { "known" } else { "new" },
+            esc(&g.signature),
+            esc(g.outcome.as_str()),
+            g.count,
+            esc(&g.scenarios.join(", ")),
+            esc(&g.first_scenario),
+            g.first_seed,
+            esc(&g.reproduce),
+            if g.known { "known" } else { "<strong class=\"bad\">new</strong>" },
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
 fn problem_table(out: &mut String, summary: &SweepSummary, idx: &[usize], id: &str, reproduce: bool) {
     let _ = write!(
         out,
@@ -329,7 +366,7 @@ fn problem_table(out: &mut String, summary: &SweepSummary, idx: &[usize], id: &s
             r.seed,
             esc(&r.scenario),
             r.seed,
-            esc(&r.outcome),
+            esc(r.outcome.as_str()),
             esc(&r.expected),
             esc(r.first_problem.as_deref().unwrap_or("—"))
         );
@@ -353,7 +390,7 @@ mod tests {
             scenario: scenario.into(),
             path: PathBuf::from(format!("scenarios/{scenario}.toml")),
             seed,
-            outcome: if ok { "pass" } else { "violation" }.into(),
+            outcome: if ok { Outcome::Pass } else { Outcome::Violation },
             expected: "pass".into(),
             ok,
             exit_code: Some(if ok { 0 } else { 1 }),
@@ -363,6 +400,9 @@ mod tests {
             out: PathBuf::from(format!("/elsewhere/{scenario}/seed-{seed}")),
             max_lag_ms: Some(seed * 10),
             converged_after_ms: ok.then_some(seed),
+            signature: (!ok).then(|| "sequence: broke".to_string()),
+            wall_ms: 1000,
+            determinism_checked: false,
         }
     }
 
@@ -370,11 +410,16 @@ mod tests {
     fn huge_sweeps_draw_every_failing_cell_and_count_the_rest() {
         let n = MAX_PASSING_CELLS as u64 + 500;
         let results: Vec<RunResult> = (1..=n).map(|seed| result("swarm", seed, seed % 1000 != 0)).collect();
-        let summary = SweepSummary { seeds: format!("1..{}", n + 1), shard: "1/1".into(), runs: n, failed: 2, results };
+        let mut summary =
+            SweepSummary { seeds: format!("1..{}", n + 1), shard: "1/1".into(), runs: n, failed: 2, results, groups: Vec::new() };
+        summary.regroup(&KnownFailures::default());
+        assert_eq!(summary.groups.len(), 1, "one signature");
+        assert_eq!((summary.groups[0].count, summary.groups[0].first_seed), (2, 1000));
         let html = render_sweep(&summary, &[]);
         assert_eq!(html.matches("class=\"cell ok").count(), MAX_PASSING_CELLS);
         assert_eq!(html.matches("class=\"cell bad").count(), 2, "seeds 1000 and 2000");
         assert!(html.contains("… and 498 more passing seeds, not drawn."));
+        assert!(html.contains("id=\"groups-table\"") && html.contains("<code>sequence: broke</code>"));
         assert!(html.len() < 2_000_000, "{}", html.len());
     }
 

@@ -391,6 +391,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         miss_ratio_max: None,
         memory_limit_bytes: None,
         sizing: Vec::new(),
+        signature: (!failing.is_empty()).then(|| "synthetic: a planted violation".to_string()),
         writes_acked: writes,
         pending: Vec::new(),
         violations: opts

@@ -26,7 +26,7 @@ fn grid_totals_distributions_and_links() {
         assert_eq!(cell.value().attr("href").unwrap(), format!("{}/seed-{}/report.html", r.scenario, r.seed));
         assert!(cell.value().classes().any(|c| c == "ok"), "every sample run ended as expected");
         assert_eq!(text(cell), format!("{} ✓", r.seed));
-        assert_eq!(cell.value().attr("data-outcome").unwrap(), r.outcome);
+        assert_eq!(cell.value().attr("data-outcome").unwrap(), r.outcome.as_str());
         assert!(!cell.value().classes().any(|c| c == "missing"), "every run folder is there");
     }
     assert_eq!(all(&doc, "a.cell").len(), 9);
@@ -60,7 +60,7 @@ fn failing_seeds_show_first_problem_reproduce_and_link() {
     let mut s = sample();
     for r in s.results.iter_mut().filter(|r| r.scenario == "quickstart" && r.seed != 2) {
         r.ok = false;
-        r.outcome = "violation".into();
+        r.outcome = qs_reports::schema::Outcome::Violation;
         r.first_problem = Some(format!("chain: edge-3 at 1000 ms, index 9: hash differs (seed {})", r.seed));
     }
     let doc = Html::parse_document(&qs_reports::render_sweep(&s, &[]));

@@ -1,0 +1,25 @@
+//! The `qsim` binary's subcommands (the binary's own modules, not part of the `qs_sim`
+//! library): each takes its parsed arguments, prints data to stdout and logs to stderr, and
+//! returns the process's exit code (`qs_sim::exit`).
+//!
+//! - `run`: one scenario under one seed;
+//! - `sweep`: `qsim sweep`, `qsim merge` and `qsim nightly`;
+//! - `tools`: `qsim report`, `qsim list`, `qsim sizing`.
+
+pub mod run;
+pub mod sweep;
+pub mod tools;
+
+use std::path::Path;
+
+use qs_sim::scenario::Scenario;
+
+/// Loads a scenario file and applies the command line's engine, if any.
+pub fn load(path: &Path, engine: Option<&str>) -> Result<Scenario, String> {
+    let mut scenario = Scenario::load(path).map_err(|e| e.to_string())?;
+    if let Some(engine) = engine {
+        scenario.override_engine(engine)?;
+    }
+    Ok(scenario)
+}
+

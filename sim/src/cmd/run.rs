@@ -1,0 +1,318 @@
+//! `qsim run`: one scenario under one seed — the settings, the run, each checker's verdict, the
+//! sizing lines, the trace, summary and report, and with `--check-determinism` a second process
+//! that must write the identical trace (whether the run passed or failed: the failing seed is
+//! the one a user reproduces).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use qs_sim::exit;
+use qs_sim::scenario::Scenario;
+
+#[cfg(not(madsim))]
+pub fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
+    eprintln!(
+        "qsim: this build has no simulator runtime (it was built without --cfg madsim); run scenarios with ./qsim"
+    );
+    ExitCode::from(exit::NOT_SIMULATOR)
+}
+
+/// Per tier, the sizing formulas against the configuration, then whether the formulas'
+/// prediction (undersized: a `cache` or `memory` violation) agrees with what the models found.
+#[cfg(madsim)]
+fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], verdicts: &[qs_reports::schema::Verdict]) {
+    use bytesize::ByteSize;
+    let Some(models) = scenario.models() else { return };
+    let few = if models.capacity_pages() < qs_sim::resources::CACHE_PAGES_FEW {
+        format!("; only {} — too coarse to read much into", models.capacity_pages())
+    } else {
+        String::new()
+    };
+    println!(
+        "models     {} stands for {} (scale {:.3e}); cache {} = {} model pages of {}{few} ({}); {:?} allocator{}",
+        ByteSize(scenario.nominal_bytes()),
+        ByteSize((scenario.nominal_bytes() as f64 * models.scale) as u64),
+        models.scale,
+        models.spec.cache_bytes,
+        models.capacity_pages(),
+        models.spec.page_bytes,
+        models.shape,
+        models.spec.allocator,
+        if models.spec.byte_sample { ", byte sample" } else { "" },
+    );
+    for row in sizing {
+        let share = if row.used_bytes == 0 { 0.0 } else { 100.0 * row.cache_bytes as f64 / row.used_bytes as f64 };
+        let limit = row.memory_limit.map_or_else(|| "no limit".to_string(), |l| ByteSize(l).to_string());
+        println!(
+            "sizing     {:<8} data {} in {} of pages: cache {} ({share:.2} %) vs 1–2 % = {}–{} {}; memory {limit} vs formula {} {} (modelled RSS up to {})",
+            row.tier,
+            ByteSize(row.data_bytes),
+            ByteSize(row.used_bytes),
+            ByteSize(row.cache_bytes),
+            ByteSize(row.cache_low),
+            ByteSize(row.cache_high),
+            if row.cache_undersized { "UNDERSIZED" } else { "ok" },
+            ByteSize(row.memory_needed),
+            if row.memory_undersized { "UNDERSIZED" } else { "ok" },
+            ByteSize(row.rss_max),
+        );
+    }
+    let predicted = sizing.iter().any(|r| {
+        (r.cache_undersized && models.spec.miss_ratio_max.is_some()) || r.memory_undersized
+    });
+    let found = verdicts.iter().any(|v| (v.checker == "cache" || v.checker == "memory") && v.status != "pass");
+    let said = |bad: bool| if bad { "a violation" } else { "a pass" };
+    let agreement = if predicted == found {
+        "agree".to_string()
+    } else if found {
+        "disagree: the models found what the formulas leave out (allocator overhead, key popularity)".to_string()
+    } else {
+        "disagree: sized below the formulas, the models still held (skewed reads, a small data set)".to_string()
+    };
+    println!("formulas   predict {}; the models found {}: {agreement}", said(predicted), said(found));
+}
+
+#[cfg(madsim)]
+pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: bool, write_report: bool) -> ExitCode {
+    let names = scenario.node_names();
+    println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
+    println!("           {}", scenario.scenario.description);
+    println!("seed       {seed}");
+    println!("engine     {}", scenario.scenario.engine.get_ref());
+    println!("nodes      {} ({})", names.len(), names.join(", "));
+    let topology = &scenario.topology;
+    if topology.datacenters > 1 {
+        println!(
+            "links      {} data centers (root in dc 0, node k of each tier in dc k mod {}); cross-DC replication +{:?} one way",
+            topology.datacenters, topology.datacenters, topology.cross_dc_latency
+        );
+    }
+    println!(
+        "duration   {:?} safety, then up to {:?} to converge",
+        scenario.scenario.duration, scenario.checks.converge_within
+    );
+    let drawn = scenario.fault.len();
+    for (i, f) in scenario.faults_for(seed).iter().enumerate() {
+        let origin = if i < drawn { "" } else { "   (swarm: drawn from the seed)" };
+        println!("fault      {:?} {} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
+    }
+
+    let attempt = |seed| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qs_sim::world::run(scenario, seed)));
+    let outcome = match attempt(seed) {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message =
+                panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+            println!("verdict    CRASH: the simulation panicked: {}", message.unwrap_or_default());
+            println!("reproduce  {}", scenario.reproduce(seed));
+            return ExitCode::from(exit::CRASH);
+        }
+    };
+
+    let out = out.unwrap_or_else(|| scenario.out_dir(std::path::Path::new("runs"), seed));
+    println!();
+    println!("simulated  {:?}; {} writes acknowledged", outcome.simulated, outcome.writes_acked);
+    println!(
+        "trace      {} events, digest {} ({})",
+        outcome.events.len(),
+        outcome.digest,
+        out.join("trace.jsonl").display()
+    );
+    let verdicts = verdicts(scenario, &outcome);
+    for v in &verdicts {
+        let text = match (&v.first, v.status.as_str()) {
+            (_, "pass") => "pass".to_string(),
+            (Some(first), _) if v.checker == "convergence" => format!("FAIL: {first}"),
+            (Some(first), _) => format!("FAIL ({} violations); first: {first}", v.violations),
+            (None, _) => "FAIL".to_string(),
+        };
+        println!("{:<10} {text}", v.checker);
+    }
+    print_sizing(scenario, &outcome.sizing, &verdicts);
+    let failed = verdicts.iter().any(|v| v.status != "pass");
+    let violated = outcome.violations().next().is_some();
+    if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
+        eprintln!("qsim: writing {}: {e}", out.display());
+    } else if write_report {
+        match qs_reports::write_run_report(&out) {
+            Ok(path) => println!("report     {}", path.display()),
+            Err(e) => eprintln!("qsim: writing the report: {e}"),
+        }
+    }
+    let code = match (failed, violated) {
+        (false, _) => exit::PASS,
+        (true, true) => exit::VIOLATION,
+        (true, false) => exit::LIVENESS,
+    };
+    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.events) {
+        return ExitCode::from(code);
+    }
+    if failed {
+        println!("reproduce  {}", scenario.reproduce(seed));
+        return ExitCode::from(code);
+    }
+    println!("verdict    PASS");
+    ExitCode::from(exit::PASS)
+}
+
+/// Runs the seed again in a fresh process — as a user reproducing it would start — and compares
+/// its trace with `events`, event by event. A run must not depend on what an earlier run in the
+/// same process initialised (lazy globals that draw randomness once per process would shift the
+/// simulator's random stream). `Some(exit code)` when the traces differ or the second run wrote
+/// none.
+#[cfg(madsim)]
+fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, events: &[qs_sim::trace::Event]) -> Option<u8> {
+    use qs_sim::trace::Event;
+    let second = out.join("determinism-check");
+    let status = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .arg("run")
+            .args(scenario.run_args(seed))
+            .args(["--no-report", "--out"])
+            .arg(&second)
+            .stdout(std::process::Stdio::null())
+            .status()
+    });
+    let again = match status.and_then(|_| std::fs::read_to_string(second.join("trace.jsonl"))) {
+        Ok(text) => text,
+        Err(e) => {
+            println!("determinism FAIL: the second run produced no trace ({e})");
+            println!("reproduce  {} --check-determinism", scenario.reproduce(seed));
+            return Some(exit::NONDETERMINISM);
+        }
+    };
+    let first: Vec<String> = events.iter().map(Event::line).collect();
+    let again: Vec<&str> = again.lines().collect();
+    if let Some(at) =
+        (0..first.len().max(again.len())).find(|&i| first.get(i).map(String::as_str) != again.get(i).copied())
+    {
+        println!("determinism FAIL: traces differ at event {at}");
+        println!("  first run:  {}", first.get(at).map_or("(ended)", String::as_str));
+        println!("  second run: {}", again.get(at).copied().unwrap_or("(ended)"));
+        println!("reproduce  {} --check-determinism", scenario.reproduce(seed));
+        return Some(exit::NONDETERMINISM);
+    }
+    println!("determinism pass: a second process produced the identical trace");
+    None
+}
+
+/// The failure's signature: the first failing checker and its first problem's shape.
+#[cfg(madsim)]
+fn signature(
+    scenario: &Scenario,
+    outcome: &qs_sim::world::RunOutcome,
+    verdicts: &[qs_reports::schema::Verdict],
+) -> Option<String> {
+    use qs_sim::trace::Event;
+    let failing = verdicts.iter().find(|v| v.status != "pass")?;
+    let names = scenario.node_names();
+    let message = if failing.checker == "convergence" {
+        outcome.pending.first().cloned()
+    } else {
+        outcome.violations().find_map(|e| match e {
+            Event::Violation { checker, message, .. } if *checker == failing.checker => Some(message.clone()),
+            _ => None,
+        })
+    };
+    Some(qs_sim::sweep::signature::of_violation(&failing.checker, message.as_deref().unwrap_or(""), &names))
+}
+
+/// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
+#[cfg(madsim)]
+fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
+    use qs_sim::trace::Event;
+    qs_sim::checkers::names(scenario)
+        .iter()
+        .map(|&checker| {
+            let (violations, first) = if checker == "convergence" {
+                (outcome.pending.len() as u64, outcome.pending.first().cloned())
+            } else {
+                let found: Vec<&Event> = outcome
+                    .violations()
+                    .filter(|e| matches!(e, Event::Violation { checker: c, .. } if c == checker))
+                    .collect();
+                let first = found.first().map(|e| match e {
+                    Event::Violation { at_ms, node, index, message, .. } => {
+                        format!("{node} at {at_ms} ms, index {index}: {message}")
+                    }
+                    _ => unreachable!("filtered to violations"),
+                });
+                (found.len() as u64, first)
+            };
+            qs_reports::schema::Verdict {
+                checker: checker.to_string(),
+                status: if violations == 0 { "pass" } else { "fail" }.to_string(),
+                violations,
+                first,
+            }
+        })
+        .collect()
+}
+
+/// The build that ran a scenario: version and commit, for the report header.
+#[cfg(madsim)]
+fn build() -> String {
+    format!("qsim {} ({})", env!("CARGO_PKG_VERSION"), env!("QSIM_COMMIT"))
+}
+
+#[cfg(madsim)]
+fn write_outputs(
+    out: &std::path::Path,
+    scenario: &Scenario,
+    seed: u64,
+    outcome: &qs_sim::world::RunOutcome,
+    verdicts: &[qs_reports::schema::Verdict],
+) -> std::io::Result<()> {
+    use qs_sim::trace::Event;
+    /// Violations listed in the summary (the trace has them all).
+    const VIOLATIONS_LISTED: usize = 200;
+    std::fs::create_dir_all(out)?;
+    let mut trace = String::new();
+    for event in &outcome.events {
+        trace.push_str(&event.line());
+        trace.push('\n');
+    }
+    std::fs::write(out.join("trace.jsonl"), trace)?;
+    let failed = verdicts.iter().any(|v| v.status != "pass");
+    let summary = qs_reports::schema::RunSummary {
+        scenario: scenario.scenario.name.clone(),
+        description: scenario.scenario.description.clone(),
+        path: scenario.path.clone(),
+        seed,
+        engine: scenario.scenario.engine.get_ref().to_string(),
+        build: build(),
+        outcome: match (failed, outcome.violations().next().is_some()) {
+            (false, _) => "pass",
+            (true, true) => "violation",
+            (true, false) => "liveness",
+        }
+        .to_string(),
+        digest: outcome.digest.clone(),
+        events: outcome.events.len() as u64,
+        simulated_ms: outcome.simulated.as_millis() as u64,
+        liveness_from_ms: outcome.liveness_from.as_millis() as u64,
+        converged_after_ms: outcome.converged_after.map(|d| d.as_millis() as u64),
+        max_lag_ms: outcome
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::LagSample { lag_ms, .. } => Some(*lag_ms),
+                _ => None,
+            })
+            .max(),
+        lag_max_ms: scenario.checks.lag_max.as_millis() as u64,
+        converge_within_ms: scenario.checks.converge_within.as_millis() as u64,
+        writes_acked: outcome.writes_acked as u64,
+        sample_interval_ms: scenario.checks.sample_interval.as_millis() as u64,
+        miss_ratio_max: scenario.resources.as_ref().and_then(|r| r.miss_ratio_max),
+        memory_limit_bytes: scenario.resources.as_ref().and_then(|r| r.memory_limit.map(|l| l.as_u64())),
+        sizing: outcome.sizing.clone(),
+        signature: signature(scenario, outcome, verdicts),
+        pending: outcome.pending.clone(),
+        violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
+        verdicts: verdicts.to_vec(),
+        nodes: scenario.node_infos(),
+        reproduce: scenario.reproduce(seed),
+    };
+    std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
+}

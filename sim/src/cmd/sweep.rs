@@ -1,0 +1,197 @@
+//! `qsim sweep` (scenarios × seeds, a process per run), `qsim merge` (the shards of one sweep
+//! into one) and `qsim nightly` (one shard of the nightly definition every launcher reads).
+//!
+//! Exit codes: 0 when every run ended as its scenario expects — or, given a known-failures file,
+//! when every failure belongs to a known group; 1 otherwise; 2 for bad arguments, a bad
+//! definition, or shards that do not make one sweep.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use qs_reports::schema::{KnownFailures, Outcome, SweepSummary};
+use qs_sim::exit;
+use qs_sim::scenario::Scenario;
+use qs_sim::sweep::process::RunSettings;
+
+use super::load;
+
+/// What a sweep runs, however it was asked for.
+pub struct SweepPlan {
+    pub scenarios: Vec<Scenario>,
+    pub seeds: std::ops::Range<u64>,
+    pub shard: qs_sim::sweep::Shard,
+    pub jobs: Option<usize>,
+    pub settings: RunSettings,
+    /// The known-failures file, if any: its groups do not fail the sweep.
+    pub known: Option<PathBuf>,
+    pub out: PathBuf,
+}
+
+/// Reads a known-failures file; `None` (and a message) if it cannot be read.
+fn known_failures(path: Option<&Path>) -> Option<KnownFailures> {
+    match path {
+        None => Some(KnownFailures::default()),
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => Some(KnownFailures::parse(&text)),
+            Err(e) => {
+                eprintln!("qsim: known failures {}: {e}", path.display());
+                None
+            }
+        },
+    }
+}
+
+/// Loads each scenario file (on `engine`, if given).
+pub fn load_all(paths: &[PathBuf], engine: Option<&str>) -> Result<Vec<Scenario>, ExitCode> {
+    paths
+        .iter()
+        .map(|path| {
+            load(path, engine).map_err(|e| {
+                eprintln!("qsim: {e}");
+                ExitCode::from(exit::USAGE)
+            })
+        })
+        .collect()
+}
+
+pub fn sweep(plan: SweepPlan) -> ExitCode {
+    let SweepPlan { scenarios, seeds, shard, jobs, settings, known, out } = plan;
+    let Some(known_groups) = known_failures(known.as_deref()) else { return ExitCode::from(exit::USAGE) };
+    let runs = qs_sim::sweep::shard_pairs(scenarios.len(), seeds.clone(), shard).len() as u64;
+    if runs > qs_sim::sweep::RUNS_MAX {
+        eprintln!("qsim: {runs} runs in this shard; at most {}", qs_sim::sweep::RUNS_MAX);
+        return ExitCode::from(exit::USAGE);
+    }
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!(
+        "sweep      {} scenarios × seeds {}..{}, shard {}/{}: {runs} runs, {jobs} at a time",
+        scenarios.len(),
+        seeds.start,
+        seeds.end,
+        shard.index,
+        shard.count
+    );
+    let budget = match settings.budget {
+        Some(budget) => format!("{} each (--run-timeout)", humantime_serde::re::humantime::format_duration(budget)),
+        None => format!(
+            "from each scenario: {} + {}× its simulated time, at most {}",
+            humantime_serde::re::humantime::format_duration(qs_sim::sweep::process::BUDGET_MIN),
+            qs_sim::sweep::process::WALL_PER_SIMULATED,
+            humantime_serde::re::humantime::format_duration(qs_sim::sweep::process::BUDGET_MAX)
+        ),
+    };
+    println!("budget     {budget}; a run past it is killed and recorded as hang");
+    if settings.check_determinism {
+        println!(
+            "determinism every run that does not pass, and {} % of passing runs, again in a second process",
+            qs_sim::sweep::process::DETERMINISM_SAMPLE_PERCENT
+        );
+    }
+    let results = qs_sim::sweep::sweep(&scenarios, seeds.clone(), shard, jobs, &settings, &out);
+    let summary = match qs_sim::sweep::write_reports(&results, &seeds, shard, &known_groups, &out) {
+        Ok(summary) => summary,
+        Err(e) => {
+            eprintln!("qsim: writing the sweep reports into {}: {e}", out.display());
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    // Run reports for the runs that did not pass (expected failures included), then the page.
+    for result in results.iter().filter(|r| r.outcome != Outcome::Pass) {
+        if result.out.join("trace.jsonl").exists()
+            && let Err(e) = qs_reports::write_run_report(&result.out)
+        {
+            eprintln!("qsim: report for {} seed {}: {e}", result.scenario, result.seed);
+        }
+    }
+    match qs_reports::write_sweep_report(&out) {
+        Ok(path) => println!("report     {}", path.display()),
+        Err(e) => eprintln!("qsim: writing the sweep report: {e}"),
+    }
+    for scenario in &scenarios {
+        let name = &scenario.run_name();
+        let mine: Vec<_> = results.iter().filter(|r| &r.scenario == name).collect();
+        let ok = mine.iter().filter(|r| r.ok).count();
+        println!("{name:<28} {ok}/{} as expected ({:?})", mine.len(), scenario.scenario.expect);
+    }
+    finish(&summary, known.is_some(), &out)
+}
+
+/// Prints the failure groups and the closing line; the exit code (see the module doc).
+fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCode {
+    for g in &summary.groups {
+        println!(
+            "group      {:>5} × {:<16} {}{}",
+            g.count,
+            g.outcome,
+            g.signature,
+            if g.known { "  (known)" } else if judged_by_groups { "  (NEW)" } else { "" }
+        );
+        println!("{:<10} first: {} seed {}; reproduce: {}", "", g.first_scenario, g.first_seed, g.reproduce);
+    }
+    let new = summary.new_groups().count();
+    println!(
+        "results    {} runs, {} not as expected in {} group(s){} ({} / junit.xml / report.html)",
+        summary.runs,
+        summary.failed,
+        summary.groups.len(),
+        if judged_by_groups { format!(", {new} new") } else { String::new() },
+        out.join("summary.json").display()
+    );
+    let failed = if judged_by_groups { new > 0 } else { summary.failed > 0 };
+    ExitCode::from(if failed { exit::VIOLATION } else { exit::PASS })
+}
+
+pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
+    let Some(known_groups) = known_failures(known) else { return ExitCode::from(exit::USAGE) };
+    let merged = match qs_sim::sweep::merge::merge(shards, out, &known_groups) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("qsim merge: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    if let Err(e) = qs_reports::write_sweep_report(out) {
+        eprintln!("qsim merge: writing the sweep report: {e}");
+    }
+    println!("merged     {} shards of seeds {}: {} runs, {} not as expected", shards.len(), merged.seeds, merged.runs, merged.failed);
+    finish(&merged, known.is_some(), out)
+}
+
+/// One shard of the nightly definition at `definition`.
+pub fn nightly(
+    definition: &Path,
+    shard: qs_sim::sweep::Shard,
+    jobs: Option<usize>,
+    out: PathBuf,
+) -> ExitCode {
+    let nightly = match qs_sim::sweep::nightly::Nightly::load(definition).and_then(|n| {
+        n.check_shard(shard)?;
+        Ok(n)
+    }) {
+        Ok(nightly) => nightly,
+        Err(e) => {
+            eprintln!("qsim nightly: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let mut scenarios = Vec::new();
+    for (path, engine) in &nightly.runs {
+        match load(path, Some(engine)) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => {
+                eprintln!("qsim nightly: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
+    println!("nightly    {} ({} scenario × engine pairs)", definition.display(), scenarios.len());
+    sweep(SweepPlan {
+        scenarios,
+        seeds: nightly.seeds.clone(),
+        shard,
+        jobs: jobs.or(nightly.jobs),
+        settings: RunSettings { budget: nightly.run_timeout, wrapper: Vec::new(), check_determinism: nightly.check_determinism },
+        known: nightly.known.clone(),
+        out,
+    })
+}
