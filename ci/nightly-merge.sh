@@ -13,7 +13,11 @@ fi
 out=$1
 shift
 shards=()
-for dir in "$@"; do shards+=("$(cd "$dir" && pwd)"); done
+for dir in "$@"; do
+  # A shard that produced nothing is a sweep that is not whole (exit 2), not a new failure.
+  [ -d "$dir" ] || { echo "ci/nightly-merge.sh: $dir: no such shard folder" >&2; exit 2; }
+  shards+=("$(cd "$dir" && pwd)")
+done
 out=$(mkdir -p "$out" && cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 definition=${NIGHTLY_DEFINITION:-ci/nightly.toml}

@@ -10,6 +10,8 @@
 export QSIM_WITH_CHROMIUM=1
 echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)" >&2
 "$(dirname "$0")/tests/detect.sh"
+echo "== nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)" >&2
+"$(dirname "$0")/tests/launchers.sh"
 source "$(dirname "$0")/setup.sh"
 
 if cargo clippy --version >/dev/null 2>&1; then

@@ -9,6 +9,7 @@
 //!   for, and the sizing formulas;
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
 //! - [`sizing`]: one scenario over cache shares × key popularities, the miss-ratio curve;
+//! - [`shrink`]: a failing run reduced to the smallest scenario that fails the same way;
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
 //!   scenario, its writers and readers, and the fault injectors.
 
@@ -19,6 +20,7 @@ pub mod faults;
 pub mod links;
 pub mod resources;
 pub mod scenario;
+pub mod shrink;
 pub mod sizing;
 pub mod sweep;
 pub mod trace;

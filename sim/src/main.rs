@@ -35,9 +35,10 @@ enum Command {
     Run {
         /// The scenario file (TOML).
         scenario: PathBuf,
-        /// The seed every random choice of the run is drawn from.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
+        /// The seed every random choice of the run is drawn from (default: the scenario's
+        /// `seed`, else 1).
+        #[arg(long)]
+        seed: Option<u64>,
         /// Where to write the trace and summary (default: runs/<scenario>/seed-<seed>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -133,6 +134,29 @@ enum Command {
         #[arg(long, default_value = "runs/sizing")]
         out: PathBuf,
     },
+    /// Shrink a failing run to the smallest scenario that fails the same way (same exit code,
+    /// same failure signature): its drawn faults made explicit, then fewer and shorter faults,
+    /// fewer nodes and tiers, fewer writes, a shorter run — each candidate in its own process.
+    /// Writes the result under scenarios/regression/, ready to pin.
+    Shrink {
+        /// A run folder (written by `qsim run` or a sweep) or a scenario file.
+        target: PathBuf,
+        /// The seed (default: the run folder's; for a scenario file, its `seed`, else 1).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Run on this engine instead of the scenario's.
+        #[arg(long)]
+        engine: Option<String>,
+        /// Most candidate runs.
+        #[arg(long, default_value_t = 150)]
+        max_steps: usize,
+        /// Each candidate's wall-clock budget (default: from its scenario).
+        #[arg(long, value_parser = humantime_serde::re::humantime::parse_duration)]
+        run_timeout: Option<Duration>,
+        /// Where the shrunk scenario goes (default: scenarios/regression/<name>-seed-<seed>.toml).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// List the scenarios in a folder and what each reproduces.
     List {
         /// The folder to list.
@@ -199,6 +223,9 @@ fn main() -> ExitCode {
         }
         Command::Nightly { definition, shard, jobs, out } => cmd::sweep::nightly(&definition, shard, jobs, out),
         Command::Report { dir } => cmd::tools::report(&dir),
+        Command::Shrink { target, seed, engine, max_steps, run_timeout, out } => {
+            cmd::shrink::shrink(cmd::shrink::ShrinkArgs { target, seed, engine, max_steps, run_timeout, out })
+        }
         Command::Merge { shards, out, known } => cmd::sweep::merge(&shards, &out, known.as_deref()),
         Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
             let loaded = match cmd::load(&scenario, engine.as_deref()) {
@@ -208,6 +235,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
+            let seed = seed.or(loaded.scenario.seed).unwrap_or(1);
             cmd::run::run(&loaded, seed, out, check_determinism, !no_report)
         }
     }

@@ -4,9 +4,11 @@
 //!
 //! - `run`: one scenario under one seed;
 //! - `sweep`: `qsim sweep`, `qsim merge` and `qsim nightly`;
+//! - `shrink`: a failing run to the smallest scenario that fails the same way;
 //! - `tools`: `qsim report`, `qsim list`, `qsim sizing`.
 
 pub mod run;
+pub mod shrink;
 pub mod sweep;
 pub mod tools;
 

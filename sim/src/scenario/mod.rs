@@ -13,6 +13,7 @@
 //! engine = "memory"                # memory | lmdb | rocksdb (each node's files under the run's
 //!                                  # folder; `qsim run --engine` overrides it)
 //! expect = "pass"                  # pass | violation | liveness (canaries expect a failure)
+//! # seed = 17                       # the seed `qsim run` uses without --seed (default 1)
 //!
 //! [topology]                       # below the root, tier by tier
 //! tiers = [
@@ -152,6 +153,10 @@ pub struct About {
     /// Canaries and planted-bug scenarios expect a failure.
     #[serde(default)]
     pub expect: Expect,
+    /// The seed `qsim run` uses when none is given: a pinned regression's, the one it was
+    /// shrunk under. Sweeps use their own seeds.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// The outcome a scenario is written to produce.

@@ -68,15 +68,39 @@ pub fn determinism_sampled(run_name: &str, seed: u64) -> bool {
 }
 
 /// How one process of a run ended.
-struct Ended {
-    outcome: Outcome,
-    exit_code: Option<i32>,
+#[derive(Clone, Debug)]
+pub struct Ended {
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
     /// Why, in words, when the run's own summary cannot say (a crash, a hang, an error).
-    problem: Option<String>,
+    pub problem: Option<String>,
+}
+
+impl Ended {
+    /// The run's failure signature: its summary's for a violation or liveness failure, else
+    /// one made from how the process ended; none for a pass.
+    pub fn signature(&self, dir: &Path, node_names: &[String]) -> Option<String> {
+        match self.outcome {
+            Outcome::Pass => None,
+            Outcome::Violation | Outcome::Liveness => std::fs::read(dir.join("summary.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<RunSummary>(&b).ok())
+                .and_then(|s| s.signature),
+            // A hang has no shape beyond itself: where it hung is in its folder.
+            Outcome::Hang => Some("hang".to_string()),
+            other => Some(format!("{other}: {}", signature::normalize(self.problem.as_deref().unwrap_or(""), node_names))),
+        }
+    }
 }
 
 /// Runs `scenario` under `seed` with `qsim` at `exe` into `dir`, within `budget`.
 fn run_process(exe: &Path, wrapper: &[String], scenario: &Scenario, seed: u64, dir: &Path, budget: Duration) -> Ended {
+    run_qsim(exe, wrapper, &scenario.run_args(seed), dir, budget)
+}
+
+/// Runs `qsim run RUN_ARGS --no-report --out DIR` with `qsim` at `exe` (under `wrapper`, if
+/// any), within `budget`; its output streamed into `dir`.
+pub fn run_qsim(exe: &Path, wrapper: &[String], run_args: &[String], dir: &Path, budget: Duration) -> Ended {
     let _ = std::fs::create_dir_all(dir);
     let files = std::fs::File::create(dir.join("stdout.txt")).and_then(|out| Ok((out, std::fs::File::create(dir.join("stderr.txt"))?)));
     let (stdout, stderr) = match files {
@@ -95,7 +119,7 @@ fn run_process(exe: &Path, wrapper: &[String], scenario: &Scenario, seed: u64, d
     };
     command
         .arg("run")
-        .args(scenario.run_args(seed))
+        .args(run_args)
         .args(["--no-report", "--out"])
         .arg(dir)
         .stdin(Stdio::null())
@@ -197,13 +221,7 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
                 .and_then(|v| v.first.clone().map(|f| format!("{}: {f}", v.checker)))
         })
         .or_else(|| ended.problem.clone());
-    let signature = match ended.outcome {
-        Outcome::Pass => None,
-        Outcome::Violation | Outcome::Liveness => summary.as_ref().and_then(|s| s.signature.clone()),
-        // A hang has no shape beyond itself: where it hung is in its folder.
-        Outcome::Hang => Some("hang".to_string()),
-        other => Some(format!("{other}: {}", signature::normalize(ended.problem.as_deref().unwrap_or(""), &names))),
-    };
+    let signature = ended.signature(&dir, &names);
     let expected = scenario.scenario.expect;
     let mut result = RunResult {
         scenario: scenario.run_name(),

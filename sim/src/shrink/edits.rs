@@ -1,0 +1,281 @@
+//! The scenario as a TOML table, and the edits a shrink tries on it: the seed's drawn faults
+//! written out as an explicit schedule, then smaller candidates — a shorter run, fewer and
+//! shorter faults, fewer nodes and tiers, fewer writes and reads.
+//!
+//! Guarantees: every edit works on the table alone (no clock, no randomness), candidates come in
+//! a fixed order, and each is described in words; whether a candidate is a valid scenario is for
+//! the loader to say.
+
+use std::time::Duration;
+
+use toml::{Table, Value};
+
+use crate::scenario::{Fault, Scenario};
+
+/// Shortest fault a shrink leaves: shorter than a heartbeat, a fault stops meaning much.
+pub const FAULT_DURATION_MIN: Duration = Duration::from_secs(1);
+/// Margin a shrunk run keeps after its last fault ends, for the failure to show.
+pub const DURATION_AFTER_FAULTS: Duration = Duration::from_secs(10);
+
+/// What a scenario holds, to say how much a shrink took away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Size {
+    pub faults: usize,
+    pub nodes: usize,
+    pub tiers: usize,
+    pub simulated_s: u64,
+    /// Writes per second over every writer.
+    pub writes_per_s: u64,
+}
+
+impl Size {
+    pub fn of(scenario: &Scenario, faults: usize) -> Size {
+        let writes_per_s = scenario
+            .workload
+            .iter()
+            .map(|w| match w {
+                crate::scenario::Workload::Writer { rate_per_s, .. } => *rate_per_s as u64,
+                _ => 0,
+            })
+            .sum();
+        Size {
+            faults,
+            nodes: scenario.node_names().len(),
+            tiers: scenario.topology.tiers.len(),
+            simulated_s: scenario.scenario.duration.as_secs(),
+            writes_per_s,
+        }
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} faults, {} nodes in {} tiers, {} simulated s, {} writes/s",
+            self.faults, self.nodes, self.tiers, self.simulated_s, self.writes_per_s
+        )
+    }
+}
+
+fn millis(d: Duration) -> Value {
+    Value::String(format!("{}ms", d.as_millis()))
+}
+
+/// One fault as the scenario file writes it.
+fn fault_table(fault: &Fault) -> Table {
+    let mut t = Table::new();
+    t.insert("at".into(), millis(fault.at));
+    t.insert("kind".into(), Value::try_from(fault.kind).expect("fault kinds serialize"));
+    t.insert("target".into(), Value::String(fault.target.get_ref().clone()));
+    t.insert("duration".into(), millis(fault.duration));
+    if let Some(peer) = &fault.peer {
+        t.insert("peer".into(), Value::String(peer.get_ref().clone()));
+    }
+    if !fault.group.is_empty() {
+        t.insert("group".into(), Value::Array(fault.group.iter().cloned().map(Value::String).collect()));
+    }
+    if let Some(model) = fault.model {
+        t.insert("model".into(), Value::try_from(model).expect("disk models serialize"));
+    }
+    if let Some(latency) = fault.latency {
+        t.insert("latency".into(), millis(latency));
+    }
+    if let Some(rate) = fault.rate {
+        t.insert("rate".into(), Value::Float(rate));
+    }
+    t
+}
+
+/// The run's scenario with the seed's faults written out (`[swarm]` gone), its engine pinned
+/// and its name marked: a scenario that runs the same faults under the same seed without
+/// drawing them.
+pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
+    let mut table = original.clone();
+    let faults: Vec<Value> = scenario.faults_for(seed).iter().map(|f| Value::Table(fault_table(f))).collect();
+    table.remove("swarm");
+    if faults.is_empty() {
+        table.remove("fault");
+    } else {
+        table.insert("fault".into(), Value::Array(faults));
+    }
+    if let Some(Value::Table(head)) = table.get_mut("scenario") {
+        head.insert("engine".into(), Value::String(scenario.scenario.engine.get_ref().clone()));
+    }
+    table
+}
+
+fn faults(table: &Table) -> Vec<Table> {
+    match table.get("fault") {
+        Some(Value::Array(items)) => items.iter().filter_map(|v| v.as_table().cloned()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn with_faults(table: &Table, faults: Vec<Table>) -> Table {
+    let mut t = table.clone();
+    if faults.is_empty() {
+        t.remove("fault");
+    } else {
+        t.insert("fault".into(), Value::Array(faults.into_iter().map(Value::Table).collect()));
+    }
+    t
+}
+
+/// Every smaller scenario worth trying next, most reduction first.
+pub fn candidates(table: &Table, scenario: &Scenario) -> Vec<(String, Table)> {
+    let mut out = Vec::new();
+    shorter_run(table, scenario, &mut out);
+    fewer_faults(table, &mut out);
+    shorter_faults(table, &mut out);
+    smaller_topology(table, &mut out);
+    lighter_workload(table, &mut out);
+    out
+}
+
+fn shorter_run(table: &Table, scenario: &Scenario, out: &mut Vec<(String, Table)>) {
+    let duration = scenario.scenario.duration;
+    let last_end = scenario.fault.iter().map(|f| f.get_ref().at + f.get_ref().duration).max().unwrap_or_default();
+    let floor = (last_end + DURATION_AFTER_FAULTS).max(Duration::from_secs(10));
+    for target in [floor, (duration / 2).max(floor)] {
+        let target = Duration::from_secs(target.as_secs_f64().ceil() as u64);
+        if target < duration && !out.iter().any(|(what, _)| what.ends_with(&format!("to {}s", target.as_secs()))) {
+            let mut t = table.clone();
+            if let Some(Value::Table(head)) = t.get_mut("scenario") {
+                head.insert("duration".into(), Value::String(format!("{}s", target.as_secs())));
+            }
+            out.push((format!("run shortened from {}s to {}s", duration.as_secs(), target.as_secs()), t));
+        }
+    }
+}
+
+fn fewer_faults(table: &Table, out: &mut Vec<(String, Table)>) {
+    let all = faults(table);
+    let n = all.len();
+    if n >= 4 {
+        let half = n / 2;
+        out.push((format!("faults 1–{half} of {n} removed"), with_faults(table, all[half..].to_vec())));
+        out.push((format!("faults {}–{n} of {n} removed", half + 1), with_faults(table, all[..half].to_vec())));
+    }
+    for i in 0..n {
+        let mut rest = all.clone();
+        let gone = rest.remove(i);
+        let what = format!(
+            "fault {} of {n} removed ({} on {})",
+            i + 1,
+            gone.get("kind").and_then(Value::as_str).unwrap_or("?"),
+            gone.get("target").and_then(Value::as_str).unwrap_or("?")
+        );
+        out.push((what, with_faults(table, rest)));
+    }
+}
+
+fn shorter_faults(table: &Table, out: &mut Vec<(String, Table)>) {
+    let all = faults(table);
+    for (i, fault) in all.iter().enumerate() {
+        let Some(duration) = fault.get("duration").and_then(Value::as_str).and_then(|d| humantime_serde::re::humantime::parse_duration(d).ok()) else {
+            continue;
+        };
+        let halved = Duration::from_millis((duration.as_millis() as u64 / 2).max(FAULT_DURATION_MIN.as_millis() as u64));
+        if halved < duration {
+            let mut shorter = all.clone();
+            shorter[i].insert("duration".into(), millis(halved));
+            out.push((
+                format!("fault {} shortened from {}ms to {}ms", i + 1, duration.as_millis(), halved.as_millis()),
+                with_faults(table, shorter),
+            ));
+        }
+    }
+}
+
+fn tiers(table: &Table) -> Vec<Table> {
+    table
+        .get("topology")
+        .and_then(|t| t.get("tiers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_table().cloned()).collect())
+        .unwrap_or_default()
+}
+
+fn with_tiers(table: &Table, tiers: Vec<Table>) -> Table {
+    let mut t = table.clone();
+    if let Some(Value::Table(topology)) = t.get_mut("topology") {
+        topology.insert("tiers".into(), Value::Array(tiers.into_iter().map(Value::Table).collect()));
+    }
+    t
+}
+
+fn smaller_topology(table: &Table, out: &mut Vec<(String, Table)>) {
+    let all = tiers(table);
+    if all.len() > 1 {
+        let last = all.last().and_then(|t| t.get("name")).and_then(Value::as_str).unwrap_or("?").to_string();
+        out.push((format!("tier {last} removed"), with_tiers(table, all[..all.len() - 1].to_vec())));
+    }
+    for (i, tier) in all.iter().enumerate().rev() {
+        let count = tier.get("count").and_then(Value::as_integer).unwrap_or(1);
+        if count > 1 {
+            let mut fewer = all.clone();
+            fewer[i].insert("count".into(), Value::Integer(count - 1));
+            let name = tier.get("name").and_then(Value::as_str).unwrap_or("?");
+            out.push((format!("tier {name}: {count} → {} nodes", count - 1), with_tiers(table, fewer)));
+        }
+    }
+}
+
+fn lighter_workload(table: &Table, out: &mut Vec<(String, Table)>) {
+    let Some(Value::Array(workloads)) = table.get("workload") else { return };
+    for (i, w) in workloads.iter().enumerate() {
+        let Some(w) = w.as_table() else { continue };
+        let kind = w.get("kind").and_then(Value::as_str).unwrap_or("?");
+        let mut edit = |field: &str, floor: i64, what: &str| {
+            if let Some(v) = w.get(field).and_then(Value::as_integer)
+                && v / 2 >= floor
+            {
+                let mut t = table.clone();
+                if let Some(Value::Array(ws)) = t.get_mut("workload")
+                    && let Some(Value::Table(target)) = ws.get_mut(i)
+                {
+                    target.insert(field.into(), Value::Integer(v / 2));
+                }
+                out.push((format!("{kind} {i}: {what} {v} → {}", v / 2), t));
+            }
+        };
+        edit("rate_per_s", 1, "rate");
+        if kind == "writer" {
+            edit("keys", 10, "keys");
+        }
+    }
+    if workloads.len() > 1 {
+        for (i, w) in workloads.iter().enumerate() {
+            if w.get("kind").and_then(Value::as_str) == Some("reader") {
+                let mut t = table.clone();
+                if let Some(Value::Array(ws)) = t.get_mut("workload") {
+                    ws.remove(i);
+                }
+                out.push((format!("reader {i} removed"), t));
+            }
+        }
+    }
+}
+
+/// The table as a scenario file: sections in the order people write them, the header comment
+/// first.
+pub fn render(table: &Table, header: &str) -> String {
+    const ORDER: [&str; 9] = ["scenario", "topology", "node", "legacy", "workload", "fault", "swarm", "resources", "checks"];
+    let mut text = String::new();
+    for line in header.lines() {
+        text.push_str(if line.is_empty() { "#" } else { "# " });
+        text.push_str(line);
+        text.push('\n');
+    }
+    let keys = ORDER.iter().map(|k| k.to_string()).chain(table.keys().filter(|k| !ORDER.contains(&k.as_str())).cloned());
+    for key in keys {
+        if let Some(value) = table.get(&key) {
+            let mut one = Table::new();
+            one.insert(key.clone(), value.clone());
+            text.push('\n');
+            text.push_str(&toml::to_string(&one).expect("a table serializes"));
+        }
+    }
+    text
+}
