@@ -103,6 +103,9 @@ pub fn sweep(
             .progress_chars("=> "),
     );
     progress.set_message("0 failed");
+    // indicatif draws nothing when stderr is not a terminal (a CI log, a pod's log): there,
+    // a plain line at every tenth of the runs and at least once a minute.
+    let plain = (!std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| Mutex::new(PlainProgress::new(total)));
     let exe = std::env::current_exe().expect("the path of this qsim");
     let queue = Arc::new(Mutex::new(pairs));
     let results: Arc<Mutex<Vec<RunResult>>> = Arc::default();
@@ -130,6 +133,10 @@ pub fn sweep(
                     }
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(result);
                     progress.inc(1);
+                    if let Some(plain) = &plain {
+                        let failed = failed.load(std::sync::atomic::Ordering::Relaxed);
+                        plain.lock().unwrap_or_else(|p| p.into_inner()).done_one(failed);
+                    }
                 }
             });
         }
@@ -139,6 +146,40 @@ pub fn sweep(
         Arc::try_unwrap(results).map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).unwrap_or_default();
     results.sort_by(|a, b| (&a.scenario, a.seed).cmp(&(&b.scenario, b.seed)));
     results
+}
+
+/// Progress as plain lines, for logs: at every tenth of the runs and at least once a minute.
+struct PlainProgress {
+    total: u64,
+    done: u64,
+    started: std::time::Instant,
+    last_line: std::time::Instant,
+}
+
+impl PlainProgress {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn new(total: u64) -> PlainProgress {
+        let now = std::time::Instant::now();
+        PlainProgress { total, done: 0, started: now, last_line: now }
+    }
+
+    fn done_one(&mut self, failed: u64) {
+        self.done += 1;
+        let tenth = (self.total / 10).max(1);
+        if self.done.is_multiple_of(tenth) || self.done == self.total || self.last_line.elapsed() >= Self::EVERY {
+            self.last_line = std::time::Instant::now();
+            let elapsed = self.started.elapsed();
+            let eta = elapsed.mul_f64((self.total - self.done) as f64 / self.done as f64);
+            eprintln!(
+                "qsim sweep: {}/{} runs, {failed} not as expected, {} elapsed, about {} to go",
+                self.done,
+                self.total,
+                humantime_serde::re::humantime::format_duration(std::time::Duration::from_secs(elapsed.as_secs())),
+                humantime_serde::re::humantime::format_duration(std::time::Duration::from_secs(eta.as_secs()))
+            );
+        }
+    }
 }
 
 /// Writes `summary.json` and `junit.xml` into `out`.
