@@ -3,7 +3,8 @@
 //! several times every cap — half an HTTP request, half a memcached line, half a replication
 //! hello, each then silent, reopened as the node closes them — while writes, reads and
 //! replication go on over connections opened before it, and all succeed; the slow clients are
-//! timed out and counted, and the memory budget's `buffers` component counts their connections.
+//! timed out and counted, and the memory budget's `buffers` component counts their connections;
+//! and a node started under a soft open-files limit below its caps raises it to the hard limit.
 //!
 //! Nothing here depends on the machine's speed: every bound is an upper bound many times what
 //! the step takes, the persistent clients never leave their connection idle near a timeout, and
@@ -263,4 +264,44 @@ fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_repl
     let mut edge_reader = MemcachedConnection::open(edge_ports.memcached);
     assert_eq!(edge_reader.get(&format!("dns:flood-{written}")), Some(format!("value-{written}").into_bytes()));
     drop(edge);
+}
+
+/// The soft and hard open-files limits of process `pid`, from `/proc/<pid>/limits`.
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    (fields[3].to_string(), fields[4].to_string())
+}
+
+#[test]
+fn the_open_files_limit_is_raised_to_fit_the_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = Ports::new();
+    let config = write_config(dir.path(), "root", ports, Role::Root { batch_window: "20ms" }, "");
+    let log = dir.path().join("root.log");
+    // A soft limit of 1024 (systemd's default for services) is below the default caps (2304)
+    // plus the reserve; the node raises it to the hard limit.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -S -n 1024 && exec \"$0\" --config \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_qs-node"))
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .env_remove("QS_LOG")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while common::process::status(ports.http).is_none() {
+        assert!(started.elapsed() < PATIENCE, "{}", std::fs::read_to_string(&log).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (soft, hard) = open_files_limits(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(soft, hard, "the soft limit was not raised to the hard limit:\n{log}");
+    if hard != "1024" {
+        assert!(log.contains("raised the open-files limit"), "{log}");
+    }
 }
