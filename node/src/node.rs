@@ -414,8 +414,8 @@ impl Node {
     ///    later ones; HTTP and memcached connections finish the request in flight and close,
     ///    replication connections close.
     /// 2. At the latest after `drain_timeout`, [`Lifecycle::Stopped`]: every connection still
-    ///    open is cut, and the root's committer, if still running, is stopped — its writes are
-    ///    refused, unapplied, to producers still connected.
+    ///    open is cut (without an answer), and the root's committer, if still running, is
+    ///    stopped — queued writes whose commit had not started are abandoned, never applied.
     /// 3. The background tasks are stopped and the store is closed once nothing holds it
     ///    (within [`STOP_GRACE`]).
     ///

@@ -3,7 +3,8 @@
 //! every write refused as "shutting down" is absent); and, with SIGINT, what a client with a
 //! write in flight sees — a write already queued is committed and answered, a write whose body
 //! arrives after the queue closed is refused with 503 and never applied — while idle
-//! connections are closed and new ones refused.
+//! connections are closed and new ones refused; and a client that never finishes its request
+//! is cut once the drain timeout passes, the node still exiting 0 with its store closed.
 //!
 //! Nothing here depends on the machine's speed: every step waits for an event (a metric, a log
 //! line, a 100-continue) and every bound is a generous upper bound.
@@ -167,4 +168,32 @@ fn sigint_answers_the_write_in_flight_refuses_later_ones_and_closes_idle_connect
     let mut reader = MemcachedConnection::open(ports.memcached);
     assert_eq!(reader.get("dns:in-flight").as_deref(), Some(&b"early"[..]));
     assert_eq!(reader.get("dns:late"), None);
+}
+
+#[test]
+fn a_client_that_never_finishes_its_request_is_cut_after_the_drain_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = Ports::new();
+    // The body deadline is far away: only the drain timeout can end this request.
+    let extra = "[connections]\ndrain_timeout = \"1s\"\n[connections.http]\nbody_read_timeout = \"10m\"\n";
+    let config = write_config(dir.path(), "root", ports, Role::Root { batch_window: "20ms" }, extra);
+    let mut node = NodeProcess::start(&config, ports, &[], &[]);
+    node.wait_serving(PATIENCE);
+    let mut stuck = HttpConnection::open(ports.http);
+    stuck.send_head("PUT", "/v1/keys/dns:stuck", 10, "expect: 100-continue\r\n").unwrap();
+    let (interim, _) = stuck.read_response().unwrap();
+    assert_eq!(interim, 100);
+    stuck.send(b"12345").unwrap();
+
+    node.signal("TERM");
+    let status = node.wait_exit(PATIENCE);
+    assert_eq!(status.code(), Some(0), "exit status {status}; log:\n{}", node.log_text());
+    let log = node.log_text();
+    assert!(log.contains("the drain did not finish within connections.drain_timeout"), "{log}");
+    assert!(log.contains("connections_cut=1") && log.contains("store closed"), "{log}");
+    // Cut without an answer, and the write never applied.
+    assert!(stuck.read_response().is_err());
+    let mut node = NodeProcess::start(&config, ports, &[], &[]);
+    node.wait_serving(PATIENCE);
+    assert_eq!(MemcachedConnection::open(ports.memcached).get("dns:stuck"), None);
 }
