@@ -103,21 +103,37 @@ impl RunOutcome {
 /// `HashMap` hash keys, drawn through `getrandom`, which madsim answers from the run's RNG)
 /// would otherwise make a second run on the same thread draw differently from the first. A
 /// panic inside the simulation is passed on to the caller.
+///
+/// The run's scratch directory (the nodes' on-disk stores, snapshot transfers) is made here,
+/// on the caller's thread, outside the simulation, and removed when the run ends. Made inside
+/// it, a run depended on the machine: tempfile names the directory from a generator seeded with
+/// the clock and the thread id — simulated, so the same in every run of any seed — and once its
+/// first three names were taken (three other runs alive at once, or left behind by killed ones)
+/// it reseeded from `getrandom`, which madsim answers from the run's random stream: one extra
+/// draw shifted every later choice of the run (`sim/tests/concurrent.rs`). Out here, the names
+/// and that reseed come from the OS and never touch the run's stream.
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let scenario = scenario.clone();
-    match std::thread::Builder::new().name(format!("qsim-seed-{seed}")).spawn(move || run_here(&scenario, seed)) {
+    let scratch = tempfile::tempdir().expect("a scratch directory for the run");
+    let path = scratch.path().to_path_buf();
+    let outcome = match std::thread::Builder::new()
+        .name(format!("qsim-seed-{seed}"))
+        .spawn(move || run_here(&scenario, seed, &path))
+    {
         Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
         Err(e) => panic!("cannot start the simulation thread: {e}"),
-    }
+    };
+    drop(scratch);
+    outcome
 }
 
-fn run_here(scenario: &Scenario, seed: u64) -> RunOutcome {
+fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let reads = Reads::default();
     let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads));
     let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
     let end = tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(world(scenario.clone(), seed, recorder.clone(), reads.clone()))
+        runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()))
     });
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).events().to_vec();
     let digest = crate::trace::digest(&events);
@@ -337,14 +353,19 @@ fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     recorder.record(event(at_ms));
 }
 
-async fn world(scenario: Scenario, seed: u64, recorder: SharedRecorder, reads: Reads) -> WorldEnd {
+/// `scratch`: the run's private folder for the nodes' files (on-disk stores, snapshot
+/// transfers), made by [`run`] outside the simulation; its name never reaches the trace.
+async fn world(
+    scenario: Scenario,
+    seed: u64,
+    scratch: std::path::PathBuf,
+    recorder: SharedRecorder,
+    reads: Reads,
+) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
     let states: States = Arc::default();
-    // Files outside the stores (snapshot transfers), private to this run; their names never
-    // reach the trace.
-    let scratch = tempfile::tempdir().expect("a scratch directory for the run");
     let sigbus = Arc::new(Sigbus::default());
-    let nodes = start_nodes(&scenario, seed, &states, scratch.path(), &sigbus);
+    let nodes = start_nodes(&scenario, seed, &states, &scratch, &sigbus);
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     tokio::spawn(crate::faults::disk::supervisor(sigbus, supervised, seed));
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
