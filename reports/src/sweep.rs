@@ -227,7 +227,12 @@ fn distributions(out: &mut String, summary: &SweepSummary, scenarios: &[(String,
     for (name, idx) in scenarios {
         let lags: Vec<u64> = idx.iter().filter_map(|&i| summary.results[i].max_lag_ms).collect();
         let conv: Vec<u64> = idx.iter().filter_map(|&i| summary.results[i].converged_after_ms).collect();
-        let never = idx.len() - conv.len();
+        // A run that crashed, hung or never started wrote no summary: it says nothing about
+        // convergence, so it is not counted as a run that did not converge.
+        let never = idx
+            .iter()
+            .filter(|&&i| summary.results[i].digest.is_some() && summary.results[i].converged_after_ms.is_none())
+            .count();
         let _ = write!(out, "<tr data-scenario=\"{}\"><td>{}</td>", esc(name), esc(name));
         for cell in stats_cells(&lags).iter().chain(stats_cells(&conv).iter()) {
             let _ = write!(out, "<td class=\"num\">{}</td>", esc(cell));
