@@ -23,16 +23,10 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Relays listen on the source's host at this port plus the downstream node's position in
-/// topology order, so each (replica, source) link has its own relay.
-pub const RELAY_PORT_BASE: u16 = 20_000;
 /// The most bytes one read of a relay takes before it schedules them.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// The relay port on a source's host for the downstream node at `position` in topology order.
-pub fn relay_port(position: usize) -> u16 {
-    RELAY_PORT_BASE + position as u16
-}
+pub use crate::scenario::nodes::{RELAY_PORT_BASE, relay_port};
 
 /// Accepts connections on `listen` and relays each to `target` with `latency` added to every
 /// chunk, both ways. Runs until the host is killed.

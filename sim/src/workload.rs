@@ -28,7 +28,7 @@ use crate::scenario::{Burst, ValueBytes};
 use crate::trace::{Event, SharedRecorder};
 
 /// The producer's token, configured on the root.
-pub const PRODUCER_TOKEN: &str = "qsim-producer-token";
+pub use crate::scenario::nodes::PRODUCER_TOKEN;
 /// Longest the writer waits for one write before giving up on it.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a reader waits for one answer before dropping the connection.

@@ -87,6 +87,7 @@
 //! apply_without_gap_check = false
 //! ```
 
+pub mod nodes;
 mod swarm;
 mod validate;
 
@@ -536,9 +537,16 @@ impl Scenario {
         })?;
         scenario.path = path.to_path_buf();
         let line_of = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+        // A field without a span (a plain value): the line that sets its last key, else 1.
+        let line_of_key = |field: &str| {
+            let key = field.rsplit('.').next().unwrap_or(field);
+            text.lines()
+                .position(|l| l.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')))
+                .map_or(1, |i| i + 1)
+        };
         scenario.validate().map_err(|(span, field, problem)| ScenarioError::Invalid {
             path: shown,
-            line: span.map_or(1, line_of),
+            line: span.map_or_else(|| line_of_key(&field), line_of),
             field,
             problem,
         })?;
@@ -659,6 +667,19 @@ duration = "5s"
 lag_max = "10s"
 converge_within = "30s"
 "#;
+
+    #[test]
+    fn a_setting_the_node_would_refuse_is_refused_at_load_with_its_line() {
+        for (node, field, line) in [
+            ("staleness_failover = \"10ms\"", "node.staleness_failover", 8),
+            ("batch_window = \"2m\"", "node.batch_window", 8),
+        ] {
+            let text = GOOD.replace("[topology]", &format!("[node]\n{node}\n\n[topology]"));
+            let err = Scenario::parse(&text, Path::new("bad.toml")).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("bad.toml:{line}: field `{field}`")), "{err}");
+            assert!(err.contains("refuses its"), "{err}");
+        }
+    }
 
     fn refused(text: &str) -> String {
         Scenario::parse(text, Path::new("s.toml")).unwrap_err().to_string()

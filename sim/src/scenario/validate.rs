@@ -1,5 +1,6 @@
 //! Validation: what `Scenario::load` checks before a scenario may run.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
@@ -7,8 +8,37 @@ use super::*;
 /// A refusal: the span of the offending value (for its line), the field, and the problem.
 pub(super) type Refusal = (Option<std::ops::Range<usize>>, String, String);
 
+/// The scenario field behind a field of a generated node configuration.
+fn scenario_field(node_field: &str) -> &'static str {
+    match node_field {
+        "replication.staleness_failover" => "node.staleness_failover",
+        "root.batch_window" => "node.batch_window",
+        "root.heartbeat_interval" => "node.heartbeat_interval",
+        "retention.keep_entries_min" => "node.retention_entries",
+        "retention.gc_interval" => "node.gc_interval",
+        field if field.starts_with("legacy.") => "legacy",
+        _ => "node",
+    }
+}
+
 impl Scenario {
     pub(super) fn validate(&self) -> Result<(), Refusal> {
+        self.validate_scenario()?;
+        // Every node's configuration, as the world will generate it, judged by the node itself:
+        // a scenario the loader accepts is one every node accepts (the folder is never made).
+        if let Err((node, e)) = super::nodes::generate(self, Path::new("/qsim-scratch-not-created")) {
+            let (field, problem) = match &e {
+                qs_node::config::ConfigError::Invalid { field, problem, .. } => {
+                    (scenario_field(field), format!("node {node} refuses its `{field}`: {problem}"))
+                }
+                other => ("node", format!("node {node} refuses its generated configuration: {other}")),
+            };
+            return Err((None, field.to_string(), problem));
+        }
+        Ok(())
+    }
+
+    fn validate_scenario(&self) -> Result<(), Refusal> {
         let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
             Err((span, field.to_string(), problem))
         };

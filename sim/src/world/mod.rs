@@ -23,7 +23,6 @@ use std::time::Duration;
 use madsim::runtime::{Handle, Runtime};
 use tracing_subscriber::layer::SubscriberExt;
 
-use qs_node::config::NodeConfig;
 use qs_node::node::{Node, NodeState};
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
@@ -32,22 +31,16 @@ use crate::faults::disk::{Sigbus, SimDisk};
 use crate::faults::{FaultStep, SimNode};
 use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, SharedRecorder, TraceLayer};
-use crate::workload::{Acked, PRODUCER_TOKEN, ReadWindows, ReaderSpec, WriterSpec};
+use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
+use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
 mod end;
 mod sampler;
 use end::{pending, summarize};
 use sampler::sampler;
 
-const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
-const REPLICATION_PORT: u16 = 7000;
-const MEMCACHED_PORT: u16 = 11211;
-const HTTP_PORT: u16 = 8000;
 /// How long a (re)started node's process takes before it opens its store.
 const PROCESS_START: Duration = Duration::from_millis(5);
-/// RocksDB memtable per column family in the simulator: at the workloads' few KB/s per node
-/// a memtable fills in tens of simulated seconds, so flushes and level-0 compactions run.
-const SIM_ROCKSDB_MEMTABLE_BYTES: usize = 128 << 10;
 /// How far the simulated clock jumps before anything starts, from madsim's start in 2022 to the
 /// 2060s: ahead of any real clock. RocksDB keeps one process-wide timer thread on the real clock
 /// for its periodic tasks, but a node registers them at open from simulated time. Dated after
@@ -157,113 +150,6 @@ type States = Arc<Mutex<BTreeMap<String, std::sync::Weak<NodeState>>>>;
 fn live(states: &States) -> BTreeMap<String, Arc<NodeState>> {
     let states = states.lock().unwrap_or_else(|p| p.into_inner());
     states.iter().filter_map(|(name, state)| Some((name.clone(), state.upgrade()?))).collect()
-}
-fn ip(tier: usize, n: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
-}
-
-/// One node as the world starts it.
-struct Planned {
-    config: NodeConfig,
-    ip: IpAddr,
-    /// Relay ports this node's host serves for downstream replicas in other data centers.
-    relays: Vec<u16>,
-}
-
-/// Each node's configuration, in topology order (root first). `scratch` holds the nodes'
-/// files outside the store (snapshot exports and imports).
-fn configs(scenario: &Scenario, scratch: &std::path::Path) -> Vec<Planned> {
-    let mut out = Vec::new();
-    let settings = &scenario.node;
-    let legacy = &scenario.legacy;
-    // The scenario's planted bugs, every switch as the node reads it (so a new switch cannot be
-    // left out of the generated configs).
-    let tail = format!(
-        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\n{}",
-        settings.retention_entries,
-        settings.gc_interval.as_millis(),
-        toml::to_string(legacy).expect("the legacy switches serialize")
-    );
-    let listen = |ip: IpAddr| {
-        format!(
-            "[listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n",
-            SocketAddr::new(ip, REPLICATION_PORT),
-            SocketAddr::new(ip, MEMCACHED_PORT),
-            SocketAddr::new(ip, HTTP_PORT)
-        )
-    };
-    let engine = scenario.scenario.engine.get_ref();
-    // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
-    // would be flushed or compacted; small ones make both happen every few simulated seconds.
-    let memtable =
-        if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
-    let head = |name: &str, role: &str| {
-        format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",
-            scratch.join(name).join("store").display()
-        )
-    };
-    let root_ip = ip(0, 0);
-    let root = format!(
-        "{}{}[root]\nbatch_window = \"{}ms\"\nheartbeat_interval = \"{}ms\"\n[[root.producers]]\nname = \"qsim\"\n\
-         token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"cfg\"]\nwrites_per_s = 1000000\nburst = 1000000\n",
-        head("root", "root"),
-        listen(root_ip),
-        settings.batch_window.as_millis(),
-        settings.heartbeat_interval.as_millis()
-    );
-    out.push((root, root_ip));
-    let topology = &scenario.topology;
-    let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
-    // Per node in topology order, the relay ports its host serves.
-    let mut relays: Vec<std::collections::BTreeSet<u16>> = vec![Default::default()];
-    // (address, data center, position) of each node of the tier above.
-    let mut parents = vec![(root_ip, 0, 0)];
-    for (t, tier) in topology.tiers.iter().enumerate() {
-        let tier = tier.get_ref();
-        let mut this_tier = Vec::new();
-        for n in 0..tier.count {
-            let node_ip = ip(t + 1, n);
-            let position = out.len();
-            let dc = topology.datacenter(n);
-            relays.push(Default::default());
-            // Round robin over the tier above: primaries first, then secondaries. A source in
-            // another data center is reached through its relay for this node.
-            let mut pick = |k: usize| {
-                let (source_ip, source_dc, source_position) = parents[(n + k) % parents.len()];
-                if relayed && source_dc != dc {
-                    let port = crate::links::relay_port(position);
-                    relays[source_position].insert(port);
-                    SocketAddr::new(source_ip, port)
-                } else {
-                    SocketAddr::new(source_ip, REPLICATION_PORT)
-                }
-            };
-            let mut list = |range: std::ops::Range<usize>| {
-                range.map(|k| format!("\"{}\"", pick(k))).collect::<Vec<_>>().join(", ")
-            };
-            let text = format!(
-                "{}{}[replication]\nprimaries = [{}]\nsecondaries = [{}]\nstaleness_failover = \"{}ms\"\n",
-                head(&format!("{}-{}", tier.name, n + 1), "replica"),
-                listen(node_ip),
-                list(0..tier.primaries),
-                list(tier.primaries..tier.primaries + tier.secondaries),
-                settings.staleness_failover.as_millis()
-            );
-            out.push((text, node_ip));
-            this_tier.push((node_ip, dc, position));
-        }
-        parents = this_tier;
-    }
-    out.into_iter()
-        .zip(relays)
-        .map(|((text, ip), relays)| Planned {
-            config: NodeConfig::parse(&(text + &tail), "generated node configuration")
-                .expect("generated configs are valid"),
-            ip,
-            relays: relays.into_iter().collect(),
-        })
-        .collect()
 }
 
 fn start_nodes(

@@ -1,0 +1,143 @@
+//! Each node's configuration as the simulator generates it from a scenario: addresses, sources
+//! (round robin over the tier above, relays across data centers), the `[node]` settings, the
+//! planted bugs. Compiled in both builds, so `Scenario::load` can have the node's own
+//! validation judge every generated configuration: a scenario the loader accepts is one every
+//! node accepts.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use qs_node::config::{ConfigError, NodeConfig};
+
+use super::Scenario;
+
+pub const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
+pub const REPLICATION_PORT: u16 = 7000;
+pub const MEMCACHED_PORT: u16 = 11211;
+pub const HTTP_PORT: u16 = 8000;
+/// The bearer token of the simulated writers, the root's one producer.
+pub const PRODUCER_TOKEN: &str = "qsim-producer-token";
+/// RocksDB memtable per column family in the simulator: at the workloads' few KB/s per node
+/// a memtable fills in tens of simulated seconds, so flushes and level-0 compactions run.
+pub const SIM_ROCKSDB_MEMTABLE_BYTES: usize = 128 << 10;
+/// First relay port (see `crate::links`).
+pub const RELAY_PORT_BASE: u16 = 20_000;
+
+/// The relay port on a source's host for the downstream node at `position` in topology order.
+pub fn relay_port(position: usize) -> u16 {
+    RELAY_PORT_BASE + position as u16
+}
+
+pub fn ip(tier: usize, n: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
+}
+
+/// One node as the world starts it.
+#[derive(Debug)]
+pub struct Planned {
+    pub config: NodeConfig,
+    pub ip: IpAddr,
+    /// Relay ports this node's host serves for downstream replicas in other data centers.
+    pub relays: Vec<u16>,
+}
+
+/// Each node's configuration, in topology order (root first). `scratch` holds the nodes'
+/// files outside the store (snapshot exports and imports).
+pub fn configs(scenario: &Scenario, scratch: &Path) -> Vec<Planned> {
+    generate(scenario, scratch).expect("a loaded scenario's node configurations are valid (checked at load)")
+}
+
+/// The nodes' configurations, each parsed and validated by the node itself; the first one the
+/// node refuses, with its name.
+pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (String, ConfigError)> {
+    let mut out = Vec::new();
+    let settings = &scenario.node;
+    let legacy = &scenario.legacy;
+    // The scenario's planted bugs, every switch as the node reads it (so a new switch cannot be
+    // left out of the generated configs).
+    let tail = format!(
+        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\n{}",
+        settings.retention_entries,
+        settings.gc_interval.as_millis(),
+        toml::to_string(legacy).expect("the legacy switches serialize")
+    );
+    let listen = |ip: IpAddr| {
+        format!(
+            "[listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n",
+            SocketAddr::new(ip, REPLICATION_PORT),
+            SocketAddr::new(ip, MEMCACHED_PORT),
+            SocketAddr::new(ip, HTTP_PORT)
+        )
+    };
+    let engine = scenario.scenario.engine.get_ref();
+    // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
+    // would be flushed or compacted; small ones make both happen every few simulated seconds.
+    let memtable =
+        if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
+    let head = |name: &str, role: &str| {
+        format!(
+            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",
+            scratch.join(name).join("store").display()
+        )
+    };
+    let root_ip = ip(0, 0);
+    let root = format!(
+        "{}{}[root]\nbatch_window = \"{}ms\"\nheartbeat_interval = \"{}ms\"\n[[root.producers]]\nname = \"qsim\"\n\
+         token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"cfg\"]\nwrites_per_s = 1000000\nburst = 1000000\n",
+        head("root", "root"),
+        listen(root_ip),
+        settings.batch_window.as_millis(),
+        settings.heartbeat_interval.as_millis()
+    );
+    out.push((root, root_ip));
+    let topology = &scenario.topology;
+    let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
+    // Per node in topology order, the relay ports its host serves.
+    let mut relays: Vec<std::collections::BTreeSet<u16>> = vec![Default::default()];
+    // (address, data center, position) of each node of the tier above.
+    let mut parents = vec![(root_ip, 0, 0)];
+    for (t, tier) in topology.tiers.iter().enumerate() {
+        let tier = tier.get_ref();
+        let mut this_tier = Vec::new();
+        for n in 0..tier.count {
+            let node_ip = ip(t + 1, n);
+            let position = out.len();
+            let dc = topology.datacenter(n);
+            relays.push(Default::default());
+            // Round robin over the tier above: primaries first, then secondaries. A source in
+            // another data center is reached through its relay for this node.
+            let mut pick = |k: usize| {
+                let (source_ip, source_dc, source_position) = parents[(n + k) % parents.len()];
+                if relayed && source_dc != dc {
+                    let port = relay_port(position);
+                    relays[source_position].insert(port);
+                    SocketAddr::new(source_ip, port)
+                } else {
+                    SocketAddr::new(source_ip, REPLICATION_PORT)
+                }
+            };
+            let mut list = |range: std::ops::Range<usize>| {
+                range.map(|k| format!("\"{}\"", pick(k))).collect::<Vec<_>>().join(", ")
+            };
+            let text = format!(
+                "{}{}[replication]\nprimaries = [{}]\nsecondaries = [{}]\nstaleness_failover = \"{}ms\"\n",
+                head(&format!("{}-{}", tier.name, n + 1), "replica"),
+                listen(node_ip),
+                list(0..tier.primaries),
+                list(tier.primaries..tier.primaries + tier.secondaries),
+                settings.staleness_failover.as_millis()
+            );
+            out.push((text, node_ip));
+            this_tier.push((node_ip, dc, position));
+        }
+        parents = this_tier;
+    }
+    out.into_iter()
+        .zip(relays)
+        .map(|((text, ip), relays)| {
+            let name = text.lines().next().and_then(|l| l.split('"').nth(1)).unwrap_or("?").to_string();
+            let config = NodeConfig::parse(&(text + &tail), "generated node configuration").map_err(|e| (name, e))?;
+            Ok(Planned { config, ip, relays: relays.into_iter().collect() })
+        })
+        .collect()
+}
