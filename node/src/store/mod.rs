@@ -656,6 +656,18 @@ impl Store {
                 None => Write::Delete { table: Table::Kv, key: key.to_vec() },
             });
         }
+        // Invariants of an apply, asserted where they hold so a broken one stops the run at the
+        // point of damage (under the simulator: with its seed): the head is the last entry's.
+        let last = entries.last().expect("not empty: returned above");
+        assert_eq!(
+            (head.applied_index, head.chain_hash),
+            (last.index, last.hash),
+            "after an apply the head must be the last entry applied"
+        );
+        assert!(
+            !gap_check || head.applied_index == self.head.applied_index + entries.len() as u64,
+            "a checked apply advances the index by exactly the entries applied"
+        );
         writes.extend(head.writes());
         self.engine.commit(writes)?;
         self.head = head;
@@ -720,6 +732,14 @@ impl Store {
         if entries.is_empty() && from <= self.head.applied_index {
             return Err(StoreError::CorruptLog { index: from, reason: "entry is missing from the log".into() });
         }
+        // A reply stays within its limits (one entry may pass the byte limit alone: an entry is
+        // never split), and never reaches past what this store applied.
+        assert!(
+            entries.len() <= limits.entries_max && (entries.len() <= 1 || bytes <= limits.bytes_max),
+            "a log read of {} entries, {bytes} bytes, passed its limits {limits:?}",
+            entries.len()
+        );
+        assert!(entries.last().is_none_or(|e| e.index <= self.head.applied_index), "a log read past the applied index");
         Ok(LogRead::Entries(entries))
     }
 
@@ -745,6 +765,13 @@ impl Store {
                 }
             }
         }
+        // GC never passes the applied index: the newest entry stays until the next is applied
+        // (a follower resuming at applied + 1 must find the chain's end).
+        assert!(
+            new_first <= self.head.applied_index + 1 && new_first >= first,
+            "garbage collection moved the first retained index to {new_first} (was {first}, applied {})",
+            self.head.applied_index
+        );
         let collected = new_first - first;
         if collected > 0 {
             let mut head = self.head;
