@@ -8,6 +8,7 @@ pub mod chain;
 pub mod cursor;
 pub mod lag;
 pub mod memory;
+pub mod progress;
 pub mod reads;
 pub mod sequence;
 
@@ -23,6 +24,10 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         Box::new(lag::Lag::new(scenario.checks.lag_max.as_millis() as u64)),
         Box::new(cursor::Cursor::default()),
         Box::new(reads.clone()),
+        Box::new(progress::Progress::new(
+            scenario.checks.lag_max.as_millis() as u64,
+            scenario.workload.iter().any(|w| matches!(w, crate::scenario::Workload::Writer { .. })),
+        )),
     ];
     if let Some(resources) = &scenario.resources {
         if let Some(bound) = resources.miss_ratio_max {
@@ -68,7 +73,7 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [&str; 6] = ["sequence", "chain", "lag", "cursor", "reads", "convergence"];
+pub const NAMES: [&str; 7] = ["sequence", "chain", "lag", "cursor", "reads", "progress", "convergence"];
 
 /// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `cache` (with a
 /// miss-ratio bound) and `memory` when the scenario models resources.
