@@ -11,6 +11,7 @@
 //! - [`store`]: the store over three engines (LMDB, RocksDB, memory): atomic apply, checked
 //!   reads, log retention, snapshots, stats, engine resources (cache, memory);
 //! - [`connections`]: the listeners' caps, client deadlines and drain at shutdown;
+//! - [`observe`]: the typed seam a node reports what it did through (the simulator's trace);
 //! - `resources` (not under the simulator): the real process's memory sampler and limit;
 //! - `logs` (not under the simulator): the real process's log format and levels;
 //! - [`testkit`]: deterministic synthetic workloads shared by tests, crash tests and benchmarks.
@@ -28,6 +29,7 @@ pub mod logs;
 pub mod memcached;
 pub mod metrics;
 pub mod node;
+pub mod observe;
 pub mod replication;
 // Reads the real process: never compiled into a simulated (`--cfg madsim`) build.
 #[cfg(not(madsim))]

@@ -27,6 +27,7 @@ use crate::config::{NodeConfig, Role};
 use crate::connections::{Connections, Lifecycle, ListenerKind};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
+use crate::observe::{NodeEvent, NodeObserver};
 use crate::store::{Store, StoreError, StoreLocation};
 
 /// What a store operation is, for a [`DiskModel`].
@@ -87,6 +88,8 @@ pub struct NodeState {
     disk: Option<Arc<dyn DiskModel>>,
     /// The simulated disk a memory store lives on, so a snapshot installs onto it.
     memory_disk: Option<crate::store::MemDisk>,
+    /// Who is told what this node did (the simulator's recorder); None in the real binary.
+    observer: Option<Arc<dyn NodeObserver>>,
     /// Whether reads are served: false only while a replica that started with an empty store
     /// has not yet caught up with a source once (it would answer with nothing, or with data
     /// older than what its clients read before its disk was replaced).
@@ -99,7 +102,7 @@ pub struct NodeState {
 
 impl NodeState {
     pub fn new(config: NodeConfig, store: Store, node_id: u128) -> Arc<NodeState> {
-        NodeState::with_disk(config, store, node_id, None, None)
+        NodeState::with_disk(config, store, node_id, None, None, None)
     }
 
     fn with_disk(
@@ -108,6 +111,7 @@ impl NodeState {
         node_id: u128,
         disk: Option<Arc<dyn DiskModel>>,
         memory_disk: Option<crate::store::MemDisk>,
+        observer: Option<Arc<dyn NodeObserver>>,
     ) -> Arc<NodeState> {
         let ready = config.role == Role::Root || store.applied_index() > 0;
         let (applied, _) = watch::channel(store.applied_index());
@@ -125,6 +129,7 @@ impl NodeState {
             read_counters: ReadCounters::default(),
             disk,
             memory_disk,
+            observer,
             ready: std::sync::atomic::AtomicBool::new(ready),
             connections,
             lifecycle: watch::Sender::new(Lifecycle::Serving),
@@ -179,10 +184,19 @@ impl NodeState {
         self.ready.store(true, Ordering::Relaxed);
     }
 
-    /// Records a persisted resume position: the `qs::cursor` trace event, which the simulator
-    /// checks never runs ahead of what the node applied.
+    /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
+    /// binary.
+    pub fn report(&self, event: NodeEvent) {
+        if let Some(observer) = &self.observer {
+            observer.observe(&self.config.name, event);
+        }
+    }
+
+    /// Records a persisted resume position, which the simulator checks never runs ahead of what
+    /// the node applied.
     pub fn cursor_persisted(&self, index: u64) {
-        tracing::info!(target: "qs::cursor", node = %self.config.name, index, "resume position persisted");
+        tracing::debug!(node = %self.config.name, index, "resume position persisted");
+        self.report(NodeEvent::CursorPersisted { index });
     }
 
     /// Replaces the store (after a snapshot bootstrap).
@@ -191,12 +205,13 @@ impl NodeState {
         self.after_apply();
     }
 
-    /// Records that `entries` (one commit's worth, in order) were applied: the `qs::apply` trace
-    /// event the simulator's checkers consume, the newest root timestamp (for lag), and a wake-up
-    /// for everything waiting on new entries. Takes the entries so nothing is read back.
+    /// Records that `entries` (one commit's worth, in order) were applied: the event the
+    /// simulator's checkers consume, the newest root timestamp (for lag), and a wake-up for
+    /// everything waiting on new entries. Takes the entries so nothing is read back.
     pub fn applied(&self, entries: &[crate::entry::LogEntry]) {
         if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-            tracing::info!(target: "qs::apply", node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
+            tracing::debug!(node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
+            self.report(NodeEvent::Applied { first: first.index, last: last.index, hash: last.hash.to_string() });
             self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);
             self.publish(last.index);
         }
@@ -353,7 +368,7 @@ impl Node {
     /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
     /// that outlives the node's process, so a restarted node finds its data again.
     pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
-        Node::start_simulated(config, location, node_id, None).await
+        Node::start_simulated(config, location, node_id, None, None).await
     }
 
     /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation.
@@ -362,6 +377,7 @@ impl Node {
         location: &StoreLocation,
         node_id: u128,
         disk: Option<Arc<dyn DiskModel>>,
+        observer: Option<Arc<dyn NodeObserver>>,
     ) -> Result<Node, StartError> {
         if let Some(disk) = &disk {
             let latency = disk.charge(DiskOp::Open);
@@ -374,7 +390,7 @@ impl Node {
             _ => None,
         };
         let resume_from = store.applied_index();
-        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk);
+        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer);
         if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
             // The position is in the store, in the same commit as the data it covers.
             state.cursor_persisted(resume_from);

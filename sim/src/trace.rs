@@ -5,14 +5,12 @@
 //! order), so the same binary, scenario and seed give a byte-identical trace and digest. The
 //! digest is BLAKE3 over those lines.
 //!
-//! Nodes report through `tracing` events with targets `qs::apply`, `qs::bootstrap`,
-//! `qs::source` and `qs::cursor` (see `qs_node::node::NodeState`); [`TraceLayer`] turns them
-//! into [`Event`]s.
+//! Nodes report through the typed seam `qs_node::observe` (applies, bootstraps, source changes,
+//! persisted positions); [`RecorderObserver`] turns each report into an [`Event`].
 
 use std::sync::{Arc, Mutex};
 
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::Context;
+use qs_node::observe::{NodeEvent, NodeObserver};
 
 pub use qs_reports::schema::Event;
 
@@ -76,63 +74,23 @@ pub fn digest(events: &[Event]) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
-/// Turns the node's `qs::apply` and `qs::bootstrap` tracing events into trace events.
+/// The nodes' observer under the simulator: each [`NodeEvent`] a node reports becomes a trace
+/// event at the current simulated time, fed to every checker.
 #[derive(Debug)]
-pub struct TraceLayer(pub SharedRecorder);
+pub struct RecorderObserver(pub SharedRecorder);
 
-#[derive(Default)]
-struct Fields {
-    node: String,
-    hash: String,
-    source: String,
-    reason: String,
-    first: u64,
-    last: u64,
-    index: u64,
-}
-
-impl Visit for Fields {
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "first" => self.first = value,
-            "last" => self.last = value,
-            "index" => self.index = value,
-            _ => {}
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_debug(field, &value);
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let text = format!("{value:?}").trim_matches('"').to_string();
-        match field.name() {
-            "node" => self.node = text,
-            "hash" => self.hash = text,
-            "source" => self.source = text,
-            "reason" => self.reason = text,
-            _ => {}
-        }
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TraceLayer {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let target = event.metadata().target();
-        if !matches!(target, "qs::apply" | "qs::bootstrap" | "qs::source" | "qs::cursor") {
-            return;
-        }
-        let mut fields = Fields::default();
-        event.record(&mut fields);
+impl NodeObserver for RecorderObserver {
+    fn observe(&self, node: &str, event: NodeEvent) {
         let mut recorder = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let at_ms = recorder.now_ms();
-        let Fields { node, hash, source, reason, first, last, index } = fields;
-        let event = match target {
-            "qs::apply" => Event::Applied { at_ms, node, first, last, hash },
-            "qs::bootstrap" => Event::Bootstrapped { at_ms, node, index, hash },
-            "qs::source" => Event::SourceChanged { at_ms, node, source, reason },
-            _ => Event::Cursor { at_ms, node, index },
+        let node = node.to_string();
+        let event = match event {
+            NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
+            NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
+            NodeEvent::SourceChanged { source, reason } => {
+                Event::SourceChanged { at_ms, node, source: source.to_string(), reason: reason.as_str().to_string() }
+            }
+            NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
         };
         recorder.record(event);
     }

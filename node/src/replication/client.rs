@@ -27,6 +27,7 @@ use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, Want, read_message
 use crate::entry::LogEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
+use crate::observe::{NodeEvent, SourceChange};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
 use crate::store::{Store, StoreError, StoreLocation};
 
@@ -49,14 +50,14 @@ enum Ended {
 }
 
 impl Ended {
-    /// A one-word reason, for the trace.
-    fn reason(&self) -> &'static str {
+    /// Why the source was left, for the next source's [`NodeEvent::SourceChanged`].
+    fn reason(&self) -> SourceChange {
         match self {
-            Ended::Disconnected(_) => "disconnected",
-            Ended::Refused(_) => "refused",
-            Ended::Stale => "stale",
-            Ended::Violation(_) => "violation",
-            Ended::OutOfRetention { .. } => "out_of_retention",
+            Ended::Disconnected(_) => SourceChange::Disconnected,
+            Ended::Refused(_) => SourceChange::Refused,
+            Ended::Stale => SourceChange::Stale,
+            Ended::Violation(_) => SourceChange::Violation,
+            Ended::OutOfRetention { .. } => SourceChange::OutOfRetention,
         }
     }
 }
@@ -76,7 +77,7 @@ pub async fn run(state: Arc<NodeState>) {
         state.cursor_persisted(cursor);
     }
     // Why the previous source was left, for the `qs::source` trace event.
-    let mut left_because = "start";
+    let mut left_because = SourceChange::Start;
     loop {
         let mut progressed = false;
         let mut out_of_retention = 0;
@@ -176,7 +177,7 @@ fn hello_from(state: &NodeState, want: Want, last_index: Option<u64>) -> Message
 /// Connects to `source` and applies what it streams until something ends it; asks for entries
 /// after `resume_from` instead of the applied index when given (the legacy cursor).
 /// `left_because` says why the previous source was left (for the trace).
-async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>, left_because: &str) -> Ended {
+async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>, left_because: SourceChange) -> Ended {
     let staleness = state.config.replication.staleness_failover;
     let mut stream = match timeout(staleness, TcpStream::connect(source)).await {
         Ok(Ok(stream)) => stream,
@@ -201,7 +202,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             Message::Welcome { applied_index, .. } => {
                 state.set_upstream_ok(true);
                 source_head = applied_index;
-                tracing::info!(target: "qs::source", node = %state.config.name, source = %source, reason = left_because, "following a source");
+                tracing::info!(node = %state.config.name, source = %source, reason = left_because.as_str(), "following a source");
+                state.report(NodeEvent::SourceChanged { source, reason: left_because });
             }
             Message::Entries { entries } => {
                 let entries = match decode_frame(&entries) {
@@ -373,7 +375,8 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     }
     state.metrics.bootstraps.inc();
     let hash = state.with_store(|s| s.chain_hash());
-    tracing::info!(target: "qs::bootstrap", node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
+    tracing::info!(node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
+    state.report(NodeEvent::Bootstrapped { index, hash: hash.to_string() });
     state.cursor_persisted(index);
     Ok(())
 }

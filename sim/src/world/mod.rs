@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use madsim::runtime::{Handle, Runtime};
-use tracing_subscriber::layer::SubscriberExt;
 
 use qs_node::node::{Node, NodeState};
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
@@ -30,7 +29,7 @@ use crate::checkers::reads::Reads;
 use crate::faults::disk::{Sigbus, SimDisk};
 use crate::faults::{FaultStep, SimNode};
 use crate::scenario::{Scenario, Workload};
-use crate::trace::{Event, Recorder, SharedRecorder, TraceLayer};
+use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
 use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
 use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
@@ -86,10 +85,8 @@ impl RunOutcome {
 
 /// Runs `scenario` under `seed` and returns its trace and verdicts.
 ///
-/// Call it once per process: a later run in the same process is neither deterministic (lazily
-/// initialised globals drew from the first run's random stream) nor safe (tracing's global
-/// callsite state still refers to spans of the first run's subscriber; a third run panics in
-/// tracing-subscriber). `qsim run`, `--check-determinism`, `qsim sweep` and the benchmark all
+/// Call it once per process: a later run in the same process is not deterministic (lazily
+/// initialised globals drew from the first run's random stream). `qsim run`, `--check-determinism`, `qsim sweep` and the benchmark all
 /// start a process per run.
 ///
 /// Each run gets a thread of its own: per-thread state the standard library seeds once (the
@@ -124,10 +121,9 @@ fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOut
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let reads = Reads::default();
     let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads));
-    let subscriber = tracing_subscriber::registry().with(TraceLayer(recorder.clone()));
-    let end = tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()))
-    });
+    // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
+    // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
+    let end = runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()));
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).events().to_vec();
     let digest = crate::trace::digest(&events);
     RunOutcome {
@@ -158,6 +154,7 @@ fn start_nodes(
     states: &States,
     scratch: &std::path::Path,
     sigbus: &Arc<Sigbus>,
+    observer: &Arc<dyn qs_node::observe::NodeObserver>,
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
@@ -179,8 +176,8 @@ fn start_nodes(
                 device.set_model(crate::resources::NodeModel::new(models.clone()));
             }
             let starts = Arc::new(AtomicU64::new(0));
-            let (states, node_name, init_data, init_device) =
-                (states.clone(), name.clone(), data.clone(), device.clone());
+            let (states, node_name, init_data, init_device, init_observer) =
+                (states.clone(), name.clone(), data.clone(), device.clone(), observer.clone());
             let handle = handle
                 .create_node()
                 .name(&name)
@@ -189,6 +186,7 @@ fn start_nodes(
                     let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
                     let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     let device: Arc<dyn qs_node::node::DiskModel> = init_device.clone();
+                    let observer = init_observer.clone();
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     let relays = relays.clone();
@@ -209,7 +207,7 @@ fn start_nodes(
                             EngineKind::Memory => StoreLocation::Memory(disk),
                             kind => StoreLocation::new(kind, &config.storage.path),
                         };
-                        match Node::start_simulated(config, &location, node_id, Some(device)).await {
+                        match Node::start_simulated(config, &location, node_id, Some(device), Some(observer)).await {
                             Ok(node) => {
                                 states
                                     .lock()
@@ -251,7 +249,8 @@ async fn world(
     madsim::time::advance(SIM_CLOCK_AHEAD);
     let states: States = Arc::default();
     let sigbus = Arc::new(Sigbus::default());
-    let nodes = start_nodes(&scenario, seed, &states, &scratch, &sigbus);
+    let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
+    let nodes = start_nodes(&scenario, seed, &states, &scratch, &sigbus, &observer);
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     tokio::spawn(crate::faults::disk::supervisor(sigbus, supervised, seed));
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
