@@ -76,7 +76,7 @@ pub async fn run(state: Arc<NodeState>) {
     if let Some(cursor) = resume_from {
         state.cursor_persisted(cursor);
     }
-    // Why the previous source was left, for the `qs::source` trace event.
+    // Why the previous source was left, for the next `NodeEvent::SourceChanged`.
     let mut left_because = SourceChange::Start;
     loop {
         let mut progressed = false;
