@@ -172,6 +172,10 @@ pub struct LegacyConfig {
     /// and refuses new ones until it has an upstream again, and reconnects with uncapped,
     /// unjittered exponential backoff — the seed's cascading disconnect across six layers.
     pub stop_serving_when_upstream_lost: bool,
+    /// Following: no staleness timeout — a source that stops sending (paused, cut off one way,
+    /// its disk stalled) is followed for as long as its connection stays open, however stale
+    /// the replica gets, instead of failing over after `staleness_failover`.
+    pub never_leave_stale_source: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

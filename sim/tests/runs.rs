@@ -303,6 +303,24 @@ fn the_cursor_running_ahead_of_the_data_is_caught() {
     assert!(stdout.contains("cursor     FAIL") && stdout.contains("persisted resume position"), "{stdout}");
 }
 
+#[test]
+fn a_replica_that_never_leaves_its_paused_source_is_caught_during_the_fault_and_the_fixed_node_fails_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout) =
+        qsim(&["run", "scenarios/bug-stale-source.toml", "--seed", "1", "--no-report"], &dir.path().join("bug"));
+    assert_eq!(code, 1, "{stdout}");
+    let lag = stdout.lines().find(|l| l.starts_with("lag ")).unwrap_or_default();
+    assert!(lag.contains("FAIL") && lag.contains("edge-1") && lag.contains("healthy path to the root"), "{stdout}");
+    // The same story on the fixed node: edge-1 moves to mid-2 within the bound.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scenarios/bug-stale-source.toml")).unwrap();
+    let fixed = text.split("[legacy]").next().unwrap().replace("expect = \"violation\"", "expect = \"pass\"");
+    let path = dir.path().join("fixed.toml");
+    std::fs::write(&path, fixed).unwrap();
+    let (code, stdout) = qsim(&["run", path.to_str().unwrap(), "--seed", "1", "--no-report"], &dir.path().join("fixed"));
+    assert_eq!(code, 0, "{stdout}");
+}
+
 fn select<'a>(doc: &'a scraper::Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
     doc.select(&scraper::Selector::parse(css).expect("a valid selector")).collect()
 }

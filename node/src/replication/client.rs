@@ -17,6 +17,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,6 +62,10 @@ impl Ended {
         }
     }
 }
+
+/// How long the planted `never_leave_stale_source` bug waits for a silent source: for ever, in
+/// practice (a year).
+const STALE_SOURCE_FOREVER: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Follows the configured sources forever.
 pub async fn run(state: Arc<NodeState>) {
@@ -188,8 +193,11 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
         return Ended::Disconnected(format!("hello: {e}"));
     }
     let mut source_head = u64::MAX;
+    // PLANTED BUG (legacy): without a staleness timeout a source that stops sending is followed
+    // for as long as its connection stays open.
+    let silence_allowed = if state.config.legacy.never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
     loop {
-        let message = match timeout(staleness, read_message(&mut stream)).await {
+        let message = match timeout(silence_allowed, read_message(&mut stream)).await {
             Err(_) => return Ended::Stale,
             Ok(Ok(Some(message))) => message,
             Ok(Ok(None)) => return Ended::Disconnected("source closed the connection".into()),
@@ -229,7 +237,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             }
             Message::Keepalive { .. } => {
                 state.set_ready(); // the source has nothing newer
-                if state.lag_ms() > staleness.as_millis() as u64 {
+                if state.lag_ms() > staleness.as_millis() as u64 && !state.config.legacy.never_leave_stale_source {
                     return Ended::Stale;
                 }
             }

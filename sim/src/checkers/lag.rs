@@ -1,28 +1,130 @@
 //! Bounded lag: a node with a healthy path to the root stays within `lag_max` of it.
 //!
 //! Lag is sampled from every running node once a simulated second (the age of its newest
-//! applied entry, which root heartbeats keep fresh). A sample over the bound is a violation only
-//! while the cluster is healthy: no fault active, the last one healed more than `lag_max` ago
-//! (the time the scenario allows for catching up), and the run older than `lag_max` (start-up).
-//! This is conservative — a fault anywhere pauses the check everywhere — and never blames a
-//! node for lag a fault explains.
+//! applied entry, which root heartbeats keep fresh). Two rules:
+//!
+//! - **Settled:** with no fault active, the last healed more than `lag_max` ago and the run
+//!   past start-up, no node lags by more than `lag_max`.
+//! - **During faults, per node** (the promise of staleness failover): a node none of whose own
+//!   faults is active or recent, one of whose sources has had a healthy path to the root for
+//!   the whole window — that source, and a source of it, up to the root, untouched by any fault —
+//!   lags by at most `staleness_failover + heartbeat_interval +` [`FAILOVER_MARGIN`]: time to
+//!   notice its source went quiet, move to the healthy one, and catch up. The window is that
+//!   bound. Faults that touch more than one node (`split`, `clog_link`) and the network-wide
+//!   ones (`latency`, `loss`) pause this rule everywhere, as they can make any path slow.
+//!   A breach is reported once per episode (until the node is back under the bound).
 //!
 //! No flapping: in the same settled window a node must not change its source. Nothing broke,
 //! so a failover then is a false alarm (a staleness threshold tighter than the heartbeat, a
 //! backoff that never settles) that churns connections across the tree.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::FaultQuiet;
 use crate::trace::{Event, Observer};
+
+/// Beyond staleness and a heartbeat, what a node is allowed to fail over and catch up: the
+/// reconnect backoff's cap (5 s by default) and a snapshot bootstrap or a burst of entries.
+pub const FAILOVER_MARGIN_MS: u64 = 10_000;
+
+/// Who follows whom, for the per-node rule.
+#[derive(Clone, Debug, Default)]
+pub struct Paths {
+    /// Each replica's sources (node names), primaries first.
+    pub sources: BTreeMap<String, Vec<String>>,
+    /// `staleness_failover + heartbeat_interval + FAILOVER_MARGIN_MS`.
+    pub bound_ms: u64,
+}
+
+/// Faults on one node, or on several at once.
+#[derive(Debug, Default)]
+struct NodeFaults {
+    /// Active faults by node (a count: two may overlap on one node).
+    active: BTreeMap<String, u32>,
+    /// When each node's last fault ended.
+    ended_ms: BTreeMap<String, u64>,
+    /// Active faults that touch several nodes or the whole network, and when the last ended.
+    wide_active: u32,
+    wide_ended_ms: Option<u64>,
+}
+
+impl NodeFaults {
+    fn observe(&mut self, event: &Event) {
+        let Event::Fault { at_ms, node, kind, phase, .. } = event else { return };
+        let wide = matches!(kind.as_str(), "split" | "clog_link" | "latency" | "loss") || node == "network";
+        let start = phase == "start";
+        if wide {
+            if start {
+                self.wide_active += 1;
+            } else {
+                self.wide_active = self.wide_active.saturating_sub(1);
+                self.wide_ended_ms = Some(*at_ms);
+            }
+        } else if start {
+            *self.active.entry(node.clone()).or_default() += 1;
+        } else {
+            let n = self.active.entry(node.clone()).or_default();
+            *n = n.saturating_sub(1);
+            self.ended_ms.insert(node.clone(), *at_ms);
+        }
+    }
+
+    /// Whether `node` has been free of faults for the `window_ms` before `at_ms`.
+    fn clear(&self, node: &str, at_ms: u64, window_ms: u64) -> bool {
+        self.active.get(node).copied().unwrap_or(0) == 0
+            && self.ended_ms.get(node).is_none_or(|end| at_ms.saturating_sub(*end) > window_ms)
+    }
+
+    fn wide_clear(&self, at_ms: u64, window_ms: u64) -> bool {
+        self.wide_active == 0 && self.wide_ended_ms.is_none_or(|end| at_ms.saturating_sub(end) > window_ms)
+    }
+}
 
 #[derive(Debug)]
 pub struct Lag {
     lag_max_ms: u64,
     faults: FaultQuiet,
+    paths: Paths,
+    node_faults: NodeFaults,
+    /// Nodes over the per-node bound now (reported once per episode).
+    breaching: BTreeSet<String>,
 }
 
 impl Lag {
     pub fn new(lag_max_ms: u64) -> Lag {
-        Lag { lag_max_ms, faults: FaultQuiet::default() }
+        Lag::with_paths(lag_max_ms, Paths::default())
+    }
+
+    /// With the topology, so the per-node rule applies during faults.
+    pub fn with_paths(lag_max_ms: u64, paths: Paths) -> Lag {
+        Lag { lag_max_ms, faults: FaultQuiet::default(), paths, node_faults: NodeFaults::default(), breaching: BTreeSet::new() }
+    }
+
+    /// A source of `node` whose path to the root has been untouched by faults for the window.
+    fn healthy_source(&self, node: &str, at_ms: u64) -> Option<&str> {
+        let window = self.paths.bound_ms;
+        let healthy = |start: &str| -> bool {
+            // Up the tree along any healthy source, at most one step per tier (no cycles).
+            let mut frontier = vec![start.to_string()];
+            for _ in 0..=self.paths.sources.len() {
+                let mut next = Vec::new();
+                for n in &frontier {
+                    if !self.node_faults.clear(n, at_ms, window) {
+                        continue;
+                    }
+                    match self.paths.sources.get(n) {
+                        None => return true, // the root
+                        Some(sources) => next.extend(sources.iter().cloned()),
+                    }
+                }
+                if next.is_empty() {
+                    return false;
+                }
+                frontier = next;
+            }
+            false
+        };
+        self.paths.sources.get(node)?.iter().find(|s| healthy(s)).map(String::as_str)
     }
 
     /// No fault active, the last healed over `lag_max` ago, and past start-up.
@@ -33,6 +135,7 @@ impl Lag {
 
 impl Observer for Lag {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
+        self.node_faults.observe(event);
         if self.faults.observe(event) {
             return Vec::new();
         }
@@ -57,7 +160,28 @@ impl Observer for Lag {
                         message,
                     }];
                 }
-                Vec::new()
+                if settled || self.paths.bound_ms == 0 {
+                    return Vec::new();
+                }
+                let bound = self.paths.bound_ms;
+                if *lag_ms <= bound {
+                    self.breaching.remove(node);
+                    return Vec::new();
+                }
+                if self.breaching.contains(node)
+                    || !self.node_faults.wide_clear(*at_ms, bound)
+                    || !self.node_faults.clear(node, *at_ms, bound)
+                    || *at_ms <= bound
+                {
+                    return Vec::new();
+                }
+                let Some(source) = self.healthy_source(node, *at_ms).map(str::to_string) else { return Vec::new() };
+                self.breaching.insert(node.clone());
+                let message = format!(
+                    "lag {lag_ms} ms while its source {source} had a healthy path to the root for the last {bound} ms; \
+                     the bound during faults is {bound} ms (staleness failover + heartbeat + {FAILOVER_MARGIN_MS} ms)"
+                );
+                vec![Event::Violation { at_ms: *at_ms, checker: "lag".into(), node: node.clone(), index: *applied, message }]
             }
             _ => Vec::new(),
         }
@@ -97,5 +221,68 @@ mod tests {
         assert!(check.observe(&moved(8_000, "start")).is_empty(), "a (re)start is not a flap");
         assert!(check.observe(&fault(9_000, "start")).is_empty());
         assert!(check.observe(&moved(9_500, "disconnected")).is_empty(), "a fault explains it");
+    }
+
+    fn tree() -> Paths {
+        let mut sources = BTreeMap::new();
+        sources.insert("mid-1".to_string(), vec!["root".to_string()]);
+        sources.insert("mid-2".to_string(), vec!["root".to_string()]);
+        sources.insert("edge-1".to_string(), vec!["mid-1".to_string(), "mid-2".to_string()]);
+        Paths { sources, bound_ms: 5_000 }
+    }
+
+    fn edge(at_ms: u64, lag_ms: u64) -> Event {
+        Event::LagSample { at_ms, node: "edge-1".into(), lag_ms, applied: 1 }
+    }
+
+    fn on(at_ms: u64, node: &str, kind: &str, phase: &str) -> Event {
+        Event::Fault { at_ms, node: node.into(), kind: kind.into(), phase: phase.into(), detail: String::new() }
+    }
+
+    /// Violations of the per-node rule (the lag bound 60 s keeps the settled rule out of it).
+    fn breaches(events: &[Event]) -> Vec<u64> {
+        let mut check = Lag::with_paths(60_000, tree());
+        events
+            .iter()
+            .flat_map(|e| check.observe(e))
+            .map(|v| match v {
+                Event::Violation { at_ms, .. } => at_ms,
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn during_a_fault_a_node_with_a_healthy_source_must_fail_over_within_the_bound() {
+        // mid-1 (edge-1's primary) is paused from 10 s to 60 s; mid-2 stays healthy.
+        let mut events = vec![on(10_000, "mid-1", "pause", "start")];
+        // A node that fails over: its lag stays under the bound.
+        events.extend((11..=59).map(|s| edge(s * 1000, 3_000)));
+        assert!(breaches(&events).is_empty());
+        // One that never leaves its paused source: caught once, when it passes the bound.
+        let mut stuck = vec![on(10_000, "mid-1", "pause", "start")];
+        stuck.extend((11..=59).map(|s| edge(s * 1000, (s - 10) * 1000)));
+        assert_eq!(breaches(&stuck), [16_000]);
+    }
+
+    #[test]
+    fn no_blame_when_no_source_has_a_healthy_path_or_the_node_itself_was_hit() {
+        let growing = |from: u64| (from + 1..=59).map(move |s| edge(s * 1000, (s - from) * 1000));
+        // Both sources faulted: nowhere to go.
+        let mut events = vec![on(10_000, "mid-1", "pause", "start"), on(10_000, "mid-2", "kill", "start")];
+        events.extend(growing(10));
+        assert!(breaches(&events).is_empty());
+        // The only healthy source's own source (the root) is cut off.
+        let mut events = vec![on(10_000, "mid-1", "pause", "start"), on(10_000, "root", "partition", "start")];
+        events.extend(growing(10));
+        assert!(breaches(&events).is_empty());
+        // The node itself was killed and came back: it gets the bound to catch up.
+        let mut events = vec![on(10_000, "edge-1", "kill", "start"), on(20_000, "edge-1", "kill", "end")];
+        events.extend((21..=25).map(|s| edge(s * 1000, 15_000)));
+        assert!(breaches(&events).is_empty());
+        // A network-wide fault makes any path slow.
+        let mut events = vec![on(10_000, "network", "latency", "start")];
+        events.extend(growing(10));
+        assert!(breaches(&events).is_empty());
     }
 }

@@ -21,7 +21,7 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
     let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),
         Box::new(chain::Chain::default()),
-        Box::new(lag::Lag::new(scenario.checks.lag_max.as_millis() as u64)),
+        Box::new(lag::Lag::with_paths(scenario.checks.lag_max.as_millis() as u64, paths(scenario))),
         Box::new(cursor::Cursor::default()),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
@@ -36,6 +36,26 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         checkers.push(Box::new(memory::Memory));
     }
     checkers
+}
+
+/// Who follows whom (node names), and the per-node lag bound during faults.
+fn paths(scenario: &Scenario) -> lag::Paths {
+    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created")) else {
+        return lag::Paths::default(); // refused at load: never reached
+    };
+    let names: std::collections::BTreeMap<std::net::IpAddr, String> =
+        planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
+    let sources = planned
+        .iter()
+        .filter(|p| p.config.role == qs_node::config::Role::Replica)
+        .map(|p| {
+            let mine = p.config.sources().iter().filter_map(|a| names.get(&a.ip()).cloned()).collect();
+            (p.config.name.clone(), mine)
+        })
+        .collect();
+    let settings = &scenario.node;
+    let bound_ms = (settings.staleness_failover + settings.heartbeat_interval).as_millis() as u64 + lag::FAILOVER_MARGIN_MS;
+    lag::Paths { sources, bound_ms }
 }
 
 /// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`
