@@ -178,7 +178,7 @@ impl Observer for Lag {
                 let Some(source) = self.healthy_source(node, *at_ms).map(str::to_string) else { return Vec::new() };
                 self.breaching.insert(node.clone());
                 let message = format!(
-                    "lag {lag_ms} ms while its source {source} had a healthy path to the root for the last {bound} ms; \
+                    "lag {lag_ms} ms while its source {source} had a fault-free path upstream for the last {bound} ms; \
                      the bound during faults is {bound} ms (staleness failover + heartbeat + {FAILOVER_MARGIN_MS} ms)"
                 );
                 vec![Event::Violation { at_ms: *at_ms, checker: "lag".into(), node: node.clone(), index: *applied, message }]
