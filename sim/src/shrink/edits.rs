@@ -137,9 +137,12 @@ fn shorter_run(table: &Table, scenario: &Scenario, out: &mut Vec<(String, Table)
     let duration = scenario.scenario.duration;
     let last_end = scenario.fault.iter().map(|f| f.get_ref().at + f.get_ref().duration).max().unwrap_or_default();
     let floor = (last_end + DURATION_AFTER_FAULTS).max(Duration::from_secs(10));
-    for target in [floor, (duration / 2).max(floor)] {
-        let target = Duration::from_secs(target.as_secs_f64().ceil() as u64);
-        if target < duration && !out.iter().any(|(what, _)| what.ends_with(&format!("to {}s", target.as_secs()))) {
+    // Whole seconds, the shortest first; the half-way cut only when it differs.
+    let seconds = |d: Duration| Duration::from_secs(d.as_secs_f64().ceil() as u64);
+    let mut targets = vec![seconds(floor), seconds((duration / 2).max(floor))];
+    targets.dedup();
+    for target in targets {
+        if target < duration {
             let mut t = table.clone();
             if let Some(Value::Table(head)) = t.get_mut("scenario") {
                 head.insert("duration".into(), Value::String(format!("{}s", target.as_secs())));

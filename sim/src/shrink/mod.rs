@@ -25,7 +25,7 @@ use std::time::Duration;
 use toml::Table;
 
 use crate::scenario::Scenario;
-use crate::sweep::process::{Ended, default_budget, run_qsim};
+use crate::sweep::process::{Ended, default_budget, read_summary, run_qsim};
 use edits::Size;
 
 /// What to shrink and how.
@@ -102,7 +102,7 @@ pub fn shrink(plan: &ShrinkPlan, progress: Progress<'_>) -> Result<Shrunk, Shrin
     progress(&format!("running {} seed {} as given", shown, plan.seed));
     let run_dir = plan.work.join("original");
     let ended = run_qsim(&exe, &[], &original.run_args(plan.seed), &run_dir, budget(plan, &original));
-    let failure = match ended.signature(&run_dir, &original.node_names()) {
+    let failure = match ended.signature(read_summary(&run_dir).as_ref(), &original.node_names()) {
         Some(signature) => Failure { exit_code: ended.exit_code, signature },
         None => return Err(ShrinkError::Passes { path: shown, seed: plan.seed }),
     };
@@ -176,7 +176,7 @@ fn try_candidate(
         .map_err(|source| ShrinkError::Write { path: file.display().to_string(), source })?;
     let args = vec![file.display().to_string(), "--seed".to_string(), plan.seed.to_string()];
     let ended: Ended = run_qsim(exe, &[], &args, &dir.join("run"), budget(plan, &scenario));
-    let signature = ended.signature(&dir.join("run"), &scenario.node_names());
+    let signature = ended.signature(read_summary(&dir.join("run")).as_ref(), &scenario.node_names());
     Ok(match signature {
         Some(s) if s == failure.signature && ended.exit_code == failure.exit_code => Ok(()),
         Some(s) => Err(s),

@@ -77,15 +77,12 @@ pub struct Ended {
 }
 
 impl Ended {
-    /// The run's failure signature: its summary's for a violation or liveness failure, else
-    /// one made from how the process ended; none for a pass.
-    pub fn signature(&self, dir: &Path, node_names: &[String]) -> Option<String> {
+    /// The run's failure signature: its summary's (see [`read_summary`]) for a violation or
+    /// liveness failure, else one made from how the process ended; none for a pass.
+    pub fn signature(&self, summary: Option<&RunSummary>, node_names: &[String]) -> Option<String> {
         match self.outcome {
             Outcome::Pass => None,
-            Outcome::Violation | Outcome::Liveness => std::fs::read(dir.join("summary.json"))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<RunSummary>(&b).ok())
-                .and_then(|s| s.signature),
+            Outcome::Violation | Outcome::Liveness => summary.and_then(|s| s.signature.clone()),
             // A hang has no shape beyond itself: where it hung is in its folder.
             Outcome::Hang => Some("hang".to_string()),
             other => Some(format!("{other}: {}", signature::normalize(self.problem.as_deref().unwrap_or(""), node_names))),
@@ -203,14 +200,18 @@ fn first_line(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()?.lines().find(|l| !l.trim().is_empty()).map(str::to_string)
 }
 
+/// The `summary.json` a run wrote into `dir`, if it wrote one that parses.
+pub fn read_summary(dir: &Path) -> Option<RunSummary> {
+    std::fs::read(dir.join("summary.json")).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
 /// Runs one (scenario, seed) of a sweep into its folder under `out`.
 pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u64, out: &Path) -> RunResult {
     let started = Instant::now();
     let dir = scenario.out_dir(out, seed);
     let budget = settings.budget.unwrap_or_else(|| default_budget(scenario));
     let ended = run_process(exe, &settings.wrapper, scenario, seed, &dir, budget);
-    let summary: Option<RunSummary> =
-        std::fs::read(dir.join("summary.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let summary = read_summary(&dir);
     let names = scenario.node_names();
     let first_problem = summary
         .as_ref()
@@ -221,7 +222,7 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
                 .and_then(|v| v.first.clone().map(|f| format!("{}: {f}", v.checker)))
         })
         .or_else(|| ended.problem.clone());
-    let signature = ended.signature(&dir, &names);
+    let signature = ended.signature(summary.as_ref(), &names);
     let expected = scenario.scenario.expect;
     let mut result = RunResult {
         scenario: scenario.run_name(),
