@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{Event, RunSummary};
+use crate::schema::{Checker, Event, FaultKind, FaultPhase, RunPhase, RunSummary, SourceReason};
 
 /// A node's end-of-run counters, from its `node_summary` event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub struct NodeCounters {
 pub struct SourceChange {
     pub at_ms: u64,
     pub source: String,
-    pub reason: String,
+    pub reason: SourceReason,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -54,7 +54,7 @@ pub struct NodeFacts {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultSpan {
     pub node: String,
-    pub kind: String,
+    pub kind: FaultKind,
     pub detail: String,
     pub start_ms: u64,
     pub end_ms: u64,
@@ -65,7 +65,7 @@ pub struct FaultSpan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ViolationRow {
     pub at_ms: u64,
-    pub checker: String,
+    pub checker: Checker,
     pub node: String,
     pub index: u64,
     pub message: String,
@@ -136,7 +136,7 @@ impl RunFacts {
             node.datacenter = info.datacenter;
         }
         let mut liveness_event = None;
-        let mut open: Vec<(String, String, String, u64)> = Vec::new();
+        let mut open: Vec<(String, FaultKind, String, u64)> = Vec::new();
         let mut last_ms = 0;
         for event in events {
             last_ms = last_ms.max(event.at_ms());
@@ -152,7 +152,7 @@ impl RunFacts {
                 }
                 Event::Fault { at_ms, node, kind, phase, detail } => {
                     facts.node_mut(node);
-                    if phase == "end" {
+                    if *phase == FaultPhase::End {
                         match open.iter().position(|(n, k, _, _)| n == node && k == kind) {
                             Some(i) => {
                                 let (node, kind, detail, start_ms) = open.remove(i);
@@ -168,7 +168,7 @@ impl RunFacts {
                             None => facts.unmatched_fault_ends += 1,
                         }
                     } else {
-                        open.push((node.clone(), kind.clone(), detail.clone(), *at_ms));
+                        open.push((node.clone(), *kind, detail.clone(), *at_ms));
                     }
                 }
                 Event::LagSample { node, lag_ms, applied, .. } => {
@@ -179,7 +179,7 @@ impl RunFacts {
                 Event::Violation { at_ms, checker, node, index, message } => {
                     facts.violations.push(ViolationRow {
                         at_ms: *at_ms,
-                        checker: checker.clone(),
+                        checker: *checker,
                         node: node.clone(),
                         index: *index,
                         message: message.clone(),
@@ -190,10 +190,10 @@ impl RunFacts {
                     facts.node_mut(node).sources.push(SourceChange {
                         at_ms: *at_ms,
                         source: source.clone(),
-                        reason: reason.clone(),
+                        reason: *reason,
                     });
                 }
-                Event::Phase { at_ms, phase } if phase == "liveness" => liveness_event = Some(*at_ms),
+                Event::Phase { at_ms, phase: RunPhase::Liveness } => liveness_event = Some(*at_ms),
                 Event::NodeSummary {
                     node,
                     tier,
@@ -264,8 +264,8 @@ impl RunFacts {
 mod tests {
     use super::*;
 
-    fn fault(at_ms: u64, node: &str, kind: &str, phase: &str) -> Event {
-        Event::Fault { at_ms, node: node.into(), kind: kind.into(), phase: phase.into(), detail: String::new() }
+    fn fault(at_ms: u64, node: &str, kind: FaultKind, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: node.into(), kind, phase, detail: String::new() }
     }
 
     fn summary() -> RunSummary {
@@ -280,11 +280,11 @@ mod tests {
     #[test]
     fn faults_pair_by_node_and_kind_and_open_ones_last_to_liveness() {
         let events = vec![
-            fault(10, "e1", "kill", "start"),
-            fault(20, "e1", "pause", "start"),
-            fault(30, "e1", "kill", "end"),
-            fault(40, "x", "partition", "end"),
-            fault(50, "e2", "slow_disk", "start"),
+            fault(10, "e1", FaultKind::Kill, FaultPhase::Start),
+            fault(20, "e1", FaultKind::Pause, FaultPhase::Start),
+            fault(30, "e1", FaultKind::Kill, FaultPhase::End),
+            fault(40, "x", FaultKind::Partition, FaultPhase::End),
+            fault(50, "e2", FaultKind::SlowDisk, FaultPhase::Start),
         ];
         let facts = RunFacts::gather(&summary(), &events);
         let spans: Vec<(&str, &str, u64, u64, bool)> = facts

@@ -21,14 +21,13 @@ pub enum Event {
     Applied { at_ms: u64, node: String, first: u64, last: u64, hash: String },
     /// `node` installed a snapshot at `index`.
     Bootstrapped { at_ms: u64, node: String, index: u64, hash: String },
-    /// A fault started (`phase = "start"`) or ended (`"end"`). `kind` is the scenario's fault
-    /// kind (`kill`, `pause`, `partition`, `slow_disk`, `sigbus`, ...); `detail` says more where
-    /// the kind has parameters (a latency model, a peer group).
+    /// A fault started or ended. `detail` says more where the kind has parameters (a latency
+    /// model, a peer group).
     Fault {
         at_ms: u64,
         node: String,
-        kind: String,
-        phase: String,
+        kind: FaultKind,
+        phase: FaultPhase,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
     },
@@ -45,10 +44,10 @@ pub enum Event {
     },
     /// A checker found a violation: at `node`, at `index`, `message` says what was expected and
     /// what was found.
-    Violation { at_ms: u64, checker: String, node: String, index: u64, message: String },
+    Violation { at_ms: u64, checker: Checker, node: String, index: u64, message: String },
     /// `node` connected to the upstream `source` (an address); `reason` says why it left the one
-    /// before (`start`, `disconnected`, `stale`, `refused`, `out_of_retention`, `violation`).
-    SourceChanged { at_ms: u64, node: String, source: String, reason: String },
+    /// before.
+    SourceChanged { at_ms: u64, node: String, source: String, reason: SourceReason },
     /// `node` persisted its resume position `index` (the store's applied index, or a legacy
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
@@ -99,9 +98,8 @@ pub enum Event {
         buffers: u64,
         allocator_overhead: u64,
     },
-    /// The run entered a phase: `safety` (workload under faults) or `liveness` (faults healed,
-    /// workload stopped, waiting for convergence).
-    Phase { at_ms: u64, phase: String },
+    /// The run entered a phase.
+    Phase { at_ms: u64, phase: RunPhase },
     /// End of run, per node.
     NodeSummary {
         at_ms: u64,
@@ -147,6 +145,192 @@ impl Event {
     }
 }
 
+/// What a fault does: a scenario's `kind` (and swarm's `kinds`), and a `fault` event's. Every
+/// kind but `oom` is injected by a scenario; `oom` is recorded by the memory model when a
+/// node's modelled memory passes its limit (a scenario that names it is refused at load).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The node's process dies; after `duration` it restarts on the same disk (a short
+    /// duration is a fast restart).
+    Kill,
+    /// The node's process stops running (SIGSTOP); after `duration` it resumes.
+    Pause,
+    /// The node can neither send nor receive; after `duration` the network heals.
+    Partition,
+    /// One-way: the node receives nothing (its sends still arrive).
+    PartitionIn,
+    /// One-way: nothing the node sends arrives (it still receives).
+    PartitionOut,
+    /// The target and its `group` are cut off from every other node.
+    Split,
+    /// The link between the target and `peer` is clogged both ways.
+    ClogLink,
+    /// Every message in the network takes `latency` more (target `network`).
+    Latency,
+    /// A share `rate` of every message is lost and retransmitted (target `network`).
+    Loss,
+    /// The node's disk becomes slow under `model`.
+    SlowDisk,
+    /// The node's disk fails: reading a poisoned page kills the process, at every restart, until
+    /// the disk is replaced (empty) after `duration` and the node re-bootstraps.
+    Sigbus,
+    /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
+    Oom,
+}
+
+impl FaultKind {
+    /// The name scenarios and traces use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::Partition => "partition",
+            FaultKind::PartitionIn => "partition_in",
+            FaultKind::PartitionOut => "partition_out",
+            FaultKind::Split => "split",
+            FaultKind::ClogLink => "clog_link",
+            FaultKind::Latency => "latency",
+            FaultKind::Loss => "loss",
+            FaultKind::SlowDisk => "slow_disk",
+            FaultKind::Sigbus => "sigbus",
+            FaultKind::Oom => "oom",
+        }
+    }
+
+    /// Whether the fault acts on the whole network rather than one node.
+    pub fn is_network_wide(self) -> bool {
+        matches!(self, FaultKind::Latency | FaultKind::Loss)
+    }
+
+    /// Whether the fault touches more than its target (a group, a peer, the whole network).
+    pub fn touches_several_nodes(self) -> bool {
+        matches!(self, FaultKind::Split | FaultKind::ClogLink) || self.is_network_wide()
+    }
+
+    /// Whether the node cannot run (its samples would be stale) while the fault is on.
+    pub fn stops_the_node(self) -> bool {
+        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus | FaultKind::Oom)
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a `fault` event starts or ends its fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultPhase {
+    Start,
+    End,
+}
+
+/// Why a node left its previous replication source (the node's `SourceChange`, as traced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceReason {
+    /// The node's first source since its process started.
+    Start,
+    /// Could not connect, or the connection broke.
+    Disconnected,
+    /// Nothing newer arrived within the staleness threshold.
+    Stale,
+    /// The source refused the node.
+    Refused,
+    /// The source no longer held the node's next entry.
+    OutOfRetention,
+    /// The source sent something that broke the chain or the protocol.
+    Violation,
+}
+
+impl SourceReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceReason::Start => "start",
+            SourceReason::Disconnected => "disconnected",
+            SourceReason::Stale => "stale",
+            SourceReason::Refused => "refused",
+            SourceReason::OutOfRetention => "out_of_retention",
+            SourceReason::Violation => "violation",
+        }
+    }
+}
+
+impl std::fmt::Display for SourceReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The phases of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunPhase {
+    /// The workload runs under the scenario's faults.
+    Safety,
+    /// Faults healed, workload stopped, waiting for convergence.
+    Liveness,
+}
+
+/// The checkers, in the order their verdicts are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checker {
+    Sequence,
+    Chain,
+    Lag,
+    Containment,
+    Cursor,
+    Reads,
+    Progress,
+    Convergence,
+    Cache,
+    Memory,
+}
+
+impl Checker {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Checker::Sequence => "sequence",
+            Checker::Chain => "chain",
+            Checker::Lag => "lag",
+            Checker::Containment => "containment",
+            Checker::Cursor => "cursor",
+            Checker::Reads => "reads",
+            Checker::Progress => "progress",
+            Checker::Convergence => "convergence",
+            Checker::Cache => "cache",
+            Checker::Memory => "memory",
+        }
+    }
+}
+
+impl std::fmt::Display for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A checker's verdict on a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictStatus {
+    Pass,
+    Fail,
+}
+
+impl VerdictStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictStatus::Pass => "pass",
+            VerdictStatus::Fail => "fail",
+        }
+    }
+}
+
 /// Reads a trace file's lines; a bad line is an error naming its line number.
 pub fn parse_trace(text: &str) -> Result<Vec<Event>, String> {
     text.lines()
@@ -159,9 +343,8 @@ pub fn parse_trace(text: &str) -> Result<Vec<Event>, String> {
 /// One checker's verdict.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
-    pub checker: String,
-    /// `pass` or `fail`.
-    pub status: String,
+    pub checker: Checker,
+    pub status: VerdictStatus,
     pub violations: u64,
     /// The first violation (or, for convergence, what was still pending), in words.
     #[serde(default)]
@@ -476,8 +659,8 @@ mod tests {
             Event::Fault {
                 at_ms: 2,
                 node: "mid-1".into(),
-                kind: "kill".into(),
-                phase: "start".into(),
+                kind: FaultKind::Kill,
+                phase: FaultPhase::Start,
                 detail: "".into(),
             },
             Event::ReadSample {

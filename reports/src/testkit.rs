@@ -10,20 +10,22 @@
 
 use std::path::PathBuf;
 
-use crate::schema::{Event, NodeInfo, RunSummary, Verdict};
+use crate::schema::{
+    Checker, Event, FaultKind, FaultPhase, NodeInfo, RunPhase, RunSummary, SourceReason, Verdict, VerdictStatus,
+};
 
 /// A fault to inject: `end_ms` None means no end event (it lasts to the liveness phase).
 #[derive(Clone, Debug)]
 pub struct FaultPlan {
     pub node: String,
-    pub kind: String,
+    pub kind: FaultKind,
     pub detail: String,
     pub start_ms: u64,
     pub end_ms: Option<u64>,
 }
 
 /// A violation to report: (at_ms, checker, node, index, message).
-pub type ViolationPlan = (u64, String, String, u64, String);
+pub type ViolationPlan = (u64, Checker, String, u64, String);
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -49,20 +51,20 @@ impl Options {
     pub fn reference() -> Options {
         let mut faults = Vec::new();
         let plan = [
-            ("edge-22", "pause", 22_696, 72_621),
-            ("region-8", "pause", 60_595, 90_608),
-            ("edge-19", "partition", 177_581, 187_811),
-            ("edge-6", "partition", 340_000, 358_000),
-            ("region-2", "pause", 361_000, 382_000),
-            ("edge-4", "pause", 365_000, 388_000),
-            ("edge-18", "partition", 455_000, 477_000),
-            ("edge-15", "pause", 525_000, 555_000),
-            ("edge-16", "pause", 560_000, 588_000),
+            ("edge-22", FaultKind::Pause, 22_696, 72_621),
+            ("region-8", FaultKind::Pause, 60_595, 90_608),
+            ("edge-19", FaultKind::Partition, 177_581, 187_811),
+            ("edge-6", FaultKind::Partition, 340_000, 358_000),
+            ("region-2", FaultKind::Pause, 361_000, 382_000),
+            ("edge-4", FaultKind::Pause, 365_000, 388_000),
+            ("edge-18", FaultKind::Partition, 455_000, 477_000),
+            ("edge-15", FaultKind::Pause, 525_000, 555_000),
+            ("edge-16", FaultKind::Pause, 560_000, 588_000),
         ];
         for (node, kind, start, end) in plan {
             faults.push(FaultPlan {
                 node: node.into(),
-                kind: kind.into(),
+                kind,
                 detail: String::new(),
                 start_ms: start,
                 end_ms: Some(end),
@@ -86,9 +88,9 @@ impl Options {
     /// fail over), mid-2's disk turns slow (its edges go stale and move), edge-4 takes a SIGBUS
     /// with no end event; one lag violation; read, disk, cursor, node and key-usage events.
     pub fn slow_disk_failover() -> Options {
-        let fault = |node: &str, kind: &str, detail: &str, start_ms, end_ms| FaultPlan {
+        let fault = |node: &str, kind: FaultKind, detail: &str, start_ms, end_ms| FaultPlan {
             node: node.into(),
-            kind: kind.into(),
+            kind,
             detail: detail.into(),
             start_ms,
             end_ms,
@@ -101,15 +103,15 @@ impl Options {
             liveness_at_s: 52,
             writes_per_s: 20,
             faults: vec![
-                fault("mid-1", "kill", "", 10_000, Some(20_000)),
-                fault("mid-2", "slow_disk", "p50 8 ms, p99 40 ms", 30_000, Some(45_000)),
-                fault("edge-4", "sigbus", "mmap read past a truncated file", 48_000, None),
+                fault("mid-1", FaultKind::Kill, "", 10_000, Some(20_000)),
+                fault("mid-2", FaultKind::SlowDisk, "p50 8 ms, p99 40 ms", 30_000, Some(45_000)),
+                fault("edge-4", FaultKind::Sigbus, "mmap read past a truncated file", 48_000, None),
             ],
             read_samples: true,
             end_of_run: true,
             violations: vec![(
                 36_000,
-                "lag".into(),
+                Checker::Lag,
                 "edge-3".into(),
                 512,
                 "lag 41.2 s while no fault was active, bound 35 s".into(),
@@ -141,8 +143,8 @@ impl Rng {
     }
 }
 
-fn down_kind(kind: &str) -> bool {
-    matches!(kind, "kill" | "pause" | "partition" | "sigbus")
+fn down_kind(kind: FaultKind) -> bool {
+    matches!(kind, FaultKind::Kill | FaultKind::Pause | FaultKind::Partition | FaultKind::Sigbus)
 }
 
 /// Builds the run.
@@ -171,39 +173,39 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
     }
     let end_ms = opts.seconds * 1000;
     let liveness_ms = opts.liveness_at_s * 1000;
-    let mut events = vec![Event::Phase { at_ms: 0, phase: "safety".into() }];
+    let mut events = vec![Event::Phase { at_ms: 0, phase: RunPhase::Safety }];
     for node in &nodes {
         if let Some(s) = node.source {
             events.push(Event::SourceChanged {
                 at_ms: 0,
                 node: node.name.clone(),
                 source: nodes[s].address.clone(),
-                reason: "start".into(),
+                reason: SourceReason::Start,
             });
         }
     }
     for f in &opts.faults {
-        let fault = |at_ms, phase: &str| Event::Fault {
+        let fault = |at_ms, phase: FaultPhase| Event::Fault {
             at_ms,
             node: f.node.clone(),
-            kind: f.kind.clone(),
-            phase: phase.into(),
+            kind: f.kind,
+            phase,
             detail: f.detail.clone(),
         };
-        events.push(fault(f.start_ms, "start"));
+        events.push(fault(f.start_ms, FaultPhase::Start));
         if let Some(end) = f.end_ms {
-            events.push(fault(end, "end"));
+            events.push(fault(end, FaultPhase::End));
         }
     }
-    let active = |name: &str, t: u64, pred: fn(&str) -> bool| {
+    let active = |name: &str, t: u64, pred: fn(FaultKind) -> bool| {
         opts.faults.iter().any(|f| {
-            f.node == name && pred(&f.kind) && f.start_ms <= t && t < f.end_ms.unwrap_or(liveness_ms).min(liveness_ms)
+            f.node == name && pred(f.kind) && f.start_ms <= t && t < f.end_ms.unwrap_or(liveness_ms).min(liveness_ms)
         })
     };
     // Children move off a source once it goes down (or, on a slow disk, three seconds later).
     for f in &opts.faults {
         let Some(src) = nodes.iter().position(|n| n.name == f.node) else { continue };
-        let (reason, delay) = if down_kind(&f.kind) { ("disconnected", 200) } else { ("stale", 3_000) };
+        let (reason, delay) = if down_kind(f.kind) { (SourceReason::Disconnected, 200) } else { (SourceReason::Stale, 3_000) };
         let siblings: Vec<usize> =
             (0..nodes.len()).filter(|&i| i != src && nodes[i].depth == nodes[src].depth).collect();
         let Some(&to) = siblings.first() else { continue };
@@ -252,7 +254,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                     errors: 0,
                 });
             }
-            if active(&node.name, second, |k| k == "slow_disk") {
+            if active(&node.name, second, |k| k == FaultKind::SlowDisk) {
                 events.push(Event::DiskSample {
                     at_ms: second,
                     node: node.name.clone(),
@@ -284,7 +286,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                     continue;
                 }
                 let mut at = t + 3 * node.depth as u64 + rng.next(4);
-                if active(&node.name, t, |k| k == "slow_disk") {
+                if active(&node.name, t, |k| k == FaultKind::SlowDisk) {
                     at += 30;
                 }
                 events.push(Event::Applied {
@@ -305,12 +307,12 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         }
     }
     if liveness_ms <= end_ms {
-        events.push(Event::Phase { at_ms: liveness_ms, phase: "liveness".into() });
+        events.push(Event::Phase { at_ms: liveness_ms, phase: RunPhase::Liveness });
     }
     for (at_ms, checker, node, index, message) in &opts.violations {
         events.push(Event::Violation {
             at_ms: *at_ms,
-            checker: checker.clone(),
+            checker: *checker,
             node: node.clone(),
             index: *index,
             message: message.clone(),
@@ -359,13 +361,13 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         })
         .max();
     let failing: Vec<&ViolationPlan> = opts.violations.iter().collect();
-    let verdicts = ["sequence", "chain", "lag", "convergence"]
+    let verdicts = [Checker::Sequence, Checker::Chain, Checker::Lag, Checker::Convergence]
         .iter()
         .map(|&checker| {
             let mine: Vec<&&ViolationPlan> = failing.iter().filter(|v| v.1 == checker).collect();
             Verdict {
-                checker: checker.into(),
-                status: if mine.is_empty() { "pass" } else { "fail" }.into(),
+                checker,
+                status: if mine.is_empty() { VerdictStatus::Pass } else { VerdictStatus::Fail },
                 violations: mine.len() as u64,
                 first: mine.first().map(|v| format!("{} at {} ms, index {}: {}", v.2, v.0, v.3, v.4)),
             }
@@ -400,7 +402,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             .map(|(at_ms, checker, node, index, message)| {
                 Event::Violation {
                     at_ms: *at_ms,
-                    checker: checker.clone(),
+                    checker: *checker,
                     node: node.clone(),
                     index: *index,
                     message: message.clone(),

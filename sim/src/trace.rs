@@ -12,7 +12,21 @@ use std::sync::{Arc, Mutex};
 
 use qs_node::observe::{NodeEvent, NodeObserver};
 
-pub use qs_reports::schema::Event;
+pub use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, RunPhase, SourceReason};
+
+/// The node's reason, as the trace writes it (one arm per reason: a new one is a compile error
+/// here, not a reason the checkers never see).
+pub fn source_reason(change: qs_node::observe::SourceChange) -> SourceReason {
+    use qs_node::observe::SourceChange;
+    match change {
+        SourceChange::Start => SourceReason::Start,
+        SourceChange::Disconnected => SourceReason::Disconnected,
+        SourceChange::Refused => SourceReason::Refused,
+        SourceChange::Stale => SourceReason::Stale,
+        SourceChange::Violation => SourceReason::Violation,
+        SourceChange::OutOfRetention => SourceReason::OutOfRetention,
+    }
+}
 
 /// Receives each event as it happens (the checkers).
 pub trait Observer: Send {
@@ -88,7 +102,7 @@ impl NodeObserver for RecorderObserver {
             NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
             NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
             NodeEvent::SourceChanged { source, reason } => {
-                Event::SourceChanged { at_ms, node, source: source.to_string(), reason: reason.as_str().to_string() }
+                Event::SourceChanged { at_ms, node, source: source.to_string(), reason: source_reason(reason) }
             }
             NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
         };

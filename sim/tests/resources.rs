@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use qs_reports::schema::{Event, parse_trace};
+use qs_reports::schema::{Event, FaultKind, FaultPhase, parse_trace};
 
 mod common;
 use common::qsim;
@@ -36,8 +36,8 @@ fn edge_read_miss_ratio(events: &[Event], from_ms: u64) -> f64 {
     misses as f64 / (hits + misses) as f64
 }
 
-fn oom_faults(events: &[Event], phase: &str) -> usize {
-    events.iter().filter(|e| matches!(e, Event::Fault { kind, phase: p, .. } if kind == "oom" && p == phase)).count()
+fn oom_faults(events: &[Event], phase: FaultPhase) -> usize {
+    events.iter().filter(|e| matches!(e, Event::Fault { kind: FaultKind::Oom, phase: p, .. } if *p == phase)).count()
 }
 
 #[test]
@@ -157,8 +157,8 @@ fn a_byte_sample_past_the_limit_is_oom_killed_and_restarted_and_its_fix_is_not()
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("memory     FAIL") && stdout.contains("(OOM kill)") && stdout.contains("byte sample"), "{stdout}");
     let events = trace(dir.path());
-    assert!(oom_faults(&events, "start") >= 5, "OOM kills");
-    assert!(oom_faults(&events, "end") >= 4, "restarts by the supervisor");
+    assert!(oom_faults(&events, FaultPhase::Start) >= 5, "OOM kills");
+    assert!(oom_faults(&events, FaultPhase::End) >= 4, "restarts by the supervisor");
     // The sample grew with the data before the first kill: about data / 250 × 1.25.
     let samples: Vec<u64> = events
         .iter()
@@ -174,7 +174,7 @@ fn a_byte_sample_past_the_limit_is_oom_killed_and_restarted_and_its_fix_is_not()
     let sized = dir.path().join("sized");
     let (code, stdout) = qsim(&["run", "scenarios/memory-byte-sample-sized.toml", "--seed", "1"], &sized);
     assert_eq!(code, 0, "{stdout}");
-    assert_eq!(oom_faults(&trace(&sized), "start"), 0);
+    assert_eq!(oom_faults(&trace(&sized), FaultPhase::Start), 0);
     // At 1.5 TiB the sample holds 1.5 TiB / 250 × 1.25 ≈ 8.2 GB (the seed: 4–6 GB per TB).
     let last = trace(&sized)
         .iter()
@@ -208,7 +208,7 @@ fn glibc_grows_toward_three_times_the_heap_over_days_and_jemalloc_stays_flat() {
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("disagree: the models found what the formulas leave out"), "{stdout}");
     let events = trace(dir.path());
-    assert!(oom_faults(&events, "start") >= 3, "every node outgrows its limit");
+    assert!(oom_faults(&events, FaultPhase::Start) >= 3, "every node outgrows its limit");
     let (max, _) = ratios(&events);
     // The seed: RSS near 3× the live heap (15 GB → 30 GB); here 2.5× when the limit stops it.
     assert!(max > 2.4, "glibc RSS / heap reached {max}");
@@ -241,7 +241,7 @@ fn a_planted_over_budget_node_is_caught_and_named() {
     assert_eq!(code, 1, "{stdout}");
     let first = stdout.lines().find(|l| l.starts_with("memory")).unwrap_or_default();
     assert!(first.contains("FAIL") && first.contains("over the limit 1.50 GiB"), "{stdout}");
-    assert!(oom_faults(&trace(&out), "start") >= 1);
+    assert!(oom_faults(&trace(&out), FaultPhase::Start) >= 1);
 }
 
 #[test]

@@ -22,7 +22,7 @@ use plotters::style::RGBColor;
 use crate::chart::{self, Lane, Mark, Span, TimeAxis, TimeChart};
 use crate::facts::{FaultSpan, RunFacts};
 use crate::html::{badge, duration, esc, page, secs};
-use crate::schema::{Event, RunSummary};
+use crate::schema::{Event, FaultKind, RunSummary, SourceReason, VerdictStatus};
 use crate::series::{self, bucket_ms};
 use crate::{ReportError, load};
 
@@ -362,14 +362,14 @@ fn header(out: &mut String, s: &RunSummary, facts: &RunFacts) {
              <th>first</th></tr></thead><tbody>",
         );
         for v in &s.verdicts {
-            let ok = v.status == "pass";
+            let ok = v.status == VerdictStatus::Pass;
             let _ = write!(
                 out,
                 "<tr class=\"verdict {}\" data-checker=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 if ok { "pass" } else { "fail" },
-                esc(&v.checker),
-                esc(&v.checker),
-                badge(ok, &v.status),
+                esc(v.checker.as_str()),
+                esc(v.checker.as_str()),
+                badge(ok, v.status.as_str()),
                 v.violations,
                 esc(v.first.as_deref().unwrap_or(""))
             );
@@ -382,17 +382,17 @@ fn header(out: &mut String, s: &RunSummary, facts: &RunFacts) {
             let _ = write!(
                 out,
                 "Checker <b>{}</b> at node <b>{}</b>, {} into the run, index {}: {}.",
-                esc(&v.checker),
+                esc(v.checker.as_str()),
                 esc(&v.node),
                 esc(&secs(v.at_ms)),
                 v.index,
                 esc(&v.message)
             );
-        } else if let Some(v) = s.verdicts.iter().find(|v| v.status != "pass") {
+        } else if let Some(v) = s.verdicts.iter().find(|v| v.status != VerdictStatus::Pass) {
             let _ = write!(
                 out,
                 "Checker <b>{}</b>: {}.",
-                esc(&v.checker),
+                esc(v.checker.as_str()),
                 esc(v.first.as_deref().unwrap_or("no detail recorded"))
             );
         } else {
@@ -414,26 +414,25 @@ fn or_unknown(s: &str) -> &str {
     if s.is_empty() { "unknown" } else { s }
 }
 
-fn fault_color(kind: &str) -> RGBColor {
+fn fault_color(kind: FaultKind) -> RGBColor {
     match kind {
-        "kill" => RGBColor(0xC6, 0x28, 0x28),
-        "pause" => RGBColor(0xEF, 0x6C, 0x00),
-        "partition" => RGBColor(0x6A, 0x1B, 0x9A),
-        "slow_disk" => RGBColor(0x6D, 0x4C, 0x41),
-        "sigbus" => RGBColor(0x88, 0x0E, 0x4F),
+        FaultKind::Kill => RGBColor(0xC6, 0x28, 0x28),
+        FaultKind::Pause => RGBColor(0xEF, 0x6C, 0x00),
+        FaultKind::Partition => RGBColor(0x6A, 0x1B, 0x9A),
+        FaultKind::SlowDisk => RGBColor(0x6D, 0x4C, 0x41),
+        FaultKind::Sigbus => RGBColor(0x88, 0x0E, 0x4F),
         _ => RGBColor(0x45, 0x5A, 0x64),
     }
 }
 
-fn reason_color(reason: &str) -> RGBColor {
+fn reason_color(reason: SourceReason) -> RGBColor {
     match reason {
-        "start" => RGBColor(0x9E, 0x9E, 0x9E),
-        "disconnected" => RGBColor(0xEF, 0x6C, 0x00),
-        "stale" => RGBColor(0x6A, 0x1B, 0x9A),
-        "refused" => RGBColor(0xC6, 0x28, 0x28),
-        "out_of_retention" => RGBColor(0x6D, 0x4C, 0x41),
-        "violation" => RGBColor(0x88, 0x0E, 0x4F),
-        _ => RGBColor(0x1F, 0x77, 0xB4),
+        SourceReason::Start => RGBColor(0x9E, 0x9E, 0x9E),
+        SourceReason::Disconnected => RGBColor(0xEF, 0x6C, 0x00),
+        SourceReason::Stale => RGBColor(0x6A, 0x1B, 0x9A),
+        SourceReason::Refused => RGBColor(0xC6, 0x28, 0x28),
+        SourceReason::OutOfRetention => RGBColor(0x6D, 0x4C, 0x41),
+        SourceReason::Violation => RGBColor(0x88, 0x0E, 0x4F),
     }
 }
 
@@ -469,8 +468,11 @@ fn lanes_by_node<T>(facts: &RunFacts, keyed: &[(usize, T)], mut add: impl FnMut(
     }
 }
 
-fn legend_of<'a>(keys: impl Iterator<Item = &'a str>, color: fn(&str) -> RGBColor) -> Vec<(RGBColor, String)> {
-    let mut seen: Vec<&str> = Vec::new();
+fn legend_of<K: Copy + PartialEq + std::fmt::Display>(
+    keys: impl Iterator<Item = K>,
+    color: fn(K) -> RGBColor,
+) -> Vec<(RGBColor, String)> {
+    let mut seen: Vec<K> = Vec::new();
     for k in keys {
         if !seen.contains(&k) {
             seen.push(k);
@@ -489,8 +491,8 @@ fn fault_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
         lane.spans.push(Span {
             start_s: f.start_ms as f64 / 1000.0,
             end_s: f.end_ms as f64 / 1000.0,
-            color: fault_color(&f.kind),
-            text: f.kind.clone(),
+            color: fault_color(f.kind),
+            text: f.kind.to_string(),
         })
     });
     let open = facts.faults.iter().filter(|f| f.open_ended).count();
@@ -505,7 +507,7 @@ fn fault_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
         id: "faults",
         title: "Faults injected".into(),
         svg: chart::lanes_svg(axis, &lanes),
-        legend: legend_of(facts.faults.iter().map(|f| f.kind.as_str()), fault_color),
+        legend: legend_of(facts.faults.iter().map(|f| f.kind), fault_color),
         note,
     })
 }
@@ -514,11 +516,11 @@ fn source_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
     if !facts.any_source_changes {
         return None;
     }
-    let keyed: Vec<(usize, (u64, &str))> = facts
+    let keyed: Vec<(usize, (u64, SourceReason))> = facts
         .nodes
         .iter()
         .enumerate()
-        .flat_map(|(i, n)| n.sources.iter().map(move |c| (i, (c.at_ms, c.reason.as_str()))))
+        .flat_map(|(i, n)| n.sources.iter().map(move |c| (i, (c.at_ms, c.reason))))
         .collect();
     let lanes = lanes_by_node(facts, &keyed, |lane, &(at_ms, reason)| {
         lane.markers.push((at_ms as f64 / 1000.0, reason_color(reason)))

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use crate::facts::RunFacts;
 use crate::html::{bytes, duration, esc, secs, table};
-use crate::schema::{Event, RunSummary};
+use crate::schema::{Event, RunSummary, SourceReason};
 
 use super::MAX_SOURCE_ROWS;
 use super::{MAX_VIOLATION_ROWS, or_unknown};
@@ -26,7 +26,7 @@ pub(super) fn node_table(out: &mut String, facts: &RunFacts) {
         .map(|n| {
             let mut history = String::new();
             for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
-                let _ = write!(history, "{} {} → {}<br>", esc(&secs(c.at_ms)), esc(&c.reason), esc(&c.source));
+                let _ = write!(history, "{} {} → {}<br>", esc(&secs(c.at_ms)), esc(c.reason.as_str()), esc(&c.source));
             }
             if n.sources.len() > MAX_SOURCE_ROWS {
                 let _ = write!(history, "… {} more", n.sources.len() - MAX_SOURCE_ROWS);
@@ -36,7 +36,7 @@ pub(super) fn node_table(out: &mut String, facts: &RunFacts) {
                 Some(c) => (num(c.failovers), num(c.bootstraps), num(c.bogus_requests), num(c.applied)),
                 None => (
                     if facts.any_source_changes {
-                        num(n.sources.iter().filter(|c| c.reason != "start").count())
+                        num(n.sources.iter().filter(|c| c.reason != SourceReason::Start).count())
                     } else {
                         dash()
                     },
@@ -98,7 +98,7 @@ pub(super) fn fault_table(out: &mut String, facts: &RunFacts) {
         .map(|f| {
             vec![
                 esc(&f.node),
-                esc(&f.kind),
+                esc(f.kind.as_str()),
                 esc(&f.detail),
                 esc(&secs(f.start_ms)),
                 if f.open_ended { "no end event (liveness phase)".into() } else { esc(&secs(f.end_ms)) },

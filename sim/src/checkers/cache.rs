@@ -11,7 +11,7 @@
 
 use super::FaultQuiet;
 use crate::resources::{CACHE_WINDOW, CACHE_WINDOW_TOUCHES_MIN};
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, Observer};
 
 #[derive(Debug)]
 pub struct Cache {
@@ -52,7 +52,7 @@ impl Observer for Cache {
                     ratio * 100.0,
                     self.miss_ratio_max * 100.0
                 );
-                vec![Event::Violation { at_ms: *at_ms, checker: "cache".into(), node: node.clone(), index: 0, message }]
+                vec![Event::Violation { at_ms: *at_ms, checker: Checker::Cache, node: node.clone(), index: 0, message }]
             }
             _ => Vec::new(),
         }
@@ -62,6 +62,7 @@ impl Observer for Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{FaultKind, FaultPhase};
 
     fn sample(at_ms: u64, hits: u64, misses: u64, warm: bool) -> Event {
         Event::CacheSample {
@@ -77,8 +78,8 @@ mod tests {
         }
     }
 
-    fn fault(at_ms: u64, phase: &str) -> Event {
-        Event::Fault { at_ms, node: "e".into(), kind: "kill".into(), phase: phase.into(), detail: String::new() }
+    fn fault(at_ms: u64, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: "e".into(), kind: FaultKind::Kill, phase, detail: String::new() }
     }
 
     #[test]
@@ -97,9 +98,9 @@ mod tests {
         let mut check = Cache::new(0.05);
         assert!(check.observe(&sample(10_000, 0, 100, false)).is_empty(), "cold");
         assert!(check.observe(&sample(15_000, 10, 30, true)).is_empty(), "too few reads");
-        check.observe(&fault(16_000, "start"));
+        check.observe(&fault(16_000, FaultPhase::Start));
         assert!(check.observe(&sample(20_000, 0, 100, true)).is_empty(), "fault active");
-        check.observe(&fault(21_000, "end"));
+        check.observe(&fault(21_000, FaultPhase::End));
         assert!(check.observe(&sample(25_000, 0, 100, true)).is_empty(), "window overlaps the fault");
         assert_eq!(check.observe(&sample(30_000, 0, 100, true)).len(), 1);
     }

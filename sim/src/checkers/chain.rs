@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, Observer};
 
 #[derive(Debug, Default)]
 pub struct Chain {
@@ -29,7 +29,7 @@ impl Observer for Chain {
             Some(expected) => format!("chain hash {hash} at index {index}, the root's is {expected}"),
             None => format!("reached index {index}, which the root never applied"),
         };
-        vec![Event::Violation { at_ms, checker: "chain".into(), node: node.clone(), index, message }]
+        vec![Event::Violation { at_ms, checker: Checker::Chain, node: node.clone(), index, message }]
     }
 }
 

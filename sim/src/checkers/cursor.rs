@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
 
 #[derive(Debug, Default)]
 pub struct Cursor {
@@ -24,7 +24,7 @@ impl Observer for Cursor {
             Event::Bootstrapped { node, index, .. } => {
                 self.applied.insert(node.clone(), *index);
             }
-            Event::Fault { node, kind, phase, .. } if kind == "sigbus" && phase == "end" => {
+            Event::Fault { node, kind, phase, .. } if *kind == FaultKind::Sigbus && *phase == FaultPhase::End => {
                 self.applied.insert(node.clone(), 0);
             }
             Event::Cursor { at_ms, node, index } => {
@@ -36,7 +36,7 @@ impl Observer for Cursor {
                     );
                     return vec![Event::Violation {
                         at_ms: *at_ms,
-                        checker: "cursor".into(),
+                        checker: Checker::Cursor,
                         node: node.clone(),
                         index: *index,
                         message,

@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::FaultQuiet;
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, FaultPhase, Observer, SourceReason};
 
 /// Beyond staleness and a heartbeat, what a node is allowed to fail over and catch up: the
 /// reconnect backoff's cap (5 s by default) and a snapshot bootstrap or a burst of entries.
@@ -51,8 +51,8 @@ struct NodeFaults {
 impl NodeFaults {
     fn observe(&mut self, event: &Event) {
         let Event::Fault { at_ms, node, kind, phase, .. } = event else { return };
-        let wide = matches!(kind.as_str(), "split" | "clog_link" | "latency" | "loss") || node == "network";
-        let start = phase == "start";
+        let wide = kind.touches_several_nodes() || node == "network";
+        let start = *phase == FaultPhase::Start;
         if wide {
             if start {
                 self.wide_active += 1;
@@ -140,12 +140,12 @@ impl Observer for Lag {
             return Vec::new();
         }
         match event {
-            Event::SourceChanged { at_ms, node, source, reason } if self.settled(*at_ms) && reason != "start" => {
+            Event::SourceChanged { at_ms, node, source, reason } if self.settled(*at_ms) && *reason != SourceReason::Start => {
                 let message = format!(
                     "flapping: moved to source {source} ({reason}) with every fault healed for over {} ms",
                     self.lag_max_ms
                 );
-                vec![Event::Violation { at_ms: *at_ms, checker: "lag".into(), node: node.clone(), index: 0, message }]
+                vec![Event::Violation { at_ms: *at_ms, checker: Checker::Lag, node: node.clone(), index: 0, message }]
             }
             Event::LagSample { at_ms, node, lag_ms, applied } => {
                 let settled = self.settled(*at_ms);
@@ -154,7 +154,7 @@ impl Observer for Lag {
                         format!("lag {lag_ms} ms with every fault healed; the bound is {} ms", self.lag_max_ms);
                     return vec![Event::Violation {
                         at_ms: *at_ms,
-                        checker: "lag".into(),
+                        checker: Checker::Lag,
                         node: node.clone(),
                         index: *applied,
                         message,
@@ -181,7 +181,7 @@ impl Observer for Lag {
                     "lag {lag_ms} ms while its source {source} had a fault-free path upstream for the last {bound} ms; \
                      the bound during faults is {bound} ms (staleness failover + heartbeat + {FAILOVER_MARGIN_MS} ms)"
                 );
-                vec![Event::Violation { at_ms: *at_ms, checker: "lag".into(), node: node.clone(), index: *applied, message }]
+                vec![Event::Violation { at_ms: *at_ms, checker: Checker::Lag, node: node.clone(), index: *applied, message }]
             }
             _ => Vec::new(),
         }
@@ -191,13 +191,14 @@ impl Observer for Lag {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{FaultKind};
 
     fn sample(at_ms: u64, lag_ms: u64) -> Event {
         Event::LagSample { at_ms, node: "edge-1".into(), lag_ms, applied: 1 }
     }
 
-    fn fault(at_ms: u64, phase: &str) -> Event {
-        Event::Fault { at_ms, node: "mid-1".into(), kind: "kill".into(), phase: phase.into(), detail: String::new() }
+    fn fault(at_ms: u64, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: "mid-1".into(), kind: FaultKind::Kill, phase, detail: String::new() }
     }
 
     #[test]
@@ -205,22 +206,22 @@ mod tests {
         let mut check = Lag::new(1_000);
         assert!(check.observe(&sample(500, 5_000)).is_empty(), "start-up grace");
         assert_eq!(check.observe(&sample(2_000, 5_000)).len(), 1, "healthy and lagging");
-        assert!(check.observe(&fault(3_000, "start")).is_empty());
+        assert!(check.observe(&fault(3_000, FaultPhase::Start)).is_empty());
         assert!(check.observe(&sample(4_000, 9_000)).is_empty(), "a fault is active");
-        assert!(check.observe(&fault(5_000, "end")).is_empty());
+        assert!(check.observe(&fault(5_000, FaultPhase::End)).is_empty());
         assert!(check.observe(&sample(5_500, 9_000)).is_empty(), "catching up after healing");
         assert_eq!(check.observe(&sample(6_500, 9_000)).len(), 1, "still behind after the grace");
         assert!(check.observe(&sample(7_500, 200)).is_empty());
-        let moved = |at_ms, reason: &str| Event::SourceChanged {
+        let moved = |at_ms, reason: SourceReason| Event::SourceChanged {
             at_ms,
             node: "edge-1".into(),
             source: "10.0.1.2:7000".into(),
-            reason: reason.into(),
+            reason,
         };
-        assert_eq!(check.observe(&moved(8_000, "stale")).len(), 1, "flapping while healthy");
-        assert!(check.observe(&moved(8_000, "start")).is_empty(), "a (re)start is not a flap");
-        assert!(check.observe(&fault(9_000, "start")).is_empty());
-        assert!(check.observe(&moved(9_500, "disconnected")).is_empty(), "a fault explains it");
+        assert_eq!(check.observe(&moved(8_000, SourceReason::Stale)).len(), 1, "flapping while healthy");
+        assert!(check.observe(&moved(8_000, SourceReason::Start)).is_empty(), "a (re)start is not a flap");
+        assert!(check.observe(&fault(9_000, FaultPhase::Start)).is_empty());
+        assert!(check.observe(&moved(9_500, SourceReason::Disconnected)).is_empty(), "a fault explains it");
     }
 
     fn tree() -> Paths {
@@ -235,8 +236,8 @@ mod tests {
         Event::LagSample { at_ms, node: "edge-1".into(), lag_ms, applied: 1 }
     }
 
-    fn on(at_ms: u64, node: &str, kind: &str, phase: &str) -> Event {
-        Event::Fault { at_ms, node: node.into(), kind: kind.into(), phase: phase.into(), detail: String::new() }
+    fn on(at_ms: u64, node: &str, kind: FaultKind, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: node.into(), kind, phase, detail: String::new() }
     }
 
     /// Violations of the per-node rule (the lag bound 60 s keeps the settled rule out of it).
@@ -255,12 +256,12 @@ mod tests {
     #[test]
     fn during_a_fault_a_node_with_a_healthy_source_must_fail_over_within_the_bound() {
         // mid-1 (edge-1's primary) is paused from 10 s to 60 s; mid-2 stays healthy.
-        let mut events = vec![on(10_000, "mid-1", "pause", "start")];
+        let mut events = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start)];
         // A node that fails over: its lag stays under the bound.
         events.extend((11..=59).map(|s| edge(s * 1000, 3_000)));
         assert!(breaches(&events).is_empty());
         // One that never leaves its paused source: caught once, when it passes the bound.
-        let mut stuck = vec![on(10_000, "mid-1", "pause", "start")];
+        let mut stuck = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start)];
         stuck.extend((11..=59).map(|s| edge(s * 1000, (s - 10) * 1000)));
         assert_eq!(breaches(&stuck), [16_000]);
     }
@@ -269,19 +270,19 @@ mod tests {
     fn no_blame_when_no_source_has_a_healthy_path_or_the_node_itself_was_hit() {
         let growing = |from: u64| (from + 1..=59).map(move |s| edge(s * 1000, (s - from) * 1000));
         // Both sources faulted: nowhere to go.
-        let mut events = vec![on(10_000, "mid-1", "pause", "start"), on(10_000, "mid-2", "kill", "start")];
+        let mut events = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start), on(10_000, "mid-2", FaultKind::Kill, FaultPhase::Start)];
         events.extend(growing(10));
         assert!(breaches(&events).is_empty());
         // The only healthy source's own source (the root) is cut off.
-        let mut events = vec![on(10_000, "mid-1", "pause", "start"), on(10_000, "root", "partition", "start")];
+        let mut events = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start), on(10_000, "root", FaultKind::Partition, FaultPhase::Start)];
         events.extend(growing(10));
         assert!(breaches(&events).is_empty());
         // The node itself was killed and came back: it gets the bound to catch up.
-        let mut events = vec![on(10_000, "edge-1", "kill", "start"), on(20_000, "edge-1", "kill", "end")];
+        let mut events = vec![on(10_000, "edge-1", FaultKind::Kill, FaultPhase::Start), on(20_000, "edge-1", FaultKind::Kill, FaultPhase::End)];
         events.extend((21..=25).map(|s| edge(s * 1000, 15_000)));
         assert!(breaches(&events).is_empty());
         // A network-wide fault makes any path slow.
-        let mut events = vec![on(10_000, "network", "latency", "start")];
+        let mut events = vec![on(10_000, "network", FaultKind::Latency, FaultPhase::Start)];
         events.extend(growing(10));
         assert!(breaches(&events).is_empty());
     }

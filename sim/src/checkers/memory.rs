@@ -3,7 +3,7 @@
 //! sample is a violation naming every component, so the report shows what grew. A scenario that
 //! expects OOM kills says `expect = "violation"`.
 
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, Observer};
 
 #[derive(Debug, Default)]
 pub struct Memory;
@@ -46,7 +46,7 @@ impl Observer for Memory {
             gib(*buffers),
             gib(*allocator_overhead)
         );
-        vec![Event::Violation { at_ms: *at_ms, checker: "memory".into(), node: node.clone(), index: 0, message }]
+        vec![Event::Violation { at_ms: *at_ms, checker: Checker::Memory, node: node.clone(), index: 0, message }]
     }
 }
 
@@ -76,7 +76,7 @@ mod tests {
         let found = check.observe(&sample(9 << 30, 8 << 30));
         assert_eq!(found.len(), 1);
         let Event::Violation { checker, message, .. } = &found[0] else { panic!("{found:?}") };
-        assert_eq!(checker, "memory");
+        assert_eq!(*checker, Checker::Memory);
         assert!(message.contains("9.00 GiB over the limit 8.00 GiB") && message.contains("byte sample 8.00 GiB"), "{message}");
         assert!(check.observe(&sample(8 << 30, 8 << 30)).is_empty(), "at the limit is fine");
         assert!(check.observe(&sample(9 << 30, 0)).is_empty(), "no limit");

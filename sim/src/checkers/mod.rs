@@ -13,7 +13,7 @@ pub mod reads;
 pub mod sequence;
 
 use crate::scenario::Scenario;
-use crate::trace::Observer;
+use crate::trace::{Checker, Observer};
 
 /// The checkers that watch every run of `scenario`; `reads` is shared with the readers, which
 /// feed it each read.
@@ -63,7 +63,7 @@ fn paths(scenario: &Scenario) -> lag::Paths {
 /// explains).
 #[derive(Debug, Default)]
 pub struct FaultQuiet {
-    active: std::collections::BTreeSet<(String, String)>,
+    active: std::collections::BTreeSet<(String, crate::trace::FaultKind)>,
     healthy_since_ms: u64,
 }
 
@@ -72,8 +72,8 @@ impl FaultQuiet {
     /// event was a fault.
     pub fn observe(&mut self, event: &crate::trace::Event) -> bool {
         let crate::trace::Event::Fault { at_ms, node, kind, phase, .. } = event else { return false };
-        let fault = (node.clone(), kind.clone());
-        if phase == "start" {
+        let fault = (node.clone(), *kind);
+        if *phase == crate::trace::FaultPhase::Start {
             self.active.insert(fault);
         } else {
             self.active.remove(&fault);
@@ -93,17 +93,25 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [&str; 7] = ["sequence", "chain", "lag", "cursor", "reads", "progress", "convergence"];
+pub const NAMES: [Checker; 7] = [
+    Checker::Sequence,
+    Checker::Chain,
+    Checker::Lag,
+    Checker::Cursor,
+    Checker::Reads,
+    Checker::Progress,
+    Checker::Convergence,
+];
 
 /// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `cache` (with a
 /// miss-ratio bound) and `memory` when the scenario models resources.
-pub fn names(scenario: &Scenario) -> Vec<&'static str> {
+pub fn names(scenario: &Scenario) -> Vec<Checker> {
     let mut names = NAMES.to_vec();
     if let Some(resources) = &scenario.resources {
         if resources.miss_ratio_max.is_some() {
-            names.push("cache");
+            names.push(Checker::Cache);
         }
-        names.push("memory");
+        names.push(Checker::Memory);
     }
     names
 }

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use super::FaultQuiet;
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, Observer, RunPhase};
 
 #[derive(Debug)]
 pub struct Progress {
@@ -59,7 +59,7 @@ impl Progress {
     }
 
     fn violation(at_ms: u64, node: &str, message: String) -> Vec<Event> {
-        vec![Event::Violation { at_ms, checker: "progress".into(), node: node.into(), index: 0, message }]
+        vec![Event::Violation { at_ms, checker: Checker::Progress, node: node.into(), index: 0, message }]
     }
 }
 
@@ -70,7 +70,7 @@ impl Observer for Progress {
         }
         match event {
             Event::Phase { phase, .. } => {
-                self.in_safety = phase == "safety";
+                self.in_safety = *phase == RunPhase::Safety;
                 Vec::new()
             }
             Event::WriteAcked { at_ms, .. } => {
@@ -118,9 +118,10 @@ impl Observer for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{FaultKind, FaultPhase};
 
-    fn phase(at_ms: u64, phase: &str) -> Event {
-        Event::Phase { at_ms, phase: phase.into() }
+    fn phase(at_ms: u64, phase: RunPhase) -> Event {
+        Event::Phase { at_ms, phase }
     }
     fn tick(at_ms: u64) -> Event {
         Event::LagSample { at_ms, node: "edge-1".into(), lag_ms: 0, applied: 1 }
@@ -131,8 +132,8 @@ mod tests {
     fn reads(at_ms: u64, reads: u64, errors: u64) -> Event {
         Event::ReadSample { at_ms, node: "edge-1".into(), reads, misses: 0, p50_us: 0, p99_us: 0, max_us: 0, errors }
     }
-    fn fault(at_ms: u64, phase: &str) -> Event {
-        Event::Fault { at_ms, node: "root".into(), kind: "partition".into(), phase: phase.into(), detail: String::new() }
+    fn fault(at_ms: u64, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: "root".into(), kind: FaultKind::Partition, phase, detail: String::new() }
     }
 
     fn run(check: &mut Progress, events: &[Event]) -> Vec<(u64, String)> {
@@ -149,26 +150,26 @@ mod tests {
     #[test]
     fn a_write_stall_while_settled_is_caught_once_and_a_fault_excuses_one() {
         let mut check = Progress::new(10_000, true);
-        let mut events = vec![phase(0, "safety"), acked(500)];
+        let mut events = vec![phase(0, RunPhase::Safety), acked(500)];
         // No acknowledgement after 0.5 s: settled from 10 s (start-up), stalled past 20.5 s.
         events.extend((1..=30).map(|s| tick(s * 1000)));
         assert_eq!(run(&mut check, &events), [(21_000, "root".to_string())], "once, when it passed the bound");
         // Progress resumes, then a fault stops writes: excused while active and for the bound after.
-        let mut events = vec![acked(31_000), fault(32_000, "start")];
+        let mut events = vec![acked(31_000), fault(32_000, FaultPhase::Start)];
         events.extend((33..=50).map(|s| tick(s * 1000)));
-        events.push(fault(50_000, "end"));
+        events.push(fault(50_000, FaultPhase::End));
         events.extend((51..=70).map(|s| tick(s * 1000)));
         // Settled again from 60 s (50 s + the bound): stalled past 70 s.
         assert_eq!(run(&mut check, &events), [] as [(u64, String); 0]);
         assert_eq!(run(&mut check, &[tick(71_000)]), [(71_000, "root".to_string())]);
         // In the liveness phase the writers stop: nothing is judged.
         let mut check = Progress::new(10_000, true);
-        let mut events = vec![phase(0, "liveness")];
+        let mut events = vec![phase(0, RunPhase::Liveness)];
         events.extend((1..=60).map(|s| tick(s * 1000)));
         assert!(run(&mut check, &events).is_empty());
         // Without writers, there is no write to wait for.
         let mut check = Progress::new(10_000, false);
-        let mut events = vec![phase(0, "safety")];
+        let mut events = vec![phase(0, RunPhase::Safety)];
         events.extend((1..=60).map(|s| tick(s * 1000)));
         assert!(run(&mut check, &events).is_empty());
     }
@@ -176,7 +177,7 @@ mod tests {
     #[test]
     fn a_read_port_that_only_errors_is_caught_and_answered_reads_reset_it() {
         let mut check = Progress::new(5_000, false);
-        let mut events = vec![phase(0, "safety")];
+        let mut events = vec![phase(0, RunPhase::Safety)];
         // Answered reads, then only errors from 10 s: a stall at 15 s.
         events.extend((1..=9).map(|s| reads(s * 1000, 10, 0)));
         events.extend((10..=20).map(|s| reads(s * 1000, 0, 10)));
@@ -187,7 +188,7 @@ mod tests {
         assert_eq!(run(&mut check, &events), [(27_000, "edge-1".to_string())]);
         // Idle readers (no reads, no errors) are not a stall.
         let mut check = Progress::new(5_000, false);
-        let mut events = vec![phase(0, "safety")];
+        let mut events = vec![phase(0, RunPhase::Safety)];
         events.extend((1..=30).map(|s| reads(s * 1000, 0, 0)));
         assert!(run(&mut check, &events).is_empty());
     }

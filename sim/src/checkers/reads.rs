@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, Observer};
 
 /// The separator between a value's version and its payload.
 pub const VERSION_SEPARATOR: u8 = b'.';
@@ -83,7 +83,7 @@ impl ReadState {
         let history = self.keys.get(read.key);
         let violation = |message: String| Event::Violation {
             at_ms: read.at_ms,
-            checker: "reads".into(),
+            checker: Checker::Reads,
             node: read.node.to_string(),
             index: last_seen,
             message: format!("{} read {}: {message}", read.reader, read.key),

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::trace::{Event, Observer};
+use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
 
 #[derive(Debug, Default)]
 pub struct Sequence {
@@ -31,7 +31,7 @@ impl Observer for Sequence {
                 self.last.insert(node.clone(), *index);
                 Vec::new()
             }
-            Event::Fault { node, kind, phase, .. } if kind == "sigbus" && phase == "end" => {
+            Event::Fault { node, kind, phase, .. } if *kind == FaultKind::Sigbus && *phase == FaultPhase::End => {
                 // The failed disk was replaced by an empty one: the node starts over from 1.
                 self.last.insert(node.clone(), 0);
                 Vec::new()
@@ -42,7 +42,7 @@ impl Observer for Sequence {
 }
 
 fn violation(at_ms: u64, node: &str, index: u64, message: String) -> Event {
-    Event::Violation { at_ms, checker: "sequence".into(), node: node.into(), index, message }
+    Event::Violation { at_ms, checker: Checker::Sequence, node: node.into(), index, message }
 }
 
 #[cfg(test)]

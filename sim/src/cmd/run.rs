@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use qs_reports::schema::{Checker, VerdictStatus};
 use qs_sim::exit;
 use qs_sim::scenario::Scenario;
 
@@ -60,7 +61,7 @@ fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], v
     let predicted = sizing.iter().any(|r| {
         (r.cache_undersized && models.spec.miss_ratio_max.is_some()) || r.memory_undersized
     });
-    let found = verdicts.iter().any(|v| (v.checker == "cache" || v.checker == "memory") && v.status != "pass");
+    let found = verdicts.iter().any(|v| matches!(v.checker, Checker::Cache | Checker::Memory) && v.status != VerdictStatus::Pass);
     let said = |bad: bool| if bad { "a violation" } else { "a pass" };
     let agreement = if predicted == found {
         "agree".to_string()
@@ -120,16 +121,16 @@ pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determini
     );
     let verdicts = verdicts(scenario, &outcome);
     for v in &verdicts {
-        let text = match (&v.first, v.status.as_str()) {
-            (_, "pass") => "pass".to_string(),
-            (Some(first), _) if v.checker == "convergence" => format!("FAIL: {first}"),
+        let text = match (&v.first, v.status) {
+            (_, VerdictStatus::Pass) => "pass".to_string(),
+            (Some(first), _) if v.checker == Checker::Convergence => format!("FAIL: {first}"),
             (Some(first), _) => format!("FAIL ({} violations); first: {first}", v.violations),
             (None, _) => "FAIL".to_string(),
         };
-        println!("{:<10} {text}", v.checker);
+        println!("{:<10} {text}", v.checker.as_str());
     }
     print_sizing(scenario, &outcome.sizing, &verdicts);
-    let failed = verdicts.iter().any(|v| v.status != "pass");
+    let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
     let violated = outcome.violations().next().is_some();
     if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
         eprintln!("qsim: writing {}: {e}", out.display());
@@ -204,9 +205,9 @@ fn signature(
     verdicts: &[qs_reports::schema::Verdict],
 ) -> Option<String> {
     use qs_sim::trace::Event;
-    let failing = verdicts.iter().find(|v| v.status != "pass")?;
+    let failing = verdicts.iter().find(|v| v.status != VerdictStatus::Pass)?;
     let names = scenario.node_names();
-    let message = if failing.checker == "convergence" {
+    let message = if failing.checker == Checker::Convergence {
         outcome.pending.first().cloned()
     } else {
         outcome.violations().find_map(|e| match e {
@@ -214,7 +215,7 @@ fn signature(
             _ => None,
         })
     };
-    Some(qs_sim::sweep::signature::of_violation(&failing.checker, message.as_deref().unwrap_or(""), &names))
+    Some(qs_sim::sweep::signature::of_violation(failing.checker.as_str(), message.as_deref().unwrap_or(""), &names))
 }
 
 /// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
@@ -224,12 +225,12 @@ fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_
     qs_sim::checkers::names(scenario)
         .iter()
         .map(|&checker| {
-            let (violations, first) = if checker == "convergence" {
+            let (violations, first) = if checker == Checker::Convergence {
                 (outcome.pending.len() as u64, outcome.pending.first().cloned())
             } else {
                 let found: Vec<&Event> = outcome
                     .violations()
-                    .filter(|e| matches!(e, Event::Violation { checker: c, .. } if c == checker))
+                    .filter(|e| matches!(e, Event::Violation { checker: c, .. } if *c == checker))
                     .collect();
                 let first = found.first().map(|e| match e {
                     Event::Violation { at_ms, node, index, message, .. } => {
@@ -240,8 +241,8 @@ fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_
                 (found.len() as u64, first)
             };
             qs_reports::schema::Verdict {
-                checker: checker.to_string(),
-                status: if violations == 0 { "pass" } else { "fail" }.to_string(),
+                checker,
+                status: if violations == 0 { VerdictStatus::Pass } else { VerdictStatus::Fail },
                 violations,
                 first,
             }
@@ -273,7 +274,7 @@ fn write_outputs(
         trace.push('\n');
     }
     std::fs::write(out.join("trace.jsonl"), trace)?;
-    let failed = verdicts.iter().any(|v| v.status != "pass");
+    let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
     let summary = qs_reports::schema::RunSummary {
         scenario: scenario.scenario.name.clone(),
         description: scenario.scenario.description.clone(),

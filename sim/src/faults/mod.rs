@@ -23,7 +23,7 @@ use madsim::runtime::NodeHandle;
 use qs_node::store::MemDisk;
 
 use crate::scenario::{Fault, FaultKind};
-use crate::trace::{Event, SharedRecorder};
+use crate::trace::{Event, FaultPhase, SharedRecorder};
 
 /// A simulated node as the injectors see it.
 pub struct SimNode {
@@ -100,6 +100,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             // The disk starts failing; the running process dies at its next unlucky read.
             by_name(fault.target.get_ref()).device.set_failing(true);
         }
+        FaultKind::Oom => unreachable!("a scenario's oom fault is refused at load; the memory model records its own"),
         FaultKind::Sigbus => {
             // Replace the disk: stop the crash loop, swap in an empty disk, start afresh.
             let node = by_name(fault.target.get_ref());
@@ -117,7 +118,6 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
     }
     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
     let at_ms = recorder.now_ms();
-    let kind = serde_json::to_value(fault.kind).expect("serializes").as_str().unwrap_or_default().to_string();
-    let phase = if on { "start" } else { "end" }.to_string();
-    recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind, phase, detail });
+    let phase = if on { FaultPhase::Start } else { FaultPhase::End };
+    recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind: fault.kind, phase, detail });
 }

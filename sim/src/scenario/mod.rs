@@ -442,46 +442,8 @@ pub struct Swarm {
     pub duration_max: Duration,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// The node's process dies; after `duration` it restarts on the same disk (a short
-    /// duration is a fast restart).
-    Kill,
-    /// The node's process stops running (SIGSTOP); after `duration` it resumes.
-    Pause,
-    /// The node can neither send nor receive; after `duration` the network heals.
-    Partition,
-    /// One-way: the node receives nothing (its sends still arrive).
-    PartitionIn,
-    /// One-way: nothing the node sends arrives (it still receives).
-    PartitionOut,
-    /// The target and its `group` are cut off from every other node.
-    Split,
-    /// The link between the target and `peer` is clogged both ways.
-    ClogLink,
-    /// Every message in the network takes `latency` more (target `network`).
-    Latency,
-    /// A share `rate` of every message is lost and retransmitted (target `network`).
-    Loss,
-    /// The node's disk becomes slow under `model`.
-    SlowDisk,
-    /// The node's disk fails: reading a poisoned page kills the process, at every restart, until
-    /// the disk is replaced (empty) after `duration` and the node re-bootstraps.
-    Sigbus,
-}
-
-impl FaultKind {
-    /// Whether the fault acts on the whole network rather than one node.
-    pub fn is_network_wide(self) -> bool {
-        matches!(self, FaultKind::Latency | FaultKind::Loss)
-    }
-
-    /// Whether the node cannot run (its samples would be stale) while the fault is on.
-    pub fn stops_the_node(self) -> bool {
-        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus)
-    }
-}
+/// What a fault does: one definition, shared with the trace (`fault` events).
+pub use qs_reports::schema::FaultKind;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -757,5 +719,8 @@ converge_within = "30s"
         );
         let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
         assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
+        // `oom` is a kind the trace records, never one a scenario injects.
+        let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"oom\""));
+        assert!(err.starts_with("s.toml:10: field `fault.kind`") && err.contains("memory model"), "{err}");
     }
 }

@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use super::*;
 
+/// Why a scenario may not inject `oom`.
+const OOM_NOT_INJECTED: &str =
+    "oom is recorded by the memory model, not injected: give the scenario [resources] with a memory limit its nodes outgrow";
+
 /// A refusal: the span of the offending value (for its line), the field, and the problem.
 pub(super) type Refusal = (Option<std::ops::Range<usize>>, String, String);
 
@@ -162,6 +166,9 @@ impl Scenario {
         let names = self.node_names();
         for fault in &self.fault {
             let (span, f) = (Some(fault.span()), fault.get_ref());
+            if f.kind == FaultKind::Oom {
+                return bad(span, "fault.kind", OOM_NOT_INJECTED.into());
+            }
             if f.kind.is_network_wide() {
                 if f.target.get_ref() != "network" {
                     let problem = format!("{:?} faults act on the whole network: write target = \"network\"", f.kind);
@@ -213,6 +220,8 @@ impl Scenario {
         if let Some(swarm) = &self.swarm {
             let problem = if swarm.kinds.is_empty() {
                 Some("kinds must name at least one fault kind")
+            } else if swarm.kinds.contains(&FaultKind::Oom) {
+                Some(OOM_NOT_INJECTED)
             } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
                 Some("needs count_min <= count_max <= 1000")
             } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {

@@ -218,7 +218,7 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
         .and_then(|s| {
             s.verdicts
                 .iter()
-                .find(|v| v.status != "pass")
+                .find(|v| v.status != qs_reports::schema::VerdictStatus::Pass)
                 .and_then(|v| v.first.clone().map(|f| format!("{}: {f}", v.checker)))
         })
         .or_else(|| ended.problem.clone());

@@ -326,7 +326,7 @@ async fn world(
 
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
-    record(&recorder, |at_ms| Event::Phase { at_ms, phase: "safety".into() });
+    record(&recorder, |at_ms| Event::Phase { at_ms, phase: crate::trace::RunPhase::Safety });
     let mut open: Vec<FaultStep> = Vec::new();
     for step in crate::faults::steps(&scenario.faults_for(seed)) {
         if step.at >= scenario.scenario.duration {
@@ -352,7 +352,7 @@ async fn world(
 
     // Liveness phase: heal, stop the workload, converge.
     let liveness_from = start.elapsed();
-    record(&recorder, |at_ms| Event::Phase { at_ms, phase: "liveness".into() });
+    record(&recorder, |at_ms| Event::Phase { at_ms, phase: crate::trace::RunPhase::Liveness });
     for client in clients {
         handle.kill(client);
     }

@@ -165,8 +165,8 @@ fn oom_kill(
     record(recorder, |at_ms| Event::Fault {
         at_ms,
         node: name.to_string(),
-        kind: "oom".into(),
-        phase: "start".into(),
+        kind: crate::trace::FaultKind::Oom,
+        phase: crate::trace::FaultPhase::Start,
         detail,
     });
     crate::faults::process::kill(handle);
@@ -181,8 +181,8 @@ fn oom_kill(
         record(&recorder, |at_ms| Event::Fault {
             at_ms,
             node: name,
-            kind: "oom".into(),
-            phase: "end".into(),
+            kind: crate::trace::FaultKind::Oom,
+            phase: crate::trace::FaultPhase::End,
             detail: "restarted by its supervisor".into(),
         });
     });
