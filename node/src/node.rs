@@ -28,6 +28,8 @@ use crate::connections::{Connections, Lifecycle, ListenerKind};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
 use crate::observe::{NodeEvent, NodeObserver};
+use crate::replication::protocol::UpstreamStatus;
+use crate::replication::staleness::SOURCE_QUIET;
 use crate::store::{Store, StoreError, StoreLocation};
 
 /// What a store operation is, for a [`DiskModel`].
@@ -82,6 +84,10 @@ pub struct NodeState {
     started_ms: u64,
     /// Whether this node currently follows a source (always true on the root).
     upstream_ok: std::sync::atomic::AtomicBool,
+    /// When the followed source was last heard from (any frame), by this node's clock.
+    source_heard_ms: AtomicU64,
+    /// What the followed source's last keepalive said: 0 healthy, else its recovery hops.
+    source_hops: std::sync::atomic::AtomicU8,
     pub metrics: Metrics,
     pub read_counters: ReadCounters,
     /// Simulated disk latency and failure; None on a real disk.
@@ -125,6 +131,8 @@ impl NodeState {
             newest_entry_ms: AtomicU64::new(0),
             started_ms: crate::clock::unix_ms(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
+            source_heard_ms: AtomicU64::new(0),
+            source_hops: std::sync::atomic::AtomicU8::new(0),
             metrics,
             read_counters: ReadCounters::default(),
             disk,
@@ -249,6 +257,38 @@ impl NodeState {
     /// Records whether the replication client is following a source.
     pub fn set_upstream_ok(&self, ok: bool) {
         self.upstream_ok.store(ok, Ordering::Relaxed);
+    }
+
+    /// Records a frame from the followed source; `hops` is what its keepalive said (0 healthy),
+    /// None for other frames (entries mean the source is delivering: its last word stands).
+    pub fn heard_from_source(&self, hops: Option<u8>) {
+        self.source_heard_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+        if let Some(hops) = hops {
+            self.source_hops.store(hops, Ordering::Relaxed);
+        }
+    }
+
+    /// What this node's keepalives say about its own path to the root (see
+    /// [`UpstreamStatus`]): the root is always healthy; a replica is healthy while it follows a
+    /// source heard from within [`SOURCE_QUIET`], that source says it is healthy, and its own
+    /// lag is within `staleness_failover`.
+    pub fn upstream_status(&self) -> UpstreamStatus {
+        if self.config.role == Role::Root {
+            return UpstreamStatus::Healthy;
+        }
+        let quiet = crate::clock::unix_ms().saturating_sub(self.source_heard_ms.load(Ordering::Relaxed))
+            > SOURCE_QUIET.as_millis() as u64;
+        let stale = self.lag_ms() > self.config.replication.staleness_failover.as_millis() as u64;
+        let source_hops = self.source_hops.load(Ordering::Relaxed);
+        if !self.upstream_ok.load(Ordering::Relaxed) || quiet {
+            UpstreamStatus::Recovering { hops: 1 }
+        } else if source_hops > 0 {
+            UpstreamStatus::Recovering { hops: source_hops.saturating_add(1) }
+        } else if stale {
+            UpstreamStatus::Recovering { hops: 1 }
+        } else {
+            UpstreamStatus::Healthy
+        }
     }
 
     /// PLANTED BUG support (legacy): whether this node refuses to serve downstream now — only
@@ -454,8 +494,7 @@ impl Node {
             state.connections.all_closed().await;
         };
         let drained = tokio::time::timeout(drain_timeout, drain).await.is_ok();
-        let connections_cut: usize =
-            ListenerKind::ALL.iter().map(|&kind| state.connections.gate(kind).open()).sum();
+        let connections_cut: usize = ListenerKind::ALL.iter().map(|&kind| state.connections.gate(kind).open()).sum();
         if !drained {
             tracing::warn!(
                 node = %state.config.name,

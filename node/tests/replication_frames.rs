@@ -6,8 +6,8 @@
 use proptest::prelude::*;
 use qs_node::DatabaseId;
 use qs_node::replication::protocol::{
-    ClientHello, FRAME_BYTES_MAX, FrameType, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want,
-    read_message, write_message,
+    ClientHello, FRAME_BYTES_MAX, FrameType, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, UpstreamStatus,
+    Want, read_message, write_message,
 };
 use qs_node::store::snapshot::SnapshotChunk;
 use tokio::io::AsyncWriteExt;
@@ -61,7 +61,10 @@ fn message() -> impl Strategy<Value = Message> {
         prop::collection::vec(bytes(64), 0..8).prop_map(|entries| Message::Entries { entries }),
         (any::<u64>(), any::<u64>())
             .prop_map(|(requested, first_retained)| Message::OutOfRetention { requested, first_retained }),
-        any::<u64>().prop_map(|applied_index| Message::Keepalive { applied_index }),
+        (any::<u64>(), any::<u8>()).prop_map(|(applied_index, up)| Message::Keepalive {
+            applied_index,
+            upstream: UpstreamStatus::from_wire(up)
+        }),
         bytes(200).prop_map(|manifest_json| Message::SnapshotManifest { manifest_json }),
         (any::<u64>(), any::<u32>(), any::<u64>(), bytes(200), any::<u32>()).prop_map(
             |(number, file, offset, bytes, crc32c)| Message::SnapshotChunk(SnapshotChunk {
@@ -153,7 +156,7 @@ fn samples() -> Vec<Message> {
         Message::Hello(ClientHello::new(7, DatabaseId(1), 0, Want::Log)),
         Message::Welcome { server_id: 8, db_id: DatabaseId(1), applied_index: 10, first_retained_index: 1 },
         Message::Entries { entries: vec![vec![1; 100], vec![2; 70_000]] },
-        Message::Keepalive { applied_index: 10 },
+        Message::Keepalive { applied_index: 10, upstream: UpstreamStatus::Healthy },
         Message::SnapshotManifest { manifest_json: b"{}".to_vec() },
         Message::SnapshotChunk(SnapshotChunk { number: 0, file: 0, offset: 0, bytes: vec![9; 200_000], crc32c: 1 }),
         Message::SnapshotDone,
@@ -207,14 +210,17 @@ async fn an_http_request_is_refused_as_text() {
 
 #[tokio::test]
 async fn end_of_stream_mid_frame_is_an_error_between_frames_is_none() {
-    let frame = Message::Keepalive { applied_index: 3 }.encode();
+    let frame = Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy }.encode();
     // Cut inside the length, right after it, and inside the payload.
     for cut in [1, 3, 4, 5, frame.len() - 1] {
         let (mut client, mut server) = tokio::io::duplex(64);
         client.write_all(&frame).await.unwrap();
         client.write_all(&frame[..cut]).await.unwrap();
         drop(client);
-        assert_eq!(read_message(&mut server).await.unwrap(), Some(Message::Keepalive { applied_index: 3 }));
+        assert_eq!(
+            read_message(&mut server).await.unwrap(),
+            Some(Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy })
+        );
         let err = read_message(&mut server).await.unwrap_err();
         assert!(matches!(err, ProtocolError::UnexpectedEof { .. }), "cut at {cut}: {err}");
     }

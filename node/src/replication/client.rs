@@ -7,8 +7,10 @@
 //!   from that source, is counted, and nothing from that frame is applied.
 //! - Entries of one frame are applied in one commit, with the applied index in it, so a restart
 //!   resumes exactly where it stopped.
-//! - When the newest entry we have is older than `staleness_failover` and the source has nothing
-//!   newer (it sends keepalives, or nothing at all), we move to the next source.
+//! - When the newest entry we have is older than `staleness_failover` we judge the source as
+//!   `staleness` says: leave one that went quiet or that calls itself healthy, wait for one
+//!   that says it is recovering its own path, and move from that one only to a source a probe
+//!   found healthy and ahead. A source silent for `staleness_failover` is left in any case.
 //! - A source that no longer holds our next index answers `OutOfRetention`; we try the next
 //!   source, and when no source has the history, bootstrap from a snapshot. We never skip.
 //! - After trying every source without progress we wait a capped, jittered, exponential backoff.
@@ -22,9 +24,11 @@ use std::time::Duration;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpStream;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 
 use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, Want, read_message, write_message};
+use super::server::KEEPALIVE_INTERVAL;
+use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
 use crate::entry::LogEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
@@ -37,13 +41,14 @@ const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(6
 
 /// Why following one source ended.
 #[derive(Debug, PartialEq, Eq)]
-enum Ended {
+pub(super) enum Ended {
     /// Could not connect, or the connection broke.
     Disconnected(String),
     /// The source refused us (reason logged and counted).
     Refused(String),
-    /// Nothing newer arrived within the staleness threshold.
-    Stale,
+    /// Nothing newer arrived within the staleness threshold; `better` is a source a probe found
+    /// healthy and ahead of us, to follow next.
+    Stale { better: Option<SocketAddr> },
     /// The source sent something that breaks the chain or the protocol.
     Violation(String),
     /// The source no longer has the entry we need next.
@@ -56,7 +61,7 @@ impl Ended {
         match self {
             Ended::Disconnected(_) => SourceChange::Disconnected,
             Ended::Refused(_) => SourceChange::Refused,
-            Ended::Stale => SourceChange::Stale,
+            Ended::Stale { .. } => SourceChange::Stale,
             Ended::Violation(_) => SourceChange::Violation,
             Ended::OutOfRetention { .. } => SourceChange::OutOfRetention,
         }
@@ -92,7 +97,13 @@ pub async fn run(state: Arc<NodeState>) {
             }
             attempts += 1;
             let before = state.with_store(|s| s.applied_index());
-            let ended = follow(&state, source, resume_from.take(), left_because).await;
+            let mut ended = follow(&state, source, resume_from.take(), left_because).await;
+            // A probe found a healthy source ahead of us: follow it before going on in order.
+            while let Ended::Stale { better: Some(better) } = ended {
+                tracing::info!(node = %state.config.name, %source, %better, "left a stale source for a healthy one");
+                state.metrics.failovers.inc();
+                ended = follow(&state, better, None, SourceChange::Stale).await;
+            }
             left_because = ended.reason();
             state.set_upstream_ok(false);
             if state.config.legacy.cursor_written_at_disconnect {
@@ -161,7 +172,7 @@ fn write_legacy_cursor_at(state: &NodeState, index: u64) {
     }
 }
 
-fn hello(state: &NodeState, want: Want) -> Message {
+pub(super) fn hello(state: &NodeState, want: Want) -> Message {
     hello_from(state, want, None)
 }
 
@@ -192,28 +203,60 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
     if let Err(e) = write_message(&mut stream, &hello_from(state, Want::Log, resume_from)).await {
         return Ended::Disconnected(format!("hello: {e}"));
     }
+    // Frames arrive through a reader task, so that waiting for one can be cut short to judge
+    // staleness without tearing a frame in half (`read_message` is not cancel-safe).
+    let (frames, mut arriving) = tokio::sync::mpsc::channel(1);
+    let _reader = AbortOnDrop(tokio::spawn(async move {
+        loop {
+            let frame = read_message(&mut stream).await;
+            let last = !matches!(frame, Ok(Some(_)));
+            if frames.send(frame).await.is_err() || last {
+                return;
+            }
+        }
+    }));
+    let others: Vec<SocketAddr> = state.config.sources().into_iter().filter(|s| *s != source).collect();
+    let mut judgement = Staleness::default();
     let mut source_head = u64::MAX;
+    let mut heard_at = Instant::now();
     // PLANTED BUG (legacy): without a staleness timeout a source that stops sending is followed
     // for as long as its connection stays open.
     let silence_allowed = if state.config.legacy.never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
     loop {
-        let message = match timeout(silence_allowed, read_message(&mut stream)).await {
-            Err(_) => return Ended::Stale,
-            Ok(Ok(Some(message))) => message,
-            Ok(Ok(None)) => return Ended::Disconnected("source closed the connection".into()),
-            Ok(Err(e)) => return Ended::Disconnected(e.to_string()),
+        let message = match timeout(KEEPALIVE_INTERVAL, arriving.recv()).await {
+            Err(_) => {
+                // Nothing for a keepalive interval: judge a quiet source.
+                let silent = heard_at.elapsed();
+                if silent >= silence_allowed {
+                    return Ended::Stale { better: None };
+                }
+                if silent > SOURCE_QUIET
+                    && let Verdict::Leave { better } = judgement.judge(state, Heard::Quiet, &others).await
+                    && arriving.is_empty()
+                {
+                    return Ended::Stale { better };
+                }
+                continue;
+            }
+            Ok(None) => return Ended::Disconnected("the connection's reader ended".into()),
+            Ok(Some(Ok(Some(message)))) => message,
+            Ok(Some(Ok(None))) => return Ended::Disconnected("source closed the connection".into()),
+            Ok(Some(Err(e))) => return Ended::Disconnected(e.to_string()),
         };
+        heard_at = Instant::now();
         match message {
             Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
                 return violation(&state.metrics, format!("source holds database {db_id}"));
             }
             Message::Welcome { applied_index, .. } => {
                 state.set_upstream_ok(true);
+                state.heard_from_source(Some(0));
                 source_head = applied_index;
                 tracing::info!(node = %state.config.name, source = %source, reason = left_because.as_str(), "following a source");
                 state.report(NodeEvent::SourceChanged { source, reason: left_because });
             }
             Message::Entries { entries } => {
+                state.heard_from_source(None);
                 let entries = match decode_frame(&entries) {
                     Ok(entries) => entries,
                     Err(reason) => return violation(&state.metrics, reason),
@@ -235,10 +278,14 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                     state.set_ready(); // caught up with the source's head at connect time
                 }
             }
-            Message::Keepalive { .. } => {
+            Message::Keepalive { upstream, .. } => {
+                state.heard_from_source(Some(upstream.wire()));
                 state.set_ready(); // the source has nothing newer
-                if state.lag_ms() > staleness.as_millis() as u64 && !state.config.legacy.never_leave_stale_source {
-                    return Ended::Stale;
+                // Never leave a source with a frame of its unread: it spoke while we probed.
+                if let Verdict::Leave { better } = judgement.judge(state, Heard::Said(upstream), &others).await
+                    && arriving.is_empty()
+                {
+                    return Ended::Stale { better };
                 }
             }
             Message::OutOfRetention { requested, first_retained } => {
@@ -255,6 +302,15 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 return violation(&state.metrics, format!("unexpected {} while following the log", other.frame_type()));
             }
         }
+    }
+}
+
+/// Aborts the task when dropped: a connection's reader never outlives its `follow`.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -1,6 +1,7 @@
 //! Replication: the wire protocol, the server that streams a store's log to downstream nodes,
-//! and the client that follows an ordered list of sources.
+//! the client that follows an ordered list of sources, and when it leaves one (`staleness`).
 
 pub mod client;
 pub mod protocol;
 pub mod server;
+pub mod staleness;

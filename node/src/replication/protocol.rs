@@ -76,6 +76,7 @@
 //! 5     OutOfRetention    8   requested index (u64)
 //!                         8   first retained index (u64)
 //! 6     Keepalive         8   applied index (u64)
+//!                         1   upstream: 0 = healthy, n >= 1 = recovering, the trouble n hops up
 //! 7     SnapshotManifest  4+  manifest JSON (bytes, MANIFEST_BYTES_MAX)
 //! 8     SnapshotChunk     8   chunk number (u64)
 //!                         4   file (u32; index into the manifest's files)
@@ -95,7 +96,34 @@ use crate::store::snapshot::{CHUNK_BYTES_MAX, SnapshotChunk};
 
 /// The protocol version this build speaks. A server answers a hello of any other version with
 /// [`RefusalReason::UnsupportedVersion`].
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// What a keepalive says about its sender's own path to the root, so that a replica below a
+/// failing node waits for that node to fail over rather than moving too (a fault moves only the
+/// nodes directly below it; see `client`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamStatus {
+    /// The root, or a replica that is not stale, hearing from a source that is itself healthy.
+    Healthy,
+    /// A replica that knows it is cut off or behind and is working on it: `hops` is 1 when the
+    /// trouble is its own (reconnecting, its source went quiet, or stale behind a healthy
+    /// source), and n + 1 when its source reports n (at most 255).
+    Recovering { hops: u8 },
+}
+
+impl UpstreamStatus {
+    /// The keepalive's byte: 0 healthy, otherwise the hops.
+    pub fn wire(self) -> u8 {
+        match self {
+            UpstreamStatus::Healthy => 0,
+            UpstreamStatus::Recovering { hops } => hops.max(1),
+        }
+    }
+
+    pub fn from_wire(byte: u8) -> UpstreamStatus {
+        if byte == 0 { UpstreamStatus::Healthy } else { UpstreamStatus::Recovering { hops: byte } }
+    }
+}
 
 /// First bytes of every hello: "qsim replication protocol". A client that sends anything else
 /// is not one of ours.
@@ -329,8 +357,9 @@ pub enum Message {
     /// Server → client: entry `requested` was collected; the oldest the server has is
     /// `first_retained`. The client must go elsewhere (another source, then a snapshot).
     OutOfRetention { requested: u64, first_retained: u64 },
-    /// Server → client, while idle: the source is alive and at `applied_index`.
-    Keepalive { applied_index: u64 },
+    /// Server → client, while idle: the source is alive and at `applied_index`, and whether
+    /// its own path to the root is healthy or it is recovering one.
+    Keepalive { applied_index: u64, upstream: UpstreamStatus },
     /// Server → client: the JSON of a `store::snapshot::SnapshotManifest`.
     SnapshotManifest { manifest_json: Vec<u8> },
     /// Server → client: one snapshot chunk.
@@ -545,7 +574,10 @@ impl Message {
                 out.extend_from_slice(&requested.to_le_bytes());
                 out.extend_from_slice(&first_retained.to_le_bytes());
             }
-            Message::Keepalive { applied_index } => out.extend_from_slice(&applied_index.to_le_bytes()),
+            Message::Keepalive { applied_index, upstream } => {
+                out.extend_from_slice(&applied_index.to_le_bytes());
+                out.push(upstream.wire());
+            }
             Message::SnapshotManifest { manifest_json } => put_bytes(out, manifest_json),
             Message::SnapshotChunk(chunk) => {
                 out.extend_from_slice(&chunk.number.to_le_bytes());
@@ -633,7 +665,10 @@ impl Message {
                 requested: r.u64("requested index")?,
                 first_retained: r.u64("first retained index")?,
             },
-            FrameType::Keepalive => Message::Keepalive { applied_index: r.u64("applied index")? },
+            FrameType::Keepalive => Message::Keepalive {
+                applied_index: r.u64("applied index")?,
+                upstream: UpstreamStatus::from_wire(r.u8("upstream")?),
+            },
             FrameType::SnapshotManifest => {
                 let manifest = r.bytes("manifest", "MANIFEST_BYTES_MAX", MANIFEST_BYTES_MAX)?;
                 Message::SnapshotManifest { manifest_json: manifest.to_vec() }
@@ -854,7 +889,8 @@ mod tests {
             Message::Entries { entries: vec![] },
             Message::Entries { entries: vec![entry.compress(), vec![], vec![1, 2, 3]] },
             Message::OutOfRetention { requested: 8, first_retained: 60 },
-            Message::Keepalive { applied_index: u64::MAX },
+            Message::Keepalive { applied_index: u64::MAX, upstream: UpstreamStatus::Healthy },
+            Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Recovering { hops: 2 } },
             Message::SnapshotManifest { manifest_json: br#"{"format":1}"#.to_vec() },
             Message::SnapshotManifest { manifest_json: vec![] },
             Message::SnapshotChunk(SnapshotChunk {
@@ -947,7 +983,10 @@ mod tests {
         assert_eq!(frame[4], 1);
         assert_eq!(&frame[5..], &expected[..]);
 
-        assert_eq!(Message::Keepalive { applied_index: 0x0102 }.encode(), [9, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            Message::Keepalive { applied_index: 0x0102, upstream: UpstreamStatus::Recovering { hops: 2 } }.encode(),
+            [10, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 2]
+        );
         assert_eq!(Message::SnapshotDone.encode(), [1, 0, 0, 0, 9]);
         let chunk = SnapshotChunk { number: 1, file: 2, offset: 3, bytes: vec![0xee], crc32c: 4 };
         let frame = Message::SnapshotChunk(chunk).encode();

@@ -7,7 +7,8 @@
 //!   from the store. If that index was collected, the client is told so explicitly
 //!   (`OutOfRetention`) and the connection ends: it is never sent the nearest surviving entry.
 //! - A caught-up client gets a `Keepalive` every [`KEEPALIVE_INTERVAL`], so it can tell a quiet
-//!   source from a dead one.
+//!   source from a dead one; each carries this node's `UpstreamStatus` (healthy, or recovering
+//!   its own path to the root), so a client below a failing node waits for it.
 //! - At most `bootstraps_served_max` snapshot transfers run at once; one over it is refused
 //!   (`TooManyBootstraps`) and the client tries elsewhere or later.
 //! - Serving never blocks this node's own replication or reads: each client is its own task.
@@ -202,7 +203,8 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                     changed = applied.changed() => if changed.is_err() { return Ok(()) },
                     () = tokio::time::sleep(KEEPALIVE_INTERVAL) => {
                         let applied_index = *applied.borrow();
-                        write_message(&mut stream, &Message::Keepalive { applied_index }).await?;
+                        let upstream = state.upstream_status();
+                        write_message(&mut stream, &Message::Keepalive { applied_index, upstream }).await?;
                     }
                 }
             }

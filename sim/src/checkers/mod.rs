@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod chain;
+pub mod containment;
 pub mod cursor;
 pub mod lag;
 pub mod memory;
@@ -18,10 +19,12 @@ use crate::trace::{Checker, Observer};
 /// The checkers that watch every run of `scenario`; `reads` is shared with the readers, which
 /// feed it each read.
 pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> {
+    let paths = paths(scenario);
     let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),
         Box::new(chain::Chain::default()),
-        Box::new(lag::Lag::with_paths(scenario.checks.lag_max.as_millis() as u64, paths(scenario))),
+        Box::new(lag::Lag::with_paths(scenario.checks.lag_max.as_millis() as u64, paths.clone())),
+        Box::new(containment::Containment::new(paths)),
         Box::new(cursor::Cursor::default()),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
@@ -40,7 +43,8 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
 
 /// Who follows whom (node names), and the per-node lag bound during faults.
 fn paths(scenario: &Scenario) -> lag::Paths {
-    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created")) else {
+    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created"))
+    else {
         return lag::Paths::default(); // refused at load: never reached
     };
     let names: std::collections::BTreeMap<std::net::IpAddr, String> =
@@ -54,7 +58,8 @@ fn paths(scenario: &Scenario) -> lag::Paths {
         })
         .collect();
     let settings = &scenario.node;
-    let bound_ms = (settings.staleness_failover + settings.heartbeat_interval).as_millis() as u64 + lag::FAILOVER_MARGIN_MS;
+    let bound_ms =
+        (settings.staleness_failover + settings.heartbeat_interval).as_millis() as u64 + lag::FAILOVER_MARGIN_MS;
     lag::Paths { sources, bound_ms }
 }
 
@@ -93,10 +98,11 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [Checker; 7] = [
+pub const NAMES: [Checker; 8] = [
     Checker::Sequence,
     Checker::Chain,
     Checker::Lag,
+    Checker::Containment,
     Checker::Cursor,
     Checker::Reads,
     Checker::Progress,
