@@ -172,6 +172,11 @@ pub struct LegacyConfig {
     /// and refuses new ones until it has an upstream again, and reconnects with uncapped,
     /// unjittered exponential backoff — the seed's cascading disconnect across six layers.
     pub stop_serving_when_upstream_lost: bool,
+    /// Serving: the same dropping of downstream clients while the upstream is lost, but with
+    /// the fixed, capped and jittered reconnect backoff — the cascade is fast enough to slip
+    /// under every lag bound, and only the containment check sees a fault move nodes far
+    /// below it.
+    pub drop_downstream_while_reconnecting: bool,
     /// Following: no staleness timeout — a source that stops sending (paused, cut off one way,
     /// its disk stalled) is followed for as long as its connection stays open, however stale
     /// the replica gets, instead of failing over after `staleness_failover`.

@@ -292,9 +292,12 @@ impl NodeState {
     }
 
     /// PLANTED BUG support (legacy): whether this node refuses to serve downstream now — only
-    /// when `legacy.stop_serving_when_upstream_lost` is on and it has lost its upstream.
+    /// when `legacy.stop_serving_when_upstream_lost` or `legacy.drop_downstream_while_reconnecting`
+    /// is on and it has lost its upstream.
     pub fn legacy_refuses_downstream(&self) -> bool {
-        self.config.legacy.stop_serving_when_upstream_lost && !self.upstream_ok.load(Ordering::Relaxed)
+        let legacy = &self.config.legacy;
+        (legacy.stop_serving_when_upstream_lost || legacy.drop_downstream_while_reconnecting)
+            && !self.upstream_ok.load(Ordering::Relaxed)
     }
 
     pub fn subscribe_applied(&self) -> watch::Receiver<u64> {

@@ -34,20 +34,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a reader waits for one answer before dropping the connection.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Per key, the values it may end with: the newest acknowledged value, then the values of
-/// writes sent after it whose fate is unknown (timed out, or the producer died first — the root
-/// may still have committed them). A key must never end older than its newest acknowledgement.
+/// Per key, what it may end with (`checkers::convergence`): the writer records each write it
+/// sends and each acknowledgement.
 pub type Acked = Arc<Mutex<BTreeMap<String, KeyFate>>>;
 
-/// What a key may end with (see [`Acked`]).
-#[derive(Clone, Debug, Default)]
-pub struct KeyFate {
-    /// Whether any write of the key was acknowledged. Until one is, the key may also end absent:
-    /// every write so far may have been lost before its commit (a timeout, a dead producer).
-    pub acknowledged: bool,
-    /// The newest acknowledged value (once there is one), then the values sent after it.
-    pub values: Vec<Vec<u8>>,
-}
+pub use crate::checkers::convergence::KeyFate;
 
 /// What one writer does.
 #[derive(Clone, Debug)]
@@ -101,7 +92,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
         let value = versioned_value(version, &payload);
         reads.lock().sent(&key, version);
         // Until it is answered, this value is one the key may end with.
-        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().values.push(value.clone());
+        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().sent(Some(value.clone()));
         let (recorder, acked, in_flight) = (recorder.clone(), acked.clone(), in_flight.clone());
         let root = spec.root;
         tokio::spawn(async move {
@@ -111,12 +102,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
                 let at_ms = recorder.now_ms();
                 recorder.record(Event::WriteAcked { at_ms, key: key.clone(), index, version });
                 // Acknowledged: nothing sent before it may be the final value any more.
-                let mut acked = acked.lock().unwrap_or_else(|p| p.into_inner());
-                let fate = acked.entry(key.clone()).or_default();
-                fate.acknowledged = true;
-                if let Some(at) = fate.values.iter().rposition(|v| *v == value) {
-                    fate.values.drain(..at);
-                }
+                acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().acknowledged(&Some(value));
             }
             in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         });

@@ -11,10 +11,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use qs_reports::schema::{Event, FaultKind, FaultPhase, parse_trace};
+use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, parse_trace};
 
 mod common;
-use common::qsim;
+use common::{failed_naming, passed, qsim};
 
 fn trace(out: &Path) -> Vec<Event> {
     parse_trace(&std::fs::read_to_string(out.join("trace.jsonl")).expect("a trace")).expect("a valid trace")
@@ -46,10 +46,10 @@ fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_
     let (undersized, sized) = (dir.path().join("undersized"), dir.path().join("sized"));
     let (code, stdout) = qsim(&["run", "scenarios/cache-undersized.toml", "--seed", "1"], &undersized);
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("cache      FAIL") && stdout.contains("cache miss ratio of reads"), "{stdout}");
+    assert!(failed_naming(&undersized, Checker::Cache, &["cache miss ratio of reads"]), "{stdout}");
     assert!(stdout.contains("UNDERSIZED") && stdout.contains("formulas   predict a violation; the models found a violation: agree"), "{stdout}");
-    for checker in ["sequence", "chain", "reads", "memory"] {
-        assert!(stdout.contains(&format!("{checker:<10} pass")), "{checker} must pass: {stdout}");
+    for checker in [Checker::Sequence, Checker::Chain, Checker::Reads, Checker::Memory] {
+        assert!(passed(&undersized, checker), "{checker} must pass: {stdout}");
     }
     let ratio = edge_read_miss_ratio(&trace(&undersized), 60_000);
     // The seed: 25 903 misses in 65 755 page reads (39 %).
@@ -57,7 +57,7 @@ fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_
 
     let (code, stdout) = qsim(&["run", "scenarios/cache-sized.toml", "--seed", "1"], &sized);
     assert_eq!(code, 0, "{stdout}");
-    assert!(stdout.contains("cache      pass") && stdout.contains("agree"), "{stdout}");
+    assert!(passed(&sized, Checker::Cache) && stdout.contains("agree"), "{stdout}");
     let ratio = edge_read_miss_ratio(&trace(&sized), 60_000);
     // The seed's fix: 432 misses in 52 400 (0.8 %).
     assert!(ratio < 0.02, "sized miss ratio {ratio}");
@@ -132,7 +132,7 @@ fn rocksdb_nodes_read_through_its_shape_deterministically_and_the_formula_holds(
     let (code, stdout) = qsim(&["run", sized.to_str().unwrap(), "--seed", "1", "--check-determinism"], &dir.path().join("a"));
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("RocksDB blocks: an index block per"), "the RocksDB shape: {stdout}");
-    assert!(stdout.contains("cache      pass") && stdout.contains("determinism pass"), "{stdout}");
+    assert!(passed(&dir.path().join("a"), Checker::Cache) && stdout.contains("determinism pass"), "{stdout}");
     // The edges read through the model: enough block reads to judge the windows.
     let samples = trace(&dir.path().join("a"));
     let reads: u64 = samples
@@ -147,7 +147,7 @@ fn rocksdb_nodes_read_through_its_shape_deterministically_and_the_formula_holds(
     let undersized = rocksdb_cache_scenario(dir.path(), "2 GiB");
     let (code, stdout) = qsim(&["run", undersized.to_str().unwrap(), "--seed", "1"], &dir.path().join("b"));
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("cache      FAIL") && stdout.contains("UNDERSIZED"), "{stdout}");
+    assert!(failed_naming(&dir.path().join("b"), Checker::Cache, &[]) && stdout.contains("UNDERSIZED"), "{stdout}");
 }
 
 #[test]
@@ -155,7 +155,7 @@ fn a_byte_sample_past_the_limit_is_oom_killed_and_restarted_and_its_fix_is_not()
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout) = qsim(&["run", "scenarios/memory-byte-sample.toml", "--seed", "1"], dir.path());
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("memory     FAIL") && stdout.contains("(OOM kill)") && stdout.contains("byte sample"), "{stdout}");
+    assert!(failed_naming(dir.path(), Checker::Memory, &["(OOM kill)", "byte sample"]), "{stdout}");
     let events = trace(dir.path());
     assert!(oom_faults(&events, FaultPhase::Start) >= 5, "OOM kills");
     assert!(oom_faults(&events, FaultPhase::End) >= 4, "restarts by the supervisor");
@@ -239,8 +239,7 @@ fn a_planted_over_budget_node_is_caught_and_named() {
     let out = dir.path().join("run");
     let (code, stdout) = qsim(&["run", planted.to_str().unwrap(), "--seed", "1"], &out);
     assert_eq!(code, 1, "{stdout}");
-    let first = stdout.lines().find(|l| l.starts_with("memory")).unwrap_or_default();
-    assert!(first.contains("FAIL") && first.contains("over the limit 1.50 GiB"), "{stdout}");
+    assert!(failed_naming(&out, Checker::Memory, &["over the limit 1.50 GiB"]), "{stdout}");
     assert!(oom_faults(&trace(&out), FaultPhase::Start) >= 1);
 }
 

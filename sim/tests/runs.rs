@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::qsim;
+use common::{failed_naming, passed, qsim};
+use qs_reports::schema::Checker;
 
 fn digest(stdout: &str) -> String {
     stdout
@@ -44,7 +45,7 @@ fn the_canary_fails_with_a_liveness_failure_and_a_reproduce_command() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout) = qsim(&["run", "scenarios/canary-liveness.toml", "--seed", "1"], dir.path());
     assert_eq!(code, 3, "{stdout}");
-    assert!(stdout.contains("convergence FAIL") && stdout.contains("edge-1"), "{stdout}");
+    assert!(failed_naming(dir.path(), Checker::Convergence, &["edge-1"]), "{stdout}");
     assert!(stdout.contains("reproduce  ./qsim run scenarios/canary-liveness.toml --seed 1"), "{stdout}");
 }
 
@@ -113,7 +114,7 @@ fn a_collected_log_is_bootstrapped_over_by_the_fixed_node_and_skipped_by_the_pla
     // Planted bug (serve nearest + no gap check): the sequence checker catches the skip.
     let (code, stdout) = qsim(&["run", "scenarios/bug-gc-skip.toml", "--seed", "1"], &dir.path().join("bug"));
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
+    assert!(failed_naming(&dir.path().join("bug"), Checker::Sequence, &["edge-1"]), "{stdout}");
 }
 
 #[test]
@@ -121,7 +122,7 @@ fn a_crash_with_the_legacy_rts_cursor_replays_and_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout) = qsim(&["run", "scenarios/bug-replay.toml", "--seed", "1"], dir.path());
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("sequence   FAIL") && stdout.contains("edge-1"), "{stdout}");
+    assert!(failed_naming(dir.path(), Checker::Sequence, &["edge-1"]), "{stdout}");
 }
 
 #[test]
@@ -133,8 +134,19 @@ fn a_deep_tree_rides_out_root_flaps_unless_replicas_stop_serving_downstream() {
     assert_eq!(code, 1, "{stdout}");
     // The tree goes dark layer by layer: nodes whose sources had a healthy path to the root
     // stay stale during the flaps (the per-node rule), and lag is still high once healed.
-    let lag = stdout.lines().find(|l| l.starts_with("lag ")).unwrap_or_default();
-    assert!(lag.contains("FAIL") && lag.contains("fault-free path upstream"), "{stdout}");
+    assert!(failed_naming(&dir.path().join("bug"), Checker::Lag, &["fault-free path upstream"]), "{stdout}");
+}
+
+#[test]
+fn a_replica_that_drops_its_downstream_while_it_reconnects_is_caught_by_containment_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bug");
+    let (code, stdout) = qsim(&["run", "scenarios/bug-drop-downstream.toml", "--seed", "1", "--no-report"], &out);
+    assert_eq!(code, 1, "{stdout}");
+    // With the capped, jittered backoff the tree recovers within every lag bound: only the
+    // containment check sees one fault on the root move nodes far below it.
+    assert!(passed(&out, Checker::Lag), "{stdout}");
+    assert!(failed_naming(&out, Checker::Containment, &["hops below the partition of root", "root → t1-"]), "{stdout}");
 }
 
 fn trace(dir: &Path) -> String {
@@ -165,7 +177,8 @@ fn every_fault_family_passes_on_the_fixed_node() {
         }
         // The readers read, and the reads checker judged them.
         assert!(trace.contains(r#""event":"read_sample""#), "{name}: no reads");
-        assert!(stdout.contains("reads      pass"), "{name}: {stdout}");
+        assert!(passed(&out, Checker::Reads), "{name}: {stdout}");
+        assert!(passed(&out, Checker::Containment), "{name}: {stdout}");
     }
 }
 
@@ -303,7 +316,7 @@ fn the_cursor_running_ahead_of_the_data_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout) = qsim(&["run", "scenarios/bug-cursor.toml", "--seed", "1", "--no-report"], dir.path());
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("cursor     FAIL") && stdout.contains("persisted resume position"), "{stdout}");
+    assert!(failed_naming(dir.path(), Checker::Cursor, &["persisted resume position"]), "{stdout}");
 }
 
 #[test]
@@ -312,8 +325,7 @@ fn a_replica_that_never_leaves_its_paused_source_is_caught_during_the_fault_and_
     let (code, stdout) =
         qsim(&["run", "scenarios/bug-stale-source.toml", "--seed", "1", "--no-report"], &dir.path().join("bug"));
     assert_eq!(code, 1, "{stdout}");
-    let lag = stdout.lines().find(|l| l.starts_with("lag ")).unwrap_or_default();
-    assert!(lag.contains("FAIL") && lag.contains("edge-1") && lag.contains("fault-free path upstream"), "{stdout}");
+    assert!(failed_naming(&dir.path().join("bug"), Checker::Lag, &["edge-1", "fault-free path upstream"]), "{stdout}");
     // The same story on the fixed node: edge-1 moves to mid-2 within the bound.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let text = std::fs::read_to_string(root.join("scenarios/bug-stale-source.toml")).unwrap();

@@ -6,6 +6,7 @@
 pub mod cache;
 pub mod chain;
 pub mod containment;
+pub mod convergence;
 pub mod cursor;
 pub mod lag;
 pub mod memory;

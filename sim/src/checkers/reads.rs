@@ -171,4 +171,34 @@ mod tests {
         assert!(state.read(read("r5", "k", Some(&v1), 19)).is_none(), "version 2 landed after 19");
         assert!(state.read(read("r5", "k", Some(&v1), 20)).is_some(), "version 2 landed at 20");
     }
+
+    #[test]
+    fn unanswered_writes_may_be_read_or_missed_and_a_key_written_once_is_never_missed_after_it_landed() {
+        let mut check = Reads::default();
+        let (v1, v2) = (versioned_value(1, b"a"), versioned_value(2, b"b"));
+        // Version 1 of `lost` was sent and never answered (timed out, the root cut off): it may
+        // have committed or not, so reading it and missing it are both fine, at any index.
+        check.lock().sent("lost", 1);
+        {
+            let mut state = check.lock();
+            assert!(state.read(read("r1", "lost", Some(&v1), 3)).is_none(), "it committed");
+            assert!(state.read(read("r2", "lost", None, 50)).is_none(), "it did not");
+        }
+        // `once` is written once, acknowledged at root index 7.
+        check.lock().sent("once", 1);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "once".into(), index: 7, version: 1 });
+        {
+            let mut state = check.lock();
+            assert!(state.read(read("r3", "once", None, 6)).is_none(), "the edge had not applied 7 yet");
+            assert!(state.read(read("r4", "once", None, 7)).is_some(), "applied at 7, then missing");
+            assert!(state.read(read("r4", "once", Some(&v1), 8)).is_none());
+        }
+        // Version 2 in flight when the writer was killed: a reader may see it, but may not go
+        // back to 1 afterwards; another reader may still see 1 (2 never landed, as far as anyone knows).
+        check.lock().sent("once", 2);
+        let mut state = check.lock();
+        assert!(state.read(read("r5", "once", Some(&v2), 9)).is_none());
+        assert!(state.read(read("r5", "once", Some(&v1), 9)).is_some(), "went back from 2 to 1");
+        assert!(state.read(read("r6", "once", Some(&v1), 9)).is_none());
+    }
 }

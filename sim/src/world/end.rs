@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 
 use qs_node::node::NodeState;
 
+use crate::checkers::convergence::Lost;
 use crate::checkers::reads::Reads;
 use crate::faults::SimNode;
 use crate::scenario::Scenario;
@@ -79,25 +80,20 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
             ));
         }
     }
-    // Every acknowledged write survives: each key holds its newest acknowledged value, or a
-    // value written after it.
+    // Every acknowledged write survives (`checkers::convergence::KeyFate`).
     if out.is_empty() {
         for (key, fate) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             for node in nodes {
                 let Some(state) = states.get(&node.name) else { continue };
-                let got = state.with_store(|s| s.get(key.as_bytes()));
-                let fine = match &got {
-                    Ok(Some(v)) => fate.values.contains(v),
-                    // Absent is right only if no write of the key was ever acknowledged.
-                    Ok(None) => !fate.acknowledged,
-                    Err(_) => false,
-                };
-                match (fine, &got) {
-                    (true, _) => {}
-                    (false, Ok(None)) => out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name)),
-                    (false, _) => {
+                match state.with_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(Lost::Missing)) => {
+                        out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name))
+                    }
+                    Ok(Err(Lost::Older)) => {
                         out.push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name))
                     }
+                    Err(e) => out.push(format!("{} cannot read {key}: {e}", node.name)),
                 }
             }
         }

@@ -17,3 +17,22 @@ pub fn qsim(args: &[&str], out: &Path) -> (i32, String) {
         .expect("qsim runs");
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
 }
+
+/// A run's verdict from `checker`, read from the `summary.json` the run wrote into `out`.
+pub fn verdict(out: &Path, checker: qs_reports::schema::Checker) -> qs_reports::schema::Verdict {
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("the run wrote its summary");
+    let summary: qs_reports::schema::RunSummary = serde_json::from_str(&text).expect("a run summary");
+    summary.verdicts.into_iter().find(|v| v.checker == checker).unwrap_or_else(|| panic!("no {checker} verdict"))
+}
+
+/// Whether `checker` failed the run in `out`, its first problem naming every one of `words`.
+pub fn failed_naming(out: &Path, checker: qs_reports::schema::Checker, words: &[&str]) -> bool {
+    let v = verdict(out, checker);
+    let first = v.first.unwrap_or_default();
+    v.status == qs_reports::schema::VerdictStatus::Fail && words.iter().all(|w| first.contains(w))
+}
+
+/// Whether `checker` passed the run in `out`.
+pub fn passed(out: &Path, checker: qs_reports::schema::Checker) -> bool {
+    verdict(out, checker).status == qs_reports::schema::VerdictStatus::Pass
+}
