@@ -46,6 +46,7 @@ use crate::config::{ProducerConfig, Role};
 use crate::connections::{Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
 use crate::node::NodeState;
+use crate::observe::Probe;
 use crate::root::WriteQueue;
 
 /// Largest request body: one maximal value plus framing, or a batch of small writes.
@@ -185,6 +186,10 @@ impl Api {
                 let response = self.producer_request(method, path, request).await;
                 if response.status() == StatusCode::TOO_MANY_REQUESTS {
                     self.state.metrics.writes_throttled.inc();
+                    self.state.probe(Probe::QuotaRefused);
+                } else if response.status() == StatusCode::FORBIDDEN {
+                    self.state.metrics.writes_refused.inc();
+                    self.state.probe(Probe::PrefixRefused);
                 } else if response.status().is_client_error() {
                     self.state.metrics.writes_refused.inc();
                 }

@@ -194,6 +194,11 @@ impl NodeState {
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
     /// binary.
+    /// Counts `probe` with the observer (nothing in the real binary).
+    pub fn probe(&self, probe: crate::observe::Probe) {
+        self.report(NodeEvent::Reached(probe));
+    }
+
     pub fn report(&self, event: NodeEvent) {
         if let Some(observer) = &self.observer {
             observer.observe(&self.config.name, event);
@@ -337,6 +342,7 @@ impl ReadBackend for NodeState {
         let result = self.with_store(|store| store.get(key));
         result.map_err(|e| {
             self.metrics.checksum_failures.inc();
+            self.probe(crate::observe::Probe::ChecksumFailed);
             e.to_string()
         })
     }

@@ -1,5 +1,6 @@
 //! The typed seam through which a node tells whoever watches it what it did: every apply, a
-//! snapshot bootstrap, a change of source and a persisted resume position, as [`NodeEvent`]s.
+//! snapshot bootstrap, a change of source and a persisted resume position, as [`NodeEvent`]s,
+//! and each time it passes a [`Probe`] — a named point a test run wants to know it reached.
 //!
 //! Under the simulator the watcher is the trace recorder, whose checkers judge these events; in
 //! the real binary there is none (the same facts also go to the log). Typed, so a renamed field
@@ -38,6 +39,40 @@ impl SourceChange {
     }
 }
 
+/// A named point in the node's code: the simulator counts how often a run reached each, so a
+/// user knows what a run exercised (and a scenario fails when it reaches none of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Probe {
+    /// A replica left a stale source (quiet, or calling itself healthy while we are stale).
+    LeftStaleSource,
+    /// A replica stayed with a stale source that said it was recovering.
+    WaitedForRecoveringSource,
+    /// A replica's probe found a healthy source ahead of it, and it moved there.
+    MovedToProbedSource,
+    /// A replica left a source that broke the connection, refused it or broke the chain.
+    LeftBrokenSource,
+    /// A server answered `OutOfRetention`: the client's next entry was collected.
+    OutOfRetentionAnswered,
+    /// A server streamed a snapshot.
+    SnapshotServed,
+    /// A replica resumed a snapshot transfer from a staged chunk instead of the start.
+    SnapshotResumed,
+    /// A replica installed a snapshot.
+    SnapshotInstalled,
+    /// The root refused a producer over its quota (429).
+    QuotaRefused,
+    /// The root refused a producer writing outside its prefixes (403).
+    PrefixRefused,
+    /// The root dropped an operation rewriting a key with the value it holds.
+    IdenticalRewriteDropped,
+    /// The root committed a delete.
+    DeleteCommitted,
+    /// The root committed a request with several operations on one key (the last wins).
+    RepeatedKeyInOneRequest,
+    /// A stored value failed its checksum on read.
+    ChecksumFailed,
+}
+
 /// What a node did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeEvent {
@@ -50,6 +85,8 @@ pub enum NodeEvent {
     /// The node persisted its resume position `index` (the store's applied index, or a legacy
     /// side-file cursor).
     CursorPersisted { index: u64 },
+    /// The node reached a probe.
+    Reached(Probe),
 }
 
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.

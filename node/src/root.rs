@@ -30,6 +30,7 @@ use crate::connections::{Lifecycle, reached};
 use crate::entry::{LogEntry, Op};
 use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
 use crate::node::{DiskOp, NodeState};
+use crate::observe::Probe;
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;
@@ -201,9 +202,14 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let mut kept: Vec<Op> = Vec::new();
         let mut dropped = Vec::with_capacity(batch.len());
+        let mut probes = Vec::new();
         for request in &batch {
             let mut identical = 0;
+            let mut keys = std::collections::BTreeSet::new();
             for op in &request.ops {
+                if !keys.insert(op.key()) {
+                    probes.push(Probe::RepeatedKeyInOneRequest);
+                }
                 let current = match pending.get(op.key()) {
                     Some(value) => value.clone(),
                     // A damaged stored value is treated as different, so the write repairs it.
@@ -215,7 +221,11 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
                 };
                 if unchanged {
                     identical += 1;
+                    probes.push(Probe::IdenticalRewriteDropped);
                     continue;
+                }
+                if let Op::Delete { .. } = op {
+                    probes.push(Probe::DeleteCommitted);
                 }
                 let new_value = match op {
                     Op::Set { value, .. } => Some(value.clone()),
@@ -228,11 +238,14 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         }
         let entries = pack(store, timestamp_ms, kept)?;
         store.apply(&entries).map_err(|e| e.to_string())?;
-        Ok::<_, String>((store.applied_index(), dropped, entries))
+        Ok::<_, String>((store.applied_index(), dropped, entries, probes))
     });
     match outcome {
-        Ok((index, dropped, entries)) => {
+        Ok((index, dropped, entries, probes)) => {
             state.applied(&entries);
+            for probe in probes {
+                state.probe(probe);
+            }
             let written: u64 = entries.iter().map(|e| e.ops.len() as u64).sum();
             state.metrics.writes_accepted.inc_by(written);
             for (request, identical_dropped) in batch.into_iter().zip(dropped) {

@@ -116,6 +116,8 @@ pub enum Event {
     },
     /// End of run, per key prefix (the text before the first `:`), on the root.
     KeyUsage { at_ms: u64, prefix: String, keys: u64, bytes: u64, reads: u64, never_read: u64 },
+    /// End of run: every probe reached, with how often (probes never reached are left out).
+    Probes { at_ms: u64, hits: Vec<ProbeHits> },
 }
 
 impl Event {
@@ -139,6 +141,7 @@ impl Event {
             | Event::CacheSample { at_ms, .. }
             | Event::MemorySample { at_ms, .. }
             | Event::Phase { at_ms, .. }
+            | Event::Probes { at_ms, .. }
             | Event::NodeSummary { at_ms, .. }
             | Event::KeyUsage { at_ms, .. } => *at_ms,
         }
@@ -289,6 +292,7 @@ pub enum Checker {
     Convergence,
     Cache,
     Memory,
+    Coverage,
 }
 
 impl Checker {
@@ -304,6 +308,7 @@ impl Checker {
             Checker::Convergence => "convergence",
             Checker::Cache => "cache",
             Checker::Memory => "memory",
+            Checker::Coverage => "coverage",
         }
     }
 }
@@ -329,6 +334,102 @@ impl VerdictStatus {
             VerdictStatus::Fail => "fail",
         }
     }
+}
+
+/// A named point a run may reach: the node's probes (`qs_node::observe::Probe`) and one per
+/// fault kind applied. A run counts each into its trace (`probes`, at the end) and summary; a
+/// scenario names the ones it exists to reach (`[checks] probes`); a sweep tables them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    LeftStaleSource,
+    WaitedForRecoveringSource,
+    MovedToProbedSource,
+    LeftBrokenSource,
+    OutOfRetentionAnswered,
+    SnapshotServed,
+    SnapshotResumed,
+    SnapshotInstalled,
+    QuotaRefused,
+    PrefixRefused,
+    IdenticalRewriteDropped,
+    DeleteCommitted,
+    RepeatedKeyInOneRequest,
+    ChecksumFailed,
+    FaultKill,
+    FaultPause,
+    FaultPartition,
+    FaultPartitionIn,
+    FaultPartitionOut,
+    FaultSplit,
+    FaultClogLink,
+    FaultLatency,
+    FaultLoss,
+    FaultSlowDisk,
+    FaultSigbus,
+    FaultOom,
+}
+
+impl Probe {
+    /// Every probe, in table order.
+    pub const ALL: [Probe; 26] = [
+        Probe::LeftStaleSource,
+        Probe::WaitedForRecoveringSource,
+        Probe::MovedToProbedSource,
+        Probe::LeftBrokenSource,
+        Probe::OutOfRetentionAnswered,
+        Probe::SnapshotServed,
+        Probe::SnapshotResumed,
+        Probe::SnapshotInstalled,
+        Probe::QuotaRefused,
+        Probe::PrefixRefused,
+        Probe::IdenticalRewriteDropped,
+        Probe::DeleteCommitted,
+        Probe::RepeatedKeyInOneRequest,
+        Probe::ChecksumFailed,
+        Probe::FaultKill,
+        Probe::FaultPause,
+        Probe::FaultPartition,
+        Probe::FaultPartitionIn,
+        Probe::FaultPartitionOut,
+        Probe::FaultSplit,
+        Probe::FaultClogLink,
+        Probe::FaultLatency,
+        Probe::FaultLoss,
+        Probe::FaultSlowDisk,
+        Probe::FaultSigbus,
+        Probe::FaultOom,
+    ];
+
+    /// The probe of a fault kind being applied.
+    pub fn of_fault(kind: FaultKind) -> Probe {
+        match kind {
+            FaultKind::Kill => Probe::FaultKill,
+            FaultKind::Pause => Probe::FaultPause,
+            FaultKind::Partition => Probe::FaultPartition,
+            FaultKind::PartitionIn => Probe::FaultPartitionIn,
+            FaultKind::PartitionOut => Probe::FaultPartitionOut,
+            FaultKind::Split => Probe::FaultSplit,
+            FaultKind::ClogLink => Probe::FaultClogLink,
+            FaultKind::Latency => Probe::FaultLatency,
+            FaultKind::Loss => Probe::FaultLoss,
+            FaultKind::SlowDisk => Probe::FaultSlowDisk,
+            FaultKind::Sigbus => Probe::FaultSigbus,
+            FaultKind::Oom => Probe::FaultOom,
+        }
+    }
+
+    /// The name scenarios, traces and tables use.
+    pub fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    }
+}
+
+/// How often a run reached one probe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeHits {
+    pub probe: Probe,
+    pub hits: u64,
 }
 
 /// Reads a trace file's lines; a bad line is an error naming its line number.
@@ -424,6 +525,9 @@ pub struct RunSummary {
     /// together; none for a run that passed.
     #[serde(default)]
     pub signature: Option<String>,
+    /// The probes the run reached, with how often (see [`Probe`]).
+    #[serde(default)]
+    pub probes: Vec<ProbeHits>,
 }
 
 fn one_second_ms() -> u64 {
@@ -543,6 +647,9 @@ pub struct RunResult {
     /// Whether a second process re-ran the seed and compared traces.
     #[serde(default)]
     pub determinism_checked: bool,
+    /// The probes the run reached, from its summary.
+    #[serde(default)]
+    pub probes: Vec<ProbeHits>,
 }
 
 /// Runs not as expected that share a signature: one bug, however many seeds found it.
@@ -609,7 +716,30 @@ pub struct SweepSummary {
     pub groups: Vec<FailureGroup>,
 }
 
+/// One probe across a sweep: in how many runs it was reached, and how often in all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeRow {
+    pub probe: Probe,
+    pub runs: u64,
+    pub hits: u64,
+}
+
 impl SweepSummary {
+    /// Every probe (reached or not, in [`Probe::ALL`] order) across the sweep's runs.
+    pub fn probe_table(&self) -> Vec<ProbeRow> {
+        Probe::ALL
+            .iter()
+            .map(|&probe| {
+                let mut row = ProbeRow { probe, runs: 0, hits: 0 };
+                for hits in self.results.iter().flat_map(|r| &r.probes).filter(|h| h.probe == probe) {
+                    row.runs += 1;
+                    row.hits += hits.hits;
+                }
+                row
+            })
+            .collect()
+    }
+
     /// Groups the runs not as expected by signature (a run without one — a run folder that
     /// wrote no summary — by its outcome alone), largest group first, then by signature; marks
     /// the groups `known` lists.

@@ -19,7 +19,7 @@ use crate::chart;
 use crate::html::{badge, duration, esc, page, url_segment};
 use crate::schema::{Outcome, RunResult, SweepSummary};
 #[cfg(test)]
-use crate::schema::KnownFailures;
+use crate::schema::{KnownFailures, Probe, ProbeHits};
 use crate::series::quantile;
 use crate::{ReportError, load};
 
@@ -92,6 +92,7 @@ pub fn render_sweep(summary: &SweepSummary, folders: &[RunFolder]) -> String {
     totals(&mut body, summary, &scenarios);
     grid(&mut body, summary, &scenarios, folders);
     distributions(&mut body, summary, &scenarios);
+    probes(&mut body, summary);
     problems(&mut body, summary, folders);
     page(&format!("qsim sweep {} ({} runs)", summary.seeds, summary.results.len()), &body)
 }
@@ -215,6 +216,30 @@ fn stats_cells(values_ms: &[u64]) -> [String; 4] {
     v.sort_by(f64::total_cmp);
     let q = |q: f64| quantile(&v, q).map(|x| duration(x as u64)).unwrap_or_else(|| "—".into());
     [q(0.0), q(0.5), q(0.9), q(1.0)]
+}
+
+/// Every probe with the runs that reached it and its hits; the ones never reached named first.
+fn probes(out: &mut String, summary: &SweepSummary) {
+    let rows = summary.probe_table();
+    let never: Vec<String> = rows.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
+    let _ = write!(
+        out,
+        "<section id=\"probes\"><h2>Probes</h2><p class=\"note\">Named points in the node and the simulator, \
+         counted per run: what this sweep exercised. Never reached: <span id=\"probes-never\">{}</span>.</p>\
+         <table id=\"probe-table\"><thead><tr><th>probe</th><th>runs</th><th>hits</th></tr></thead><tbody>",
+        if never.is_empty() { "none".to_string() } else { esc(&never.join(", ")) }
+    );
+    for row in rows {
+        let _ = write!(
+            out,
+            "<tr data-probe=\"{name}\"{class}><td><code>{name}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            row.runs,
+            row.hits,
+            name = esc(&row.probe.name()),
+            class = if row.runs == 0 { " class=\"never\"" } else { "" }
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
 }
 
 fn distributions(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) {
@@ -408,6 +433,7 @@ mod tests {
             signature: (!ok).then(|| "sequence: broke".to_string()),
             wall_ms: 1000,
             determinism_checked: false,
+            probes: vec![ProbeHits { probe: Probe::FaultKill, hits: seed }],
         }
     }
 
@@ -425,6 +451,11 @@ mod tests {
         assert_eq!(html.matches("class=\"cell bad").count(), 2, "seeds 1000 and 2000");
         assert!(html.contains("… and 498 more passing seeds, not drawn."));
         assert!(html.contains("id=\"groups-table\"") && html.contains("<code>sequence: broke</code>"));
+        // The probe table: fault_kill in every run (hits 1 + … + n), the rest never reached.
+        let kill = summary.probe_table().into_iter().find(|r| r.probe == Probe::FaultKill).unwrap();
+        assert_eq!((kill.runs, kill.hits), (n, n * (n + 1) / 2));
+        assert!(html.contains("<tr data-probe=\"fault_kill\"><td><code>fault_kill</code></td>"), "reached");
+        assert!(html.contains("<tr data-probe=\"snapshot_resumed\" class=\"never\">"), "never reached");
         assert!(html.len() < 2_000_000, "{}", html.len());
     }
 

@@ -11,7 +11,8 @@
 use std::path::PathBuf;
 
 use crate::schema::{
-    Checker, Event, FaultKind, FaultPhase, NodeInfo, RunPhase, RunSummary, SourceReason, Verdict, VerdictStatus,
+    Checker, Event, FaultKind, FaultPhase, NodeInfo, Probe, ProbeHits, RunPhase, RunSummary, SourceReason, Verdict,
+    VerdictStatus,
 };
 
 /// A fault to inject: `end_ms` None means no end event (it lasts to the liveness phase).
@@ -145,6 +146,17 @@ impl Rng {
 
 fn down_kind(kind: FaultKind) -> bool {
     matches!(kind, FaultKind::Kill | FaultKind::Pause | FaultKind::Partition | FaultKind::Sigbus)
+}
+
+/// The probes a trace's `probes` event counted (none without one).
+fn probe_hits(events: &[Event]) -> Vec<ProbeHits> {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Probes { hits, .. } => Some(hits.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Builds the run.
@@ -350,6 +362,17 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             index: 10,
             hash: "synthetic".into(),
         });
+        let mut hits: Vec<ProbeHits> = Vec::new();
+        for f in &opts.faults {
+            let probe = Probe::of_fault(f.kind);
+            match hits.iter_mut().find(|h| h.probe == probe) {
+                Some(h) => h.hits += 1,
+                None => hits.push(ProbeHits { probe, hits: 1 }),
+            }
+        }
+        hits.push(ProbeHits { probe: Probe::LeftBrokenSource, hits: 2 });
+        hits.sort_by_key(|h| h.probe);
+        events.push(Event::Probes { at_ms: end_ms, hits });
     }
     events.sort_by_key(Event::at_ms);
 
@@ -394,6 +417,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         memory_limit_bytes: None,
         sizing: Vec::new(),
         signature: (!failing.is_empty()).then(|| "synthetic: a planted violation".to_string()),
+        probes: probe_hits(&events),
         writes_acked: writes,
         pending: Vec::new(),
         violations: opts
@@ -443,6 +467,6 @@ mod tests {
         }
         let kinds: std::collections::BTreeSet<String> =
             events.iter().map(|e| e.line().split('"').nth(3).unwrap().to_string()).collect();
-        assert_eq!(kinds.len(), 13, "every event kind: {kinds:?}");
+        assert_eq!(kinds.len(), 14, "every event kind: {kinds:?}");
     }
 }

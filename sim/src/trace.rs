@@ -12,7 +12,29 @@ use std::sync::{Arc, Mutex};
 
 use qs_node::observe::{NodeEvent, NodeObserver};
 
-pub use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, RunPhase, SourceReason};
+pub use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceReason};
+
+/// The node's probe, as the trace counts it (one arm per probe: a new one is a compile error
+/// here, not a probe no run ever counts).
+pub fn probe(reached: qs_node::observe::Probe) -> Probe {
+    use qs_node::observe::Probe as Node;
+    match reached {
+        Node::LeftStaleSource => Probe::LeftStaleSource,
+        Node::WaitedForRecoveringSource => Probe::WaitedForRecoveringSource,
+        Node::MovedToProbedSource => Probe::MovedToProbedSource,
+        Node::LeftBrokenSource => Probe::LeftBrokenSource,
+        Node::OutOfRetentionAnswered => Probe::OutOfRetentionAnswered,
+        Node::SnapshotServed => Probe::SnapshotServed,
+        Node::SnapshotResumed => Probe::SnapshotResumed,
+        Node::SnapshotInstalled => Probe::SnapshotInstalled,
+        Node::QuotaRefused => Probe::QuotaRefused,
+        Node::PrefixRefused => Probe::PrefixRefused,
+        Node::IdenticalRewriteDropped => Probe::IdenticalRewriteDropped,
+        Node::DeleteCommitted => Probe::DeleteCommitted,
+        Node::RepeatedKeyInOneRequest => Probe::RepeatedKeyInOneRequest,
+        Node::ChecksumFailed => Probe::ChecksumFailed,
+    }
+}
 
 /// The node's reason, as the trace writes it (one arm per reason: a new one is a compile error
 /// here, not a reason the checkers never see).
@@ -40,6 +62,8 @@ pub struct Recorder {
     events: Vec<Event>,
     observers: Vec<Box<dyn Observer>>,
     clock_ms: Option<Box<dyn Fn() -> u64 + Send>>,
+    /// How often each probe was reached (a `BTreeMap`: its order is the trace's).
+    probes: std::collections::BTreeMap<Probe, u64>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -52,15 +76,34 @@ pub type SharedRecorder = Arc<Mutex<Recorder>>;
 
 impl Recorder {
     pub fn new(clock_ms: impl Fn() -> u64 + Send + 'static, observers: Vec<Box<dyn Observer>>) -> SharedRecorder {
-        Arc::new(Mutex::new(Recorder { events: Vec::new(), observers, clock_ms: Some(Box::new(clock_ms)) }))
+        Arc::new(Mutex::new(Recorder {
+            events: Vec::new(),
+            observers,
+            clock_ms: Some(Box::new(clock_ms)),
+            probes: Default::default(),
+        }))
     }
 
     pub fn now_ms(&self) -> u64 {
         self.clock_ms.as_ref().map_or(0, |clock| clock())
     }
 
-    /// Records `event` and feeds it to every observer, recording what they find.
+    /// Counts one reach of `probe`.
+    pub fn reached(&mut self, probe: Probe) {
+        *self.probes.entry(probe).or_default() += 1;
+    }
+
+    /// Every probe reached so far, with how often, in [`Probe`] order.
+    pub fn probe_hits(&self) -> Vec<ProbeHits> {
+        self.probes.iter().map(|(&probe, &hits)| ProbeHits { probe, hits }).collect()
+    }
+
+    /// Records `event` and feeds it to every observer, recording what they find. A fault
+    /// starting counts as reaching its kind's probe.
     pub fn record(&mut self, event: Event) {
+        if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event {
+            self.reached(Probe::of_fault(*kind));
+        }
         let mut found = Vec::new();
         for observer in &mut self.observers {
             found.extend(observer.observe(&event));
@@ -105,6 +148,7 @@ impl NodeObserver for RecorderObserver {
                 Event::SourceChanged { at_ms, node, source: source.to_string(), reason: source_reason(reason) }
             }
             NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
+            NodeEvent::Reached(reached) => return recorder.reached(probe(reached)),
         };
         recorder.record(event);
     }

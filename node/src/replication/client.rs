@@ -32,7 +32,7 @@ use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
 use crate::entry::LogEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
-use crate::observe::{NodeEvent, SourceChange};
+use crate::observe::{NodeEvent, Probe, SourceChange};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
 use crate::store::{Store, StoreError, StoreLocation};
 
@@ -100,11 +100,16 @@ pub async fn run(state: Arc<NodeState>) {
             let mut ended = follow(&state, source, resume_from.take(), left_because).await;
             // A probe found a healthy source ahead of us: follow it before going on in order.
             while let Ended::Stale { better: Some(better) } = ended {
+                state.probe(Probe::MovedToProbedSource);
                 tracing::info!(node = %state.config.name, %source, %better, "left a stale source for a healthy one");
                 state.metrics.failovers.inc();
                 ended = follow(&state, better, None, SourceChange::Stale).await;
             }
             left_because = ended.reason();
+            state.probe(match ended {
+                Ended::Stale { .. } => Probe::LeftStaleSource,
+                _ => Probe::LeftBrokenSource,
+            });
             state.set_upstream_ok(false);
             if state.config.legacy.cursor_written_at_disconnect {
                 write_legacy_cursor(&state);
@@ -348,6 +353,9 @@ fn apply_frame(state: &NodeState, entries: &[LogEntry]) -> Result<(), String> {
 async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> {
     let staging = super::server::snapshot_dir(state).join("import");
     let staged = SnapshotImport::staged(&staging);
+    if staged.is_some() {
+        state.probe(Probe::SnapshotResumed);
+    }
     let want = Want::Snapshot {
         resume_chunk: staged.as_ref().map_or(0, |(_, next)| *next),
         manifest_fingerprint: staged.as_ref().map(|(m, _)| m.fingerprint()),
@@ -438,6 +446,7 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
         }
     }
     state.metrics.bootstraps.inc();
+    state.probe(Probe::SnapshotInstalled);
     let hash = state.with_store(|s| s.chain_hash());
     tracing::info!(node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
     state.report(NodeEvent::Bootstrapped { index, hash: hash.to_string() });

@@ -31,6 +31,7 @@ use super::protocol::{
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
+use crate::observe::Probe;
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
 
@@ -190,6 +191,7 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
             }
             LogRead::Collected { first_retained } => {
                 tracing::info!(requested = last + 1, first_retained, "client asked for collected history");
+                state.probe(Probe::OutOfRetentionAnswered);
                 let answer = Message::OutOfRetention { requested: last + 1, first_retained };
                 return write_message(&mut stream, &answer).await;
             }
@@ -228,6 +230,7 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     welcome(state, &mut stream).await?;
+    state.probe(Probe::SnapshotServed);
     let manifest = source.manifest().clone();
     let resumed = fingerprint.as_deref() == Some(manifest.fingerprint().as_str());
     let first = if resumed { resume_chunk.min(manifest.chunk_count()) } else { 0 };

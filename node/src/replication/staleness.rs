@@ -29,6 +29,7 @@ use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message
 use super::server::KEEPALIVE_INTERVAL;
 use crate::entry::LogEntry;
 use crate::node::NodeState;
+use crate::observe::Probe;
 
 /// A source that sends nothing for this long (two keepalives missed) is quiet: stuck, paused
 /// or cut off. Its downstream says it is recovering from then on.
@@ -58,6 +59,8 @@ pub enum Verdict {
 pub struct Staleness {
     /// Since when we have been past `staleness_failover` (reset by a probe that found nothing).
     stale_since: Option<Instant>,
+    /// Whether this stale episode already counted as waiting for a recovering source.
+    waiting: bool,
 }
 
 impl Staleness {
@@ -69,6 +72,7 @@ impl Staleness {
         let staleness = state.config.replication.staleness_failover;
         if state.lag_ms() <= staleness.as_millis() as u64 {
             self.stale_since = None;
+            self.waiting = false;
             return Verdict::Stay;
         }
         let now = Instant::now();
@@ -80,6 +84,10 @@ impl Staleness {
             Heard::Said(UpstreamStatus::Recovering { hops }) => {
                 let patience = patience(state, hops);
                 if waited < patience {
+                    if !self.waiting {
+                        self.waiting = true;
+                        state.probe(Probe::WaitedForRecoveringSource);
+                    }
                     return Verdict::Stay;
                 }
                 match probe(state, others).await {

@@ -111,7 +111,8 @@ pub const NAMES: [Checker; 8] = [
 ];
 
 /// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `cache` (with a
-/// miss-ratio bound) and `memory` when the scenario models resources.
+/// miss-ratio bound) and `memory` when the scenario models resources, and `coverage` when it
+/// names its probes.
 pub fn names(scenario: &Scenario) -> Vec<Checker> {
     let mut names = NAMES.to_vec();
     if let Some(resources) = &scenario.resources {
@@ -119,6 +120,9 @@ pub fn names(scenario: &Scenario) -> Vec<Checker> {
             names.push(Checker::Cache);
         }
         names.push(Checker::Memory);
+    }
+    if !scenario.checks.probes.is_empty() {
+        names.push(Checker::Coverage);
     }
     names
 }

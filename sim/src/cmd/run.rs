@@ -129,9 +129,15 @@ pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determini
         };
         println!("{:<10} {text}", v.checker.as_str());
     }
+    let hits = probe_hits(&outcome);
+    let reached: Vec<String> = hits.iter().map(|h| format!("{} {}", h.probe.name(), h.hits)).collect();
+    println!("probes     {}", if reached.is_empty() { "none reached".to_string() } else { reached.join(", ") });
     print_sizing(scenario, &outcome.sizing, &verdicts);
     let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
-    let violated = outcome.violations().next().is_some();
+    // A run that missed its probes did not show what it exists to show: a failure, not a
+    // liveness problem.
+    let violated = outcome.violations().next().is_some()
+        || verdicts.iter().any(|v| v.checker == Checker::Coverage && v.status != VerdictStatus::Pass);
     if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
         eprintln!("qsim: writing {}: {e}", out.display());
     } else if write_report {
@@ -209,6 +215,8 @@ fn signature(
     let names = scenario.node_names();
     let message = if failing.checker == Checker::Convergence {
         outcome.pending.first().cloned()
+    } else if failing.checker == Checker::Coverage {
+        failing.first.clone()
     } else {
         outcome.violations().find_map(|e| match e {
             Event::Violation { checker, message, .. } if *checker == failing.checker => Some(message.clone()),
@@ -227,6 +235,11 @@ fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_
         .map(|&checker| {
             let (violations, first) = if checker == Checker::Convergence {
                 (outcome.pending.len() as u64, outcome.pending.first().cloned())
+            } else if checker == Checker::Coverage {
+                match coverage_missed(scenario, outcome) {
+                    Some(problem) => (1, Some(problem)),
+                    None => (0, None),
+                }
             } else {
                 let found: Vec<&Event> = outcome
                     .violations()
@@ -248,6 +261,39 @@ fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_
             }
         })
         .collect()
+}
+
+/// The probes a run reached, from its `probes` event.
+#[cfg(madsim)]
+fn probe_hits(outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::ProbeHits> {
+    outcome
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            qs_sim::trace::Event::Probes { hits, .. } => Some(hits.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The `coverage` check: a scenario that names its probes fails a run that reached none.
+#[cfg(madsim)]
+fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Option<String> {
+    let wanted = &scenario.checks.probes;
+    let hits = probe_hits(outcome);
+    if wanted.is_empty() || hits.iter().any(|h| wanted.contains(&h.probe)) {
+        return None;
+    }
+    let names = |probes: &mut dyn Iterator<Item = qs_reports::schema::Probe>| {
+        let names: Vec<String> = probes.map(|p| p.name()).collect();
+        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+    };
+    Some(format!(
+        "the run reached none of the probes the scenario exists to reach ({}); it reached: {}",
+        names(&mut wanted.iter().copied()),
+        names(&mut hits.iter().map(|h| h.probe))
+    ))
 }
 
 /// The build that ran a scenario: version and commit, for the report header.
@@ -309,6 +355,7 @@ fn write_outputs(
         memory_limit_bytes: scenario.resources.as_ref().and_then(|r| r.memory_limit.map(|l| l.as_u64())),
         sizing: outcome.sizing.clone(),
         signature: signature(scenario, outcome, verdicts),
+        probes: probe_hits(outcome),
         pending: outcome.pending.clone(),
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),

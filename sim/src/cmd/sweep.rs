@@ -116,8 +116,15 @@ pub fn sweep(plan: SweepPlan) -> ExitCode {
     finish(&summary, known.is_some(), &out)
 }
 
-/// Prints the failure groups and the closing line; the exit code (see the module doc).
+/// Prints the probes, the failure groups and the closing line; the exit code (see the module
+/// doc).
 fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCode {
+    let table = summary.probe_table();
+    let reached: Vec<String> =
+        table.iter().filter(|r| r.runs > 0).map(|r| format!("{} {}/{}", r.probe.name(), r.runs, summary.runs)).collect();
+    let never: Vec<String> = table.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
+    println!("probes     reached (runs): {}", if reached.is_empty() { "none".into() } else { reached.join(", ") });
+    println!("probes     never reached: {}", if never.is_empty() { "none".into() } else { never.join(", ") });
     for g in &summary.groups {
         println!(
             "group      {:>5} × {:<16} {}{}",

@@ -459,6 +459,10 @@ pub struct Checks {
     /// less often to keep its trace small.
     #[serde(default = "default_sample_interval", with = "humantime_serde")]
     pub sample_interval: Duration,
+    /// The probes this scenario exists to reach (`qs_reports::schema::Probe` names): the
+    /// `coverage` check fails a run that reaches none of them.
+    #[serde(default)]
+    pub probes: Vec<qs_reports::schema::Probe>,
 }
 
 fn default_sample_interval() -> Duration {

@@ -154,6 +154,7 @@ mod tests {
                 signature: None,
                 wall_ms: 0,
                 determinism_checked: false,
+                probes: Vec::new(),
             })
             .collect::<Vec<_>>();
         let summary = SweepSummary {

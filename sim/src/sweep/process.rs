@@ -241,6 +241,7 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
         signature,
         wall_ms: 0,
         determinism_checked: false,
+        probes: summary.as_ref().map(|s| s.probes.clone()).unwrap_or_default(),
     };
     let rerun = settings.check_determinism
         && matches!(result.outcome, Outcome::Pass | Outcome::Violation | Outcome::Liveness | Outcome::Crash)

@@ -373,6 +373,12 @@ async fn world(
     };
     let simulated = start.elapsed();
     summarize(&scenario, &nodes, &states, &reads, &recorder);
+    {
+        // Last: what the run exercised.
+        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let (at_ms, hits) = (recorder.now_ms(), recorder.probe_hits());
+        recorder.record(Event::Probes { at_ms, hits });
+    }
     let writes_acked = recorder
         .lock()
         .unwrap_or_else(|p| p.into_inner())
