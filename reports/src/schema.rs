@@ -34,13 +34,16 @@ pub enum Event {
     /// A running node's replication lag (age of its newest applied entry) and applied index,
     /// sampled once a simulated second.
     LagSample { at_ms: u64, node: String, lag_ms: u64, applied: u64 },
-    /// The producer's write of `version` of `key` was acknowledged at root index `index`.
+    /// The producer's write of `version` of `key` was acknowledged at root index `index`;
+    /// `deleted`: the write was a delete.
     WriteAcked {
         at_ms: u64,
         key: String,
         index: u64,
         #[serde(default)]
         version: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deleted: bool,
     },
     /// A checker found a violation: at `node`, at `index`, `message` says what was expected and
     /// what was found.

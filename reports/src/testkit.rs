@@ -314,7 +314,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             pending_writes = rest;
             for (_, key) in acked {
                 writes += 1;
-                events.push(Event::WriteAcked { at_ms: t + 1, key, index, version: writes });
+                events.push(Event::WriteAcked { at_ms: t + 1, key, index, version: writes, deleted: false });
             }
         }
     }

@@ -4,28 +4,27 @@
 //! Both are open loop (a slow cluster does not slow them down) and draw every choice from
 //! generators seeded by the run's seed, so they are part of the run's determinism.
 //!
-//! - The writer PUTs `cfg<w>:<n>` keys with values `<version>.<payload>` (see
-//!   [`crate::checkers::reads`]); it never has two writes to one key in flight, so the newest
-//!   acknowledgement of a key is a value the key may end with. Each acknowledgement is traced.
-//!   With a `burst`, it writes at the burst's rate for the burst's length, periodically.
+//! - The writer (`writer.rs`) writes `cfg<w>:<n>` keys with values `<version>.<payload>` (see
+//!   [`crate::checkers::reads`]), one `PUT` per request or, with its modes, batches with
+//!   repeated keys, deletes, identical rewrites and refused requests; it never has two writes
+//!   to one key in flight, so the newest acknowledgement of a key is a value the key may end
+//!   with. Each acknowledgement is traced. With a `burst`, it writes at the burst's rate for the
+//!   burst's length, periodically.
 //! - A reader is a session pinned to one edge, sending `gets <key>` (the cas unique is the edge's
 //!   applied index) with Zipf key popularity; each answer goes to the reads checker, and latency,
 //!   misses and errors are summed per edge for the once-a-second `read_sample`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::checkers::reads::{Observed, Reads, versioned_value};
-use crate::scenario::{Burst, ValueBytes};
-use crate::trace::{Event, SharedRecorder};
+use crate::checkers::reads::{Observed, Reads};
+use crate::trace::SharedRecorder;
 
 /// The producer's token, configured on the root.
 pub use crate::scenario::nodes::PRODUCER_TOKEN;
@@ -40,95 +39,8 @@ pub type Acked = Arc<Mutex<BTreeMap<String, KeyFate>>>;
 
 pub use crate::checkers::convergence::KeyFate;
 
-/// What one writer does.
-#[derive(Clone, Debug)]
-pub struct WriterSpec {
-    pub writer_id: usize,
-    pub root: SocketAddr,
-    pub rate_per_s: f64,
-    pub keys: u64,
-    pub value_bytes: ValueBytes,
-    pub burst: Option<Burst>,
-    /// Write every key once first, in order, at this rate (a bulk load), then go on at random.
-    pub preload_rate_per_s: Option<f64>,
-    pub seed: u64,
-}
-
-/// The key a writer uses for its `n`th key.
-pub fn key_name(writer_id: usize, n: u64) -> String {
-    format!("cfg{writer_id}:{n}")
-}
-
-pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, reads: Reads) {
-    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
-    let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
-    let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
-    let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let mut versions: BTreeMap<String, u64> = BTreeMap::new();
-    let start = madsim::time::Instant::now();
-    let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
-    let preload = spec.preload_rate_per_s.map(|rate| Duration::from_secs_f64(1.0 / rate));
-    loop {
-        let interval = match (bursting, preload) {
-            (_, Some(preload)) if preloaded < spec.keys => preload,
-            (Some((burst, interval)), _) if burst.on_at(start.elapsed()) => interval,
-            _ => steady,
-        };
-        madsim::time::sleep(interval).await;
-        let n = if preloaded < spec.keys {
-            preloaded += 1;
-            preloaded - 1
-        } else {
-            rng.random_range(0..spec.keys)
-        };
-        let key = key_name(spec.writer_id, n);
-        let len = spec.value_bytes.draw(&mut rng);
-        let payload: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
-        if !in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
-            continue; // that key's previous write is still unanswered
-        }
-        let version = versions.entry(key.clone()).and_modify(|v| *v += 1).or_insert(1);
-        let version = *version;
-        let value = versioned_value(version, &payload);
-        reads.lock().sent(&key, version);
-        // Until it is answered, this value is one the key may end with.
-        acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().sent(Some(value.clone()));
-        let (recorder, acked, in_flight) = (recorder.clone(), acked.clone(), in_flight.clone());
-        let root = spec.root;
-        tokio::spawn(async move {
-            let index = madsim::time::timeout(WRITE_TIMEOUT, put(root, &key, value.clone())).await.ok().flatten();
-            if let Some(index) = index {
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-                let at_ms = recorder.now_ms();
-                recorder.record(Event::WriteAcked { at_ms, key: key.clone(), index, version });
-                // Acknowledged: nothing sent before it may be the final value any more.
-                acked.lock().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().acknowledged(&Some(value));
-            }
-            in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        });
-    }
-}
-
-/// One PUT; the root's index once the write is durable, or None if it was not acknowledged.
-async fn put(root: SocketAddr, key: &str, value: Vec<u8>) -> Option<u64> {
-    let stream = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await.ok()?.ok()?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let request = hyper::Request::put(format!("http://{root}/v1/keys/{key}"))
-        .header("host", root.to_string())
-        .header("authorization", format!("Bearer {PRODUCER_TOKEN}"))
-        .body(Full::new(Bytes::from(value)))
-        .expect("a valid request");
-    let response = sender.send_request(request).await.ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
-    let body = response.into_body().collect().await.ok()?.to_bytes();
-    serde_json::from_slice::<serde_json::Value>(&body).ok()?["index"].as_u64()
-}
+mod writer;
+pub use writer::{WriterSpec, key_name, writer};
 
 /// Reads summed over one sampling window, per edge.
 #[derive(Debug, Default, Clone)]

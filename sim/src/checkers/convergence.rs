@@ -56,6 +56,26 @@ impl KeyFate {
         }
     }
 
+    /// The root refused `written` (403, 429, 400, 503): it was never applied, so it is not a
+    /// possible ending. It is the newest sending (one write of a key in flight at a time).
+    pub fn refused(&mut self, written: &Written) {
+        match self.endings.iter().rposition(|w| w == written) {
+            Some(at) => {
+                self.endings.remove(at);
+            }
+            None => debug_assert!(false, "refused a write that was never sent"),
+        }
+    }
+
+    /// The key's value when its fate is settled — acknowledged, with nothing sent since — so a
+    /// rewrite of it is identical for sure.
+    pub fn settled(&self) -> Option<&Written> {
+        match self.endings.as_slice() {
+            [only] if self.acknowledged => Some(only),
+            _ => None,
+        }
+    }
+
     /// Whether a node holding `held` (None: absent) has kept every acknowledged write.
     pub fn judge(&self, held: Option<&[u8]>) -> Result<(), Lost> {
         let possible = |w: &Written| w.as_deref() == held;
@@ -151,6 +171,25 @@ mod tests {
         fate.sent(None);
         assert_eq!(judge(&fate, None), Ok(()));
         assert_eq!(judge(&fate, Some("1.a")), Ok(()));
+    }
+
+    #[test]
+    fn a_refused_write_never_happened() {
+        // 1 acknowledged, 2 refused (over quota): only 1 may end; the key is settled again.
+        let mut fate = KeyFate::default();
+        fate.sent(value("1.a"));
+        fate.acknowledged(&value("1.a"));
+        fate.sent(value("2.b"));
+        assert_eq!(fate.settled(), None, "2 is in flight");
+        fate.refused(&value("2.b"));
+        assert_eq!(judge(&fate, Some("2.b")), Err(Lost::Older));
+        assert_eq!(fate.settled(), Some(&value("1.a")));
+        // Every write of a key refused (outside the producer's prefixes): it must end absent.
+        let mut fate = KeyFate::default();
+        fate.sent(value("1.a"));
+        fate.refused(&value("1.a"));
+        assert_eq!(judge(&fate, None), Ok(()));
+        assert_eq!(judge(&fate, Some("1.a")), Err(Lost::Older));
     }
 
     #[test]

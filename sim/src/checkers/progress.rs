@@ -127,7 +127,7 @@ mod tests {
         Event::LagSample { at_ms, node: "edge-1".into(), lag_ms: 0, applied: 1 }
     }
     fn acked(at_ms: u64) -> Event {
-        Event::WriteAcked { at_ms, key: "cfg0:1".into(), index: 1, version: 1 }
+        Event::WriteAcked { at_ms, key: "cfg0:1".into(), index: 1, version: 1, deleted: false }
     }
     fn reads(at_ms: u64, reads: u64, errors: u64) -> Event {
         Event::ReadSample { at_ms, node: "edge-1".into(), reads, misses: 0, p50_us: 0, p99_us: 0, max_us: 0, errors }

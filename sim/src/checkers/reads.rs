@@ -11,7 +11,10 @@
 //! - `v` must not be older than a version `r` read before for `k` (monotonic reads);
 //! - no acknowledged write of `k` with a newer version may have landed at a root index `<= L`
 //!   (the edge had applied it by then, so returning an older version is a stale read);
-//! - a miss is stale the same way when any write of `k` landed at an index `<= L`.
+//! - a miss is stale the same way when the newest write of `k` that landed at an index `<= L`
+//!   set a value, unless a delete of `k` with a newer version was sent and not refused: a miss
+//!   carries no index, so the edge may be past `L`, where that delete landed (or may have,
+//!   unacknowledged). Deletes take a version like writes.
 //!
 //! Fed two ways: `write_acked` trace events (the history), and each read directly from the
 //! reader workload (reads are too many to trace one by one; violations are traced).
@@ -42,8 +45,11 @@ pub fn version_of(value: &[u8]) -> Option<u64> {
 struct History {
     /// Highest version sent so far.
     sent_max: u64,
-    /// Acknowledged writes: (root index, version), in acknowledgement order.
-    acked: Vec<(u64, u64)>,
+    /// Versions of the deletes sent and not refused: each may have landed, at an index the
+    /// edge may already have passed (a miss carries no index of its own).
+    deletes: std::collections::BTreeSet<u64>,
+    /// Acknowledged writes: (root index, version, whether a delete), in acknowledgement order.
+    acked: Vec<(u64, u64, bool)>,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +80,20 @@ impl ReadState {
         history.sent_max = history.sent_max.max(version);
     }
 
+    /// A writer is about to send a delete of `key`, as its `version`.
+    pub fn delete_sent(&mut self, key: &str, version: u64) {
+        let history = self.keys.entry(key.to_string()).or_default();
+        history.sent_max = history.sent_max.max(version);
+        history.deletes.insert(version);
+    }
+
+    /// The root refused `version` of `key` (it never landed).
+    pub fn refused(&mut self, key: &str, version: u64) {
+        if let Some(history) = self.keys.get_mut(key) {
+            history.deletes.remove(&version);
+        }
+    }
+
     /// Checks one read; returns the violation it shows, if any.
     pub fn read(&mut self, read: Observed<'_>) -> Option<Event> {
         *self.reads_per_key.entry(read.key.to_string()).or_default() += 1;
@@ -88,15 +108,23 @@ impl ReadState {
             index: last_seen,
             message: format!("{} read {}: {message}", read.reader, read.key),
         };
+        // The newest write that landed at or before the reader's index: (version, deleted).
         let newest_landed = |history: &History| {
-            history.acked.iter().filter(|(index, _)| *index <= last_seen).map(|(_, version)| *version).max()
+            history
+                .acked
+                .iter()
+                .filter(|(index, _, _)| *index <= last_seen)
+                .map(|(_, version, deleted)| (*version, *deleted))
+                .max()
         };
         let Some(value) = read.value else {
-            return history.and_then(newest_landed).map(|version| {
-                violation(format!(
+            let history = history?;
+            return match newest_landed(history) {
+                Some((version, false)) if history.deletes.range(version..).next().is_none() => Some(violation(format!(
                     "missing, but version {version} landed at or before index {last_seen}, which the edge had applied"
-                ))
-            });
+                ))),
+                _ => None,
+            };
         };
         let Some(version) = version_of(value) else {
             return Some(violation(format!(
@@ -114,7 +142,7 @@ impl ReadState {
             )));
         }
         match history.and_then(newest_landed) {
-            Some(newer) if newer > version => Some(violation(format!(
+            Some((newer, _)) if newer > version => Some(violation(format!(
                 "returned version {version}, but version {newer} landed at or before index {last_seen}, which the edge had applied"
             ))),
             _ => None,
@@ -134,8 +162,10 @@ impl Reads {
 
 impl Observer for Reads {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
-        if let Event::WriteAcked { key, index, version, .. } = event {
-            self.lock().keys.entry(key.clone()).or_default().acked.push((*index, *version));
+        if let Event::WriteAcked { key, index, version, deleted, .. } = event {
+            let mut state = self.lock();
+            let history = state.keys.entry(key.clone()).or_default();
+            history.acked.push((*index, *version, *deleted));
         }
         Vec::new()
     }
@@ -154,7 +184,7 @@ mod tests {
         let mut check = Reads::default();
         check.lock().sent("k", 1);
         check.lock().sent("k", 2);
-        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 10, version: 1 });
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 10, version: 1, deleted: false });
         let v1 = versioned_value(1, b"a");
         let v2 = versioned_value(2, b"b");
         let mut state = check.lock();
@@ -166,7 +196,7 @@ mod tests {
         assert!(state.read(read("r4", "k", Some(&versioned_value(3, b"c")), 12)).is_some(), "never sent");
         assert!(state.read(read("r4", "k", Some(b"garbage"), 12)).is_some(), "not a writer's value");
         drop(state);
-        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 20, version: 2 });
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 20, version: 2, deleted: false });
         let mut state = check.lock();
         assert!(state.read(read("r5", "k", Some(&v1), 19)).is_none(), "version 2 landed after 19");
         assert!(state.read(read("r5", "k", Some(&v1), 20)).is_some(), "version 2 landed at 20");
@@ -186,7 +216,7 @@ mod tests {
         }
         // `once` is written once, acknowledged at root index 7.
         check.lock().sent("once", 1);
-        check.observe(&Event::WriteAcked { at_ms: 0, key: "once".into(), index: 7, version: 1 });
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "once".into(), index: 7, version: 1, deleted: false });
         {
             let mut state = check.lock();
             assert!(state.read(read("r3", "once", None, 6)).is_none(), "the edge had not applied 7 yet");
@@ -200,5 +230,32 @@ mod tests {
         assert!(state.read(read("r5", "once", Some(&v2), 9)).is_none());
         assert!(state.read(read("r5", "once", Some(&v1), 9)).is_some(), "went back from 2 to 1");
         assert!(state.read(read("r6", "once", Some(&v1), 9)).is_none());
+    }
+
+    #[test]
+    fn a_miss_after_a_delete_is_fresh_and_a_delete_in_flight_explains_a_miss() {
+        let mut check = Reads::default();
+        let v1 = versioned_value(1, b"a");
+        check.lock().sent("k", 1);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 5, version: 1, deleted: false });
+        assert!(check.lock().read(read("r1", "k", None, 6)).is_some(), "set at 5, missing at 6");
+        // Version 2, a delete, sent and not yet answered: it may have landed, so a miss is fine,
+        // and so is version 1.
+        check.lock().delete_sent("k", 2);
+        assert!(check.lock().read(read("r2", "k", None, 6)).is_none());
+        assert!(check.lock().read(read("r3", "k", Some(&v1), 6)).is_none());
+        // Acknowledged at 8: from index 8 on, version 1 is stale and a miss is right.
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 8, version: 2, deleted: true });
+        assert!(check.lock().read(read("r4", "k", None, 8)).is_none());
+        assert!(check.lock().read(read("r4", "k", Some(&v1), 9)).is_some(), "deleted at 8");
+        // Version 3 sets it again at 12: a miss at 12 is stale, unless a newer delete was sent.
+        check.lock().sent("k", 3);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 12, version: 3, deleted: false });
+        assert!(check.lock().read(read("r5", "k", None, 12)).is_some());
+        check.lock().delete_sent("k", 4);
+        assert!(check.lock().read(read("r6", "k", None, 12)).is_none());
+        // Refused (a 403 or 429): it never landed, and explains nothing.
+        check.lock().refused("k", 4);
+        assert!(check.lock().read(read("r7", "k", None, 12)).is_some());
     }
 }

@@ -264,6 +264,10 @@ pub enum Workload {
         /// data set is whole from the start (the resource models need all of it).
         #[serde(default)]
         preload_rate_per_s: Option<f64>,
+        /// What the writer's requests look like beyond one `PUT` per key: batches, deletes,
+        /// rewrites, refusals (see [`WriterModes`]).
+        #[serde(default)]
+        modes: WriterModes,
     },
     /// Reads every node of the last tier over its memcached port: `rate_per_s` `gets` per edge,
     /// keys drawn from the writers' key spaces with Zipf popularity of exponent `skew`
@@ -281,6 +285,62 @@ pub enum Workload {
 
 fn default_skew() -> f64 {
     1.0
+}
+
+/// How a writer's requests reach what the node promises. The default is one `PUT` of a new
+/// value per request. Each share is a probability per operation.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WriterModes {
+    /// Operations per request: above 1, each request is a `POST /v1/batch` (all or nothing).
+    pub batch_ops: u32,
+    /// In a batch, the share of operations on a key already in it (the last wins).
+    pub repeat_share: f64,
+    /// The share of operations that delete their key.
+    pub delete_share: f64,
+    /// The share of operations that write a settled key's value again, byte for byte: the
+    /// root drops them as identical.
+    pub rewrite_share: f64,
+    /// The share of operations on keys outside the producer's prefixes: the root refuses the
+    /// request (403), all of it.
+    pub outside_prefix_share: f64,
+    /// The producer's quota at the root, writes per second (burst: one second's worth): a
+    /// writer faster than it is refused with 429 now and then. Default: no quota to speak of.
+    pub quota_per_s: Option<f64>,
+}
+
+impl WriterModes {
+    /// Most operations in one batch request.
+    pub const BATCH_OPS_MAX: u32 = 100;
+
+    /// Operations per request (at least one).
+    pub fn ops_per_request(&self) -> u32 {
+        self.batch_ops.max(1)
+    }
+
+    /// The first problem, as (field, problem).
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if self.batch_ops > Self::BATCH_OPS_MAX {
+            return Some(("workload.modes.batch_ops", format!("at most {}", Self::BATCH_OPS_MAX)));
+        }
+        for (field, share) in [
+            ("workload.modes.repeat_share", self.repeat_share),
+            ("workload.modes.delete_share", self.delete_share),
+            ("workload.modes.rewrite_share", self.rewrite_share),
+            ("workload.modes.outside_prefix_share", self.outside_prefix_share),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Some((field, format!("{share} is not a share between 0 and 1")));
+            }
+        }
+        if self.repeat_share > 0.0 && self.batch_ops < 2 {
+            return Some(("workload.modes.repeat_share", "needs batch_ops of 2 or more".into()));
+        }
+        if self.quota_per_s.is_some_and(|q| !(q >= 1.0 && q <= 1e6)) {
+            return Some(("workload.modes.quota_per_s", "must be between 1 and 1000000".into()));
+        }
+        None
+    }
 }
 
 /// A writer's bursts: `length` at `rate_per_s` every `every`, the first one `every` after the
@@ -440,6 +500,10 @@ pub struct Swarm {
     pub duration_min: Duration,
     #[serde(with = "humantime_serde")]
     pub duration_max: Duration,
+    /// Draw each writer's modes from the seed too (batches, repeated keys, deletes, identical
+    /// rewrites, keys outside the prefixes), wherever the file leaves them at their defaults.
+    #[serde(default)]
+    pub writer_modes: bool,
 }
 
 /// What a fault does: one definition, shared with the trace (`fault` events).

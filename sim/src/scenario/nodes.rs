@@ -17,6 +17,9 @@ pub const MEMCACHED_PORT: u16 = 11211;
 pub const HTTP_PORT: u16 = 8000;
 /// The bearer token of the simulated writers, the root's one producer.
 pub const PRODUCER_TOKEN: &str = "qsim-producer-token";
+/// The producer's one prefix: every writer key starts with it (`cfg<w>:<n>`); a key outside it
+/// is refused (403).
+pub const KEY_PREFIX: &str = "cfg";
 /// RocksDB memtable per column family in the simulator: at the workloads' few KB/s per node
 /// a memtable fills in tens of simulated seconds, so flushes and level-0 compactions run.
 pub const SIM_ROCKSDB_MEMTABLE_BYTES: usize = 128 << 10;
@@ -81,9 +84,20 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         )
     };
     let root_ip = ip(0, 0);
+    // The writers share one producer: its quota is the sum of theirs (a burst of one second's
+    // worth), or none to speak of.
+    let quotas: Vec<f64> = scenario
+        .workload
+        .iter()
+        .filter_map(|w| match w {
+            super::Workload::Writer { modes, .. } => modes.quota_per_s,
+            _ => None,
+        })
+        .collect();
+    let quota = if quotas.is_empty() { 1_000_000 } else { quotas.iter().sum::<f64>().ceil() as u64 };
     let root = format!(
         "{}{}[root]\nbatch_window = \"{}ms\"\nheartbeat_interval = \"{}ms\"\n[[root.producers]]\nname = \"qsim\"\n\
-         token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"cfg\"]\nwrites_per_s = 1000000\nburst = 1000000\n",
+         token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"{KEY_PREFIX}\"]\nwrites_per_s = {quota}\nburst = {quota}\n",
         head("root", "root"),
         listen(root_ip),
         settings.batch_window.as_millis(),

@@ -4,9 +4,30 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::{DiskModelKind, Fault, FaultKind, Scenario};
+use super::{DiskModelKind, Fault, FaultKind, Scenario, WriterModes};
 
 impl Scenario {
+    /// Writer `writer`'s modes under `seed`: the file's, or (in swarm mode with
+    /// `writer_modes`, for a writer left at the defaults) drawn from the seed — each mode on
+    /// with probability 1/2. The quota is never drawn: it is the root's configuration.
+    pub fn writer_modes_for(&self, seed: u64, writer: usize, modes: WriterModes) -> WriterModes {
+        use rand::{RngExt, SeedableRng};
+        if !self.swarm.as_ref().is_some_and(|s| s.writer_modes) || modes != WriterModes::default() {
+            return modes;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_6465_7300_0000 ^ writer as u64);
+        let batch_ops = if rng.random_bool(0.5) { rng.random_range(2..=8) } else { 1 };
+        let mut share = |on: bool, share: f64| if on && rng.random_bool(0.5) { share } else { 0.0 };
+        WriterModes {
+            batch_ops,
+            repeat_share: share(batch_ops > 1, 0.3),
+            delete_share: share(true, 0.1),
+            rewrite_share: share(true, 0.1),
+            outside_prefix_share: share(true, 0.02),
+            quota_per_s: None,
+        }
+    }
+
     /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.
     /// Drawn faults never overlap another fault on the same node.
     pub fn faults_for(&self, seed: u64) -> Vec<Fault> {

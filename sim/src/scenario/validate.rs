@@ -117,7 +117,10 @@ impl Scenario {
         }
         for workload in &self.workload {
             let (rate_per_s, keys, value_bytes) = match workload {
-                Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s } => {
+                Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes } => {
+                    if let Some((field, problem)) = modes.problem() {
+                        return bad(None, field, problem);
+                    }
                     if preload_rate_per_s.is_some_and(|r| !(r > 0.0 && r <= 100_000.0)) {
                         return bad(None, "workload.preload_rate_per_s", "must be above 0 and at most 100000".into());
                     }

@@ -265,7 +265,7 @@ async fn world(
     let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
     for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s } = workload.clone() {
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes } = workload.clone() {
             key_spaces.push(keys);
             let spec = WriterSpec {
                 writer_id: writers,
@@ -275,6 +275,7 @@ async fn world(
                 value_bytes,
                 burst,
                 preload_rate_per_s,
+                modes: scenario.writer_modes_for(seed, writers, modes),
                 seed: seed + i as u64,
             };
             producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));

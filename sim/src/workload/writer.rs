@@ -1,0 +1,275 @@
+//! The open-loop writer: requests to the root's HTTP API at the scenario's rate.
+//!
+//! Each request holds one operation (a `PUT`, or a `DELETE`) or, with `modes.batch_ops` above
+//! one, several (`POST /v1/batch`, all or nothing, the last operation on a key winning). Per
+//! operation, drawn from the run's seed: a key outside the producer's prefixes
+//! (`outside_prefix_share`: the whole request is refused, 403), a key already in this batch
+//! (`repeat_share`), a delete (`delete_share`), or the key's settled value again, byte for byte
+//! (`rewrite_share`: the root drops it as identical). A writer never has two requests touching
+//! one key in flight. What each request did reaches the checkers exactly:
+//!
+//! - acknowledged (200): every key's last operation in it committed — a `write_acked` event each,
+//!   and `KeyFate::acknowledged`;
+//! - refused (400, 403, 429, 503): nothing in it was applied — `KeyFate::refused`, and the
+//!   reads checker forgets its deletes;
+//! - anything else (a timeout, a broken connection, another status): unknown, so each operation
+//!   stays a possible ending of its key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{Acked, PRODUCER_TOKEN, WRITE_TIMEOUT};
+use crate::checkers::convergence::Written;
+use crate::checkers::reads::{Reads, version_of, versioned_value};
+use crate::scenario::nodes::KEY_PREFIX;
+use crate::scenario::{Burst, ValueBytes, WriterModes};
+use crate::trace::{Event, SharedRecorder};
+
+/// What one writer does.
+#[derive(Clone, Debug)]
+pub struct WriterSpec {
+    pub writer_id: usize,
+    pub root: SocketAddr,
+    pub rate_per_s: f64,
+    pub keys: u64,
+    pub value_bytes: ValueBytes,
+    pub burst: Option<Burst>,
+    /// Write every key once first, in order, at this rate (a bulk load), then go on at random.
+    pub preload_rate_per_s: Option<f64>,
+    pub modes: WriterModes,
+    pub seed: u64,
+}
+
+/// The key a writer uses for its `n`th key.
+pub fn key_name(writer_id: usize, n: u64) -> String {
+    format!("{KEY_PREFIX}{writer_id}:{n}")
+}
+
+/// A key outside every producer prefix (the root refuses writes to it).
+fn outside_key(writer_id: usize, n: u64) -> String {
+    format!("zz{writer_id}:{n}")
+}
+
+/// One operation of a request.
+#[derive(Clone, Debug)]
+struct Operation {
+    key: String,
+    written: Written,
+    version: u64,
+}
+
+/// How the root answered a request.
+enum Answer {
+    /// Committed at this root index.
+    Acknowledged(u64),
+    /// Refused: nothing in the request was applied.
+    Refused,
+    /// No answer that says.
+    Unknown,
+}
+
+pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, reads: Reads) {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
+    let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
+    let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let mut versions: BTreeMap<String, u64> = BTreeMap::new();
+    let start = madsim::time::Instant::now();
+    let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
+    let preload = spec.preload_rate_per_s.map(|rate| Duration::from_secs_f64(1.0 / rate));
+    let modes = spec.modes;
+    loop {
+        let interval = match (bursting, preload) {
+            (_, Some(preload)) if preloaded < spec.keys => preload,
+            (Some((burst, interval)), _) if burst.on_at(start.elapsed()) => interval,
+            _ => steady,
+        };
+        madsim::time::sleep(interval).await;
+        let mut ops: Vec<Operation> = Vec::new();
+        for _ in 0..modes.ops_per_request() {
+            let repeat = !ops.is_empty() && chance(&mut rng, modes.repeat_share);
+            let key = if repeat {
+                ops[rng.random_range(0..ops.len())].key.clone()
+            } else {
+                let n = if preloaded < spec.keys {
+                    preloaded += 1;
+                    preloaded - 1
+                } else {
+                    rng.random_range(0..spec.keys)
+                };
+                if chance(&mut rng, modes.outside_prefix_share) {
+                    outside_key(spec.writer_id, n)
+                } else {
+                    key_name(spec.writer_id, n)
+                }
+            };
+            if in_flight.lock().unwrap_or_else(|p| p.into_inner()).contains(&key) {
+                continue; // that key's previous request is still unanswered
+            }
+            // A settled value (not a delete) may be written again, byte for byte.
+            let settled = acked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key)
+                .and_then(|f| f.settled().cloned().flatten())
+                .filter(|_| !repeat && !ops.iter().any(|op| op.key == key));
+            let rewrite = settled.filter(|_| chance(&mut rng, modes.rewrite_share));
+            let op = match rewrite {
+                // The settled value again: same bytes, so the version they carry.
+                Some(value) => {
+                    let version = version_of(&value).expect("a writer's value carries its version");
+                    Operation { key, written: Some(value), version }
+                }
+                None => {
+                    let version = versions.entry(key.clone()).and_modify(|v| *v += 1).or_insert(1);
+                    let version = *version;
+                    let written = if chance(&mut rng, modes.delete_share) {
+                        None
+                    } else {
+                        let len = spec.value_bytes.draw(&mut rng);
+                        let payload: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..=b'z')).collect();
+                        Some(versioned_value(version, &payload))
+                    };
+                    Operation { key, written, version }
+                }
+            };
+            ops.push(op);
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        // Per key, its last operation: what the request leaves it holding.
+        let mut last: BTreeMap<String, Operation> = BTreeMap::new();
+        for op in &ops {
+            last.insert(op.key.clone(), op.clone());
+        }
+        {
+            let mut flight = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+            let mut reads = reads.lock();
+            for op in last.values() {
+                flight.insert(op.key.clone());
+                // Until it is answered, this is one the key may end with.
+                fates.entry(op.key.clone()).or_default().sent(op.written.clone());
+            }
+            for op in &ops {
+                match op.written {
+                    Some(_) => reads.sent(&op.key, op.version),
+                    None => reads.delete_sent(&op.key, op.version),
+                }
+            }
+        }
+        let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
+        let root = spec.root;
+        tokio::spawn(async move {
+            let answer = madsim::time::timeout(WRITE_TIMEOUT, send(root, &ops)).await.unwrap_or(Answer::Unknown);
+            match answer {
+                Answer::Acknowledged(index) => {
+                    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                    let at_ms = recorder.now_ms();
+                    for op in last.values() {
+                        recorder.record(Event::WriteAcked {
+                            at_ms,
+                            key: op.key.clone(),
+                            index,
+                            version: op.version,
+                            deleted: op.written.is_none(),
+                        });
+                    }
+                    drop(recorder);
+                    // Acknowledged: nothing sent before it may be the final value any more.
+                    let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+                    for op in last.values() {
+                        fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
+                    }
+                }
+                Answer::Refused => {
+                    let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut reads = reads.lock();
+                    for op in last.values() {
+                        fates.entry(op.key.clone()).or_default().refused(&op.written);
+                    }
+                    for op in &ops {
+                        reads.refused(&op.key, op.version);
+                    }
+                }
+                Answer::Unknown => {}
+            }
+            let mut flight = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            for key in last.keys() {
+                flight.remove(key);
+            }
+        });
+    }
+}
+
+/// True with probability `share`; draws nothing when the share is 0, so a writer without modes
+/// draws exactly what it always did.
+fn chance(rng: &mut ChaCha8Rng, share: f64) -> bool {
+    share > 0.0 && rng.random_bool(share)
+}
+
+/// One request: a `PUT` or `DELETE` for a single operation, a `POST /v1/batch` for several.
+async fn send(root: SocketAddr, ops: &[Operation]) -> Answer {
+    let Ok(Ok(stream)) = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await else {
+        return Answer::Unknown;
+    };
+    let Ok((mut sender, connection)) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+    else {
+        return Answer::Unknown;
+    };
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let request = match ops {
+        [op] => {
+            let uri = format!("http://{root}/v1/keys/{}", op.key);
+            match &op.written {
+                Some(value) => hyper::Request::put(uri).body(Full::new(Bytes::from(value.clone()))),
+                None => hyper::Request::delete(uri).body(Full::new(Bytes::new())),
+            }
+        }
+        ops => {
+            let body: Vec<serde_json::Value> = ops
+                .iter()
+                .map(|op| match &op.written {
+                    // Writers' values are ASCII: `<version>.<lowercase payload>`.
+                    Some(value) => serde_json::json!({
+                        "op": "set", "key": op.key, "value": String::from_utf8_lossy(value)
+                    }),
+                    None => serde_json::json!({ "op": "delete", "key": op.key }),
+                })
+                .collect();
+            let body = serde_json::json!({ "ops": body }).to_string();
+            hyper::Request::post(format!("http://{root}/v1/batch")).body(Full::new(Bytes::from(body)))
+        }
+    };
+    let mut request = request.expect("a valid request");
+    let headers = request.headers_mut();
+    headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
+    headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
+    let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
+    let status = response.status();
+    if status.is_success() {
+        let Ok(body) = response.into_body().collect().await else { return Answer::Unknown };
+        let index = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok().and_then(|v| v["index"].as_u64());
+        return index.map_or(Answer::Unknown, Answer::Acknowledged);
+    }
+    // The root's refusals: nothing in the request was applied (see `http_api`'s module doc).
+    use hyper::StatusCode;
+    match status {
+        StatusCode::BAD_REQUEST
+        | StatusCode::FORBIDDEN
+        | StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::SERVICE_UNAVAILABLE => Answer::Refused,
+        _ => Answer::Unknown,
+    }
+}
