@@ -114,6 +114,8 @@ pub const BLOCK_BYTES_MAX: u64 = 1 << 20;
 /// Bounds of `memory.limit_bytes`: 1 MiB is already below any real node's resident size (tests
 /// use it to see the exit); above 64 TiB the figure is a unit mistake.
 pub const MEMORY_LIMIT_BYTES_MIN: u64 = 1 << 20;
+/// Smallest `replication.snapshot_chunk_bytes`: a page, so a transfer is not all headers.
+pub const SNAPSHOT_CHUNK_BYTES_MIN: u64 = 4 << 10;
 pub const MEMORY_LIMIT_BYTES_MAX: u64 = 1 << 46;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -250,6 +252,9 @@ pub struct ReplicationConfig {
     pub bootstraps_served_max: usize,
     /// Most entries applied in one commit on a replica.
     pub apply_batch_entries_max: usize,
+    /// The size of the chunks this node serves snapshots in (each checksummed and made durable
+    /// by the client before the next; a broken transfer resumes at the first missing chunk).
+    pub snapshot_chunk_bytes: ByteSize,
 }
 
 impl Default for ReplicationConfig {
@@ -261,6 +266,7 @@ impl Default for ReplicationConfig {
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(5),
             bootstraps_served_max: 2,
+            snapshot_chunk_bytes: ByteSize(crate::store::snapshot::CHUNK_BYTES_DEFAULT),
             apply_batch_entries_max: 1_000,
         }
     }
@@ -445,6 +451,12 @@ impl NodeConfig {
         }
         if r.bootstraps_served_max == 0 {
             return Err(("replication.bootstraps_served_max", "must be at least 1".into()));
+        }
+        if !(SNAPSHOT_CHUNK_BYTES_MIN..=crate::store::snapshot::CHUNK_BYTES_MAX).contains(&r.snapshot_chunk_bytes.as_u64()) {
+            return Err((
+                "replication.snapshot_chunk_bytes",
+                format!("must be 4 KiB to {}", bytesize::ByteSize(crate::store::snapshot::CHUNK_BYTES_MAX)),
+            ));
         }
         if r.apply_batch_entries_max == 0 || r.apply_batch_entries_max > 100_000 {
             return Err(("replication.apply_batch_entries_max", "must be 1 to 100000".into()));

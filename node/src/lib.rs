@@ -20,6 +20,7 @@ pub mod clock;
 pub mod config;
 pub mod connections;
 pub mod entry;
+pub mod fault_points;
 pub mod http_api;
 pub mod inspect;
 pub mod limits;

@@ -27,6 +27,7 @@ use crate::config::{NodeConfig, Role};
 use crate::connections::{Connections, Lifecycle, ListenerKind};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
+use crate::fault_points::{FaultPoint, FaultPoints};
 use crate::observe::{NodeEvent, NodeObserver};
 use crate::replication::protocol::UpstreamStatus;
 use crate::replication::staleness::SOURCE_QUIET;
@@ -84,6 +85,12 @@ pub struct NodeState {
     started_ms: u64,
     /// Whether this node currently follows a source (always true on the root).
     upstream_ok: std::sync::atomic::AtomicBool,
+    /// Whether a snapshot transfer is under way with a chunk stored and more to come.
+    transferring: std::sync::atomic::AtomicBool,
+    /// Whether a replication source has welcomed this process yet.
+    followed_a_source: std::sync::atomic::AtomicBool,
+    /// Which fault points this process has switched on (see `fault_points`).
+    fault_points: FaultPoints,
     /// When the followed source was last heard from (any frame), by this node's clock.
     source_heard_ms: AtomicU64,
     /// What the followed source's last keepalive said: 0 healthy, else its recovery hops.
@@ -132,6 +139,9 @@ impl NodeState {
             started_ms: crate::clock::unix_ms(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
             source_heard_ms: AtomicU64::new(0),
+            fault_points: FaultPoints::default(),
+            transferring: std::sync::atomic::AtomicBool::new(false),
+            followed_a_source: std::sync::atomic::AtomicBool::new(false),
             source_hops: std::sync::atomic::AtomicU8::new(0),
             metrics,
             read_counters: ReadCounters::default(),
@@ -157,6 +167,12 @@ impl NodeState {
     /// Charges a store operation to the simulated disk (nothing on a real one). Call it before
     /// the operation, outside [`with_store`](Self::with_store).
     pub async fn disk_io(&self, op: DiskOp) {
+        if matches!(op, DiskOp::Commit { .. }) && self.fault_point(FaultPoint::SlowCommit) {
+            // FAULT POINT: a commit stalls for seconds, as behind a burst of other writes. Its
+            // end is reported however the stall ends (also when the process dies in it).
+            let _over = FaultPointOver(self, FaultPoint::SlowCommit);
+            tokio::time::sleep(SLOW_COMMIT).await;
+        }
         if let Some(disk) = &self.disk {
             let latency = disk.charge(op);
             if !latency.is_zero() {
@@ -194,6 +210,49 @@ impl NodeState {
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
     /// binary.
+    /// Records that a replication source welcomed this process.
+    pub fn set_followed_a_source(&self) {
+        self.followed_a_source.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a replication source has welcomed this process yet.
+    pub fn followed_a_source(&self) -> bool {
+        self.followed_a_source.load(Ordering::Relaxed)
+    }
+
+    /// Records whether a snapshot transfer is under way, a chunk stored and more to come.
+    pub fn set_transferring(&self, transferring: bool) {
+        self.transferring.store(transferring, Ordering::Relaxed);
+    }
+
+    /// Whether this node is in the middle of a snapshot transfer (a fault may wait for it).
+    pub fn is_transferring(&self) -> bool {
+        self.transferring.load(Ordering::Relaxed)
+    }
+
+    /// Whether fault point `point` fires now (never in the real binary); a firing is a probe.
+    /// A momentary point (a dropped connection, an early keepalive) is reported as starting
+    /// and ending at once; a lasting one (a stalled commit) must be ended with
+    /// [`fault_point_over`](Self::fault_point_over).
+    pub fn fault_point(&self, point: FaultPoint) -> bool {
+        let fires = self.fault_points.fires(point);
+        if fires {
+            self.probe(point.probe());
+            if point.is_fault() {
+                self.report(NodeEvent::FaultPoint { point, active: true });
+                if !point.lasts() {
+                    self.fault_point_over(point);
+                }
+            }
+        }
+        fires
+    }
+
+    /// A lasting fault point stopped misbehaving.
+    pub fn fault_point_over(&self, point: FaultPoint) {
+        self.report(NodeEvent::FaultPoint { point, active: false });
+    }
+
     /// Counts `probe` with the observer (nothing in the real binary).
     pub fn probe(&self, probe: crate::observe::Probe) {
         self.report(NodeEvent::Reached(probe));
@@ -405,6 +464,18 @@ pub struct ShutdownReport {
 }
 
 /// How long, after the drain, the node waits for cut tasks to let go of the store.
+/// Reports a lasting fault point's end when dropped.
+struct FaultPointOver<'a>(&'a NodeState, FaultPoint);
+
+impl Drop for FaultPointOver<'_> {
+    fn drop(&mut self) {
+        self.0.fault_point_over(self.1);
+    }
+}
+
+/// How long a commit stalls when the `SlowCommit` fault point fires.
+const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Node {

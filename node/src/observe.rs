@@ -71,6 +71,11 @@ pub enum Probe {
     RepeatedKeyInOneRequest,
     /// A stored value failed its checksum on read.
     ChecksumFailed,
+    /// Fault points that fired (see `fault_points`).
+    FaultPointSlowCommit,
+    FaultPointDropAfterHandshake,
+    FaultPointDropMidSnapshot,
+    FaultPointEarlyKeepalive,
 }
 
 /// What a node did.
@@ -87,6 +92,9 @@ pub enum NodeEvent {
     CursorPersisted { index: u64 },
     /// The node reached a probe.
     Reached(Probe),
+    /// A fault point began misbehaving (`active`), or stopped: the watcher treats it as a fault
+    /// on this node. A momentary one (a dropped connection) starts and stops at once.
+    FaultPoint { point: crate::fault_points::FaultPoint, active: bool },
 }
 
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.

@@ -183,6 +183,9 @@ pub enum FaultKind {
     Sigbus,
     /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
     Oom,
+    /// One of the node's fault points fired (`detail` names it): a stalled commit, a dropped
+    /// connection. Recorded, never injected.
+    FaultPoint,
 }
 
 impl FaultKind {
@@ -201,7 +204,13 @@ impl FaultKind {
             FaultKind::SlowDisk => "slow_disk",
             FaultKind::Sigbus => "sigbus",
             FaultKind::Oom => "oom",
+            FaultKind::FaultPoint => "fault_point",
         }
+    }
+
+    /// Whether a scenario may inject it (`oom` and `fault_point` are only recorded).
+    pub fn injectable(self) -> bool {
+        !matches!(self, FaultKind::Oom | FaultKind::FaultPoint)
     }
 
     /// Whether the fault acts on the whole network rather than one node.
@@ -359,6 +368,10 @@ pub enum Probe {
     DeleteCommitted,
     RepeatedKeyInOneRequest,
     ChecksumFailed,
+    FaultPointSlowCommit,
+    FaultPointDropAfterHandshake,
+    FaultPointDropMidSnapshot,
+    FaultPointEarlyKeepalive,
     FaultKill,
     FaultPause,
     FaultPartition,
@@ -375,7 +388,7 @@ pub enum Probe {
 
 impl Probe {
     /// Every probe, in table order.
-    pub const ALL: [Probe; 26] = [
+    pub const ALL: [Probe; 30] = [
         Probe::LeftStaleSource,
         Probe::WaitedForRecoveringSource,
         Probe::MovedToProbedSource,
@@ -390,6 +403,10 @@ impl Probe {
         Probe::DeleteCommitted,
         Probe::RepeatedKeyInOneRequest,
         Probe::ChecksumFailed,
+        Probe::FaultPointSlowCommit,
+        Probe::FaultPointDropAfterHandshake,
+        Probe::FaultPointDropMidSnapshot,
+        Probe::FaultPointEarlyKeepalive,
         Probe::FaultKill,
         Probe::FaultPause,
         Probe::FaultPartition,
@@ -404,9 +421,9 @@ impl Probe {
         Probe::FaultOom,
     ];
 
-    /// The probe of a fault kind being applied.
-    pub fn of_fault(kind: FaultKind) -> Probe {
-        match kind {
+    /// The probe of a fault kind being applied (a fault point's is its own).
+    pub fn of_fault(kind: FaultKind) -> Option<Probe> {
+        Some(match kind {
             FaultKind::Kill => Probe::FaultKill,
             FaultKind::Pause => Probe::FaultPause,
             FaultKind::Partition => Probe::FaultPartition,
@@ -419,7 +436,9 @@ impl Probe {
             FaultKind::SlowDisk => Probe::FaultSlowDisk,
             FaultKind::Sigbus => Probe::FaultSigbus,
             FaultKind::Oom => Probe::FaultOom,
-        }
+            // Each point has its own probe, counted by the node when it fires.
+            FaultKind::FaultPoint => return None,
+        })
     }
 
     /// The name scenarios, traces and tables use.

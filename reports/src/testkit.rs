@@ -364,7 +364,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         });
         let mut hits: Vec<ProbeHits> = Vec::new();
         for f in &opts.faults {
-            let probe = Probe::of_fault(f.kind);
+            let Some(probe) = Probe::of_fault(f.kind) else { continue };
             match hits.iter_mut().find(|h| h.probe == probe) {
                 Some(h) => h.hits += 1,
                 None => hits.push(ProbeHits { probe, hits: 1 }),

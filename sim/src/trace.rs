@@ -33,6 +33,10 @@ pub fn probe(reached: qs_node::observe::Probe) -> Probe {
         Node::DeleteCommitted => Probe::DeleteCommitted,
         Node::RepeatedKeyInOneRequest => Probe::RepeatedKeyInOneRequest,
         Node::ChecksumFailed => Probe::ChecksumFailed,
+        Node::FaultPointSlowCommit => Probe::FaultPointSlowCommit,
+        Node::FaultPointDropAfterHandshake => Probe::FaultPointDropAfterHandshake,
+        Node::FaultPointDropMidSnapshot => Probe::FaultPointDropMidSnapshot,
+        Node::FaultPointEarlyKeepalive => Probe::FaultPointEarlyKeepalive,
     }
 }
 
@@ -102,7 +106,9 @@ impl Recorder {
     /// starting counts as reaching its kind's probe.
     pub fn record(&mut self, event: Event) {
         if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event {
-            self.reached(Probe::of_fault(*kind));
+            if let Some(probe) = Probe::of_fault(*kind) {
+                self.reached(probe);
+            }
         }
         let mut found = Vec::new();
         for observer in &mut self.observers {
@@ -149,6 +155,13 @@ impl NodeObserver for RecorderObserver {
             }
             NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
             NodeEvent::Reached(reached) => return recorder.reached(probe(reached)),
+            NodeEvent::FaultPoint { point, active } => Event::Fault {
+                at_ms,
+                node,
+                kind: FaultKind::FaultPoint,
+                phase: if active { FaultPhase::Start } else { FaultPhase::End },
+                detail: point.name().to_string(),
+            },
         };
         recorder.record(event);
     }

@@ -105,7 +105,11 @@ pub async fn run(state: Arc<NodeState>) {
                 state.metrics.failovers.inc();
                 ended = follow(&state, better, None, SourceChange::Stale).await;
             }
-            left_because = ended.reason();
+            // Until a source has welcomed this process, it has not left one: its first source,
+            // however many refused or were down, is still a (re)start.
+            if state.followed_a_source() {
+                left_because = ended.reason();
+            }
             state.probe(match ended {
                 Ended::Stale { .. } => Probe::LeftStaleSource,
                 _ => Probe::LeftBrokenSource,
@@ -255,6 +259,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             }
             Message::Welcome { applied_index, .. } => {
                 state.set_upstream_ok(true);
+                state.set_followed_a_source();
                 state.heard_from_source(Some(0));
                 source_head = applied_index;
                 tracing::info!(node = %state.config.name, source = %source, reason = left_because.as_str(), "following a source");
@@ -307,6 +312,15 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 return violation(&state.metrics, format!("unexpected {} while following the log", other.frame_type()));
             }
         }
+    }
+}
+
+/// Marks the node as no longer in the middle of a snapshot transfer when dropped.
+struct Transferring<'a>(&'a NodeState);
+
+impl Drop for Transferring<'_> {
+    fn drop(&mut self) {
+        self.0.set_transferring(false);
     }
 }
 
@@ -367,6 +381,7 @@ async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> 
         .map_err(|e| format!("connect: {e}"))?;
     write_message(&mut stream, &hello(state, want)).await.map_err(|e| e.to_string())?;
     let mut import: Option<SnapshotImport> = None;
+    let _transfer = Transferring(state);
     loop {
         let message = timeout(idle, read_message(&mut stream))
             .await
@@ -389,6 +404,9 @@ async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> 
                     continue; // already durable from an earlier attempt
                 }
                 import.write_chunk(&chunk).map_err(|e| e.to_string())?;
+                // Each stored chunk is a write to this node's disk.
+                state.disk_io(DiskOp::Commit { bytes: chunk.bytes.len() as u64 }).await;
+                state.set_transferring(import.next_chunk() < import.manifest().chunk_count());
             }
             Message::SnapshotDone => {
                 let import = import.take().ok_or("snapshot ended before its manifest")?;

@@ -31,6 +31,7 @@ use super::protocol::{
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
+use crate::fault_points::FaultPoint;
 use crate::observe::Probe;
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
@@ -161,6 +162,9 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
     hello: &ClientHello,
 ) -> Result<(), ProtocolError> {
     welcome(state, &mut stream).await?;
+    if state.fault_point(FaultPoint::DropAfterHandshake) {
+        return Ok(()); // FAULT POINT: the connection drops right after the handshake
+    }
     let mut applied = state.subscribe_applied();
     let mut last = if hello.newest_only { state.with_store(|s| s.applied_index()) } else { hello.last_index };
     loop {
@@ -203,7 +207,12 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                 // seed, which would make runs differ under one simulator seed.
                 biased;
                     changed = applied.changed() => if changed.is_err() { return Ok(()) },
-                    () = tokio::time::sleep(KEEPALIVE_INTERVAL) => {
+                    // FAULT POINT: now and then a keepalive comes at once.
+                    () = tokio::time::sleep(if state.fault_point(FaultPoint::EarlyKeepalive) {
+                        Duration::ZERO
+                    } else {
+                        KEEPALIVE_INTERVAL
+                    }) => {
                         let applied_index = *applied.borrow();
                         let upstream = state.upstream_status();
                         write_message(&mut stream, &Message::Keepalive { applied_index, upstream }).await?;
@@ -239,6 +248,9 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     for number in first..manifest.chunk_count() {
         let chunk = source.read_chunk(number).map_err(|e| ProtocolError::Io(std::io::Error::other(e.to_string())))?;
         write_message(&mut stream, &Message::SnapshotChunk(chunk)).await?;
+        if number + 1 < manifest.chunk_count() && state.fault_point(FaultPoint::DropMidSnapshot) {
+            return Ok(()); // FAULT POINT: the transfer breaks off; the client resumes it
+        }
     }
     write_message(&mut stream, &Message::SnapshotDone).await
 }
@@ -253,7 +265,7 @@ fn current_export(
     if let Some((dir, manifest, made)) = &cache.newest {
         let fresh = made.elapsed() < EXPORT_REUSE_MAX;
         if fresh && fingerprint == Some(manifest.fingerprint().as_str()) {
-            return SnapshotSource::open(dir).map_err(|e| e.to_string());
+            return open_export(state, dir);
         }
     }
     let root = snapshot_dir(state);
@@ -262,11 +274,21 @@ fn current_export(
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let manifest = state.with_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
+    state.with_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
+    let source = open_export(state, &dir)?;
+    // The manifest as served (in this node's chunk size): what a resuming client names.
+    let manifest = source.manifest().clone();
     if let Some((old, _, _)) = cache.newest.replace((dir.clone(), manifest, tokio::time::Instant::now())) {
         let _ = std::fs::remove_dir_all(old);
     }
-    SnapshotSource::open(&dir).map_err(|e| e.to_string())
+    Ok(source)
+}
+
+/// An export, served in `replication.snapshot_chunk_bytes` chunks.
+fn open_export(state: &NodeState, dir: &std::path::Path) -> Result<SnapshotSource, String> {
+    SnapshotSource::open(dir)
+        .and_then(|s| s.with_chunk_bytes(state.config.replication.snapshot_chunk_bytes.as_u64()))
+        .map_err(|e| e.to_string())
 }
 
 /// Where this node keeps snapshot exports and imports: beside its store.

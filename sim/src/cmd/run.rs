@@ -80,6 +80,10 @@ pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determini
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
     println!("engine     {}", scenario.scenario.engine.get_ref());
+    if scenario.buggify_for(seed) {
+        let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
+        println!("buggify    on: the node's fault points may fire{origin}");
+    }
     println!("nodes      {} ({})", names.len(), names.join(", "));
     let topology = &scenario.topology;
     if topology.datacenters > 1 {

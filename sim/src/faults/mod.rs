@@ -53,10 +53,12 @@ pub struct FaultStep {
 }
 
 /// The start and end steps of `faults`, in the order they happen (ends before starts at one
-/// instant, so back-to-back faults on a node do not overlap).
+/// instant, so back-to-back faults on a node do not overlap). Faults that wait for their
+/// target (`during`) have no fixed time: the world triggers them.
 pub fn steps(faults: &[Fault]) -> Vec<FaultStep> {
     let mut steps: Vec<FaultStep> = faults
         .iter()
+        .filter(|f| f.during.is_none())
         .flat_map(|f| {
             [
                 FaultStep { at: f.at, fault: f.clone(), start: true },
@@ -100,7 +102,9 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             // The disk starts failing; the running process dies at its next unlucky read.
             by_name(fault.target.get_ref()).device.set_failing(true);
         }
-        FaultKind::Oom => unreachable!("a scenario's oom fault is refused at load; the memory model records its own"),
+        FaultKind::Oom | FaultKind::FaultPoint => {
+            unreachable!("recorded kinds are refused in a scenario at load; the models and the node record their own")
+        }
         FaultKind::Sigbus => {
             // Replace the disk: stop the crash loop, swap in an empty disk, start afresh.
             let node = by_name(fault.target.get_ref());

@@ -158,6 +158,11 @@ pub struct About {
     /// shrunk under. Sweeps use their own seeds.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Turn the node's fault points on (`qs_node::fault_points`: slow commits, connections
+    /// dropped after the handshake or mid-snapshot, early keepalives): each switched on for a
+    /// process with probability 1/4, firing on 1/4 of its passes. Swarm mode may draw it.
+    #[serde(default)]
+    pub buggify: bool,
 }
 
 /// The outcome a scenario is written to produce.
@@ -235,6 +240,9 @@ pub struct NodeSettings {
     /// How often every node collects its log.
     #[serde(with = "humantime_serde")]
     pub gc_interval: Duration,
+    /// The chunk size every node serves snapshots in (default: the node's, 1 MiB); small
+    /// chunks make a transfer long enough to be interrupted.
+    pub snapshot_chunk_bytes: Option<bytesize::ByteSize>,
 }
 
 impl Default for NodeSettings {
@@ -245,6 +253,7 @@ impl Default for NodeSettings {
             staleness_failover: Duration::from_secs(30),
             retention_entries: 100_000,
             gc_interval: Duration::from_secs(1),
+            snapshot_chunk_bytes: None,
         }
     }
 }
@@ -439,6 +448,18 @@ pub struct Fault {
     /// `loss`: the share of messages lost (TCP retransmits them, with backoff).
     #[serde(default)]
     pub rate: Option<f64>,
+    /// Start not at `at` but at the first moment after it that the target is in the middle of
+    /// something: `bootstrap` — a snapshot transfer with a chunk stored and more to come (for
+    /// `kill`, `pause` and `partition`). If that never happens, the fault never starts.
+    #[serde(default)]
+    pub during: Option<During>,
+}
+
+/// What a fault with `during` waits for its target to be doing.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum During {
+    Bootstrap,
 }
 
 impl Fault {
@@ -454,6 +475,7 @@ impl Fault {
             model: None,
             latency: None,
             rate: None,
+            during: None,
         }
     }
 
@@ -466,6 +488,7 @@ impl Fault {
             FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),
             FaultKind::Loss => format!("{:.1}% lost", self.rate.unwrap_or_default() * 100.0),
             FaultKind::Sigbus => "crash loop until the disk is replaced".into(),
+            _ if self.during == Some(During::Bootstrap) => "in the middle of a snapshot transfer".into(),
             _ => String::new(),
         }
     }
@@ -500,6 +523,9 @@ pub struct Swarm {
     pub duration_min: Duration,
     #[serde(with = "humantime_serde")]
     pub duration_max: Duration,
+    /// Draw whether the node's fault points are on from the seed too (half the seeds).
+    #[serde(default)]
+    pub buggify: bool,
     /// Draw each writer's modes from the seed too (batches, repeated keys, deletes, identical
     /// rewrites, keys outside the prefixes), wherever the file leaves them at their defaults.
     #[serde(default)]

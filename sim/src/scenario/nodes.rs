@@ -83,6 +83,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             scratch.join(name).join("store").display()
         )
     };
+    let chunks = settings.snapshot_chunk_bytes.map_or(String::new(), |b| format!("snapshot_chunk_bytes = {}\n", b.as_u64()));
     let root_ip = ip(0, 0);
     // The writers share one producer: its quota is the sum of theirs (a burst of one second's
     // worth), or none to speak of.
@@ -103,6 +104,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         settings.batch_window.as_millis(),
         settings.heartbeat_interval.as_millis()
     );
+    let root = if chunks.is_empty() { root } else { format!("{root}[replication]\n{chunks}") };
     out.push((root, root_ip));
     let topology = &scenario.topology;
     let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
@@ -134,7 +136,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
                 range.map(|k| format!("\"{}\"", pick(k))).collect::<Vec<_>>().join(", ")
             };
             let text = format!(
-                "{}{}[replication]\nprimaries = [{}]\nsecondaries = [{}]\nstaleness_failover = \"{}ms\"\n",
+                "{}{}[replication]\nprimaries = [{}]\nsecondaries = [{}]\nstaleness_failover = \"{}ms\"\n{chunks}",
                 head(&format!("{}-{}", tier.name, n + 1), "replica"),
                 listen(node_ip),
                 list(0..tier.primaries),

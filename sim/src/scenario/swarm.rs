@@ -7,6 +7,17 @@ use toml::Spanned;
 use super::{DiskModelKind, Fault, FaultKind, Scenario, WriterModes};
 
 impl Scenario {
+    /// Whether the node's fault points are on in a run under `seed`: the file's `buggify`, or
+    /// in swarm mode with `buggify`, drawn from the seed (half the seeds).
+    pub fn buggify_for(&self, seed: u64) -> bool {
+        use rand::{RngExt, SeedableRng};
+        if self.scenario.buggify {
+            return true;
+        }
+        self.swarm.as_ref().is_some_and(|s| s.buggify)
+            && rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6275_6767_6966_7900).random_bool(0.5)
+    }
+
     /// Writer `writer`'s modes under `seed`: the file's, or (in swarm mode with
     /// `writer_modes`, for a writer left at the defaults) drawn from the seed — each mode on
     /// with probability 1/2. The quota is never drawn: it is the root's configuration.

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::*;
 
-/// Why a scenario may not inject `oom`.
-const OOM_NOT_INJECTED: &str =
-    "oom is recorded by the memory model, not injected: give the scenario [resources] with a memory limit its nodes outgrow";
+/// Why a scenario may not inject `oom` or `fault_point`.
+const NOT_INJECTED: &str = "oom and fault_point are recorded, not injected: oom by the memory model (give the scenario \
+     [resources] with a memory limit its nodes outgrow), fault_point by the node (set [scenario] buggify = true)";
 
 /// A refusal: the span of the offending value (for its line), the field, and the problem.
 pub(super) type Refusal = (Option<std::ops::Range<usize>>, String, String);
@@ -169,8 +169,12 @@ impl Scenario {
         let names = self.node_names();
         for fault in &self.fault {
             let (span, f) = (Some(fault.span()), fault.get_ref());
-            if f.kind == FaultKind::Oom {
-                return bad(span, "fault.kind", OOM_NOT_INJECTED.into());
+            if !f.kind.injectable() {
+                return bad(span, "fault.kind", NOT_INJECTED.into());
+            }
+            if f.during.is_some() && !matches!(f.kind, FaultKind::Kill | FaultKind::Pause | FaultKind::Partition) {
+                let problem = format!("{} faults cannot wait for a bootstrap: only kill, pause and partition", f.kind);
+                return bad(span, "fault.during", problem);
             }
             if f.kind.is_network_wide() {
                 if f.target.get_ref() != "network" {
@@ -223,8 +227,8 @@ impl Scenario {
         if let Some(swarm) = &self.swarm {
             let problem = if swarm.kinds.is_empty() {
                 Some("kinds must name at least one fault kind")
-            } else if swarm.kinds.contains(&FaultKind::Oom) {
-                Some(OOM_NOT_INJECTED)
+            } else if swarm.kinds.iter().any(|k| !k.injectable()) {
+                Some(NOT_INJECTED)
             } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
                 Some("needs count_min <= count_max <= 1000")
             } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {

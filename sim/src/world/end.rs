@@ -56,12 +56,60 @@ pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States,
     }
 }
 
-/// Why the cluster has not converged yet: per node, what differs from the root.
+/// The root's recent log as convergence needs it: the chain hash at each retained index, and
+/// the newest index whose entry changed data (the root goes on writing heartbeats — entries
+/// without operations — after the writers stop, so a replica a heartbeat or two behind holds
+/// every write: converged, not pending).
+struct RootLog {
+    index: u64,
+    hashes: BTreeMap<u64, qs_node::entry::ChainHash>,
+    /// The newest entry with operations, or the oldest retained index less one when every
+    /// retained entry is a heartbeat (the data changed no later than that).
+    data_index: u64,
+}
+
+/// How far back from its head the root's log is read: past any convergence bound's heartbeats.
+const ROOT_LOG_TAIL: u64 = 2_000;
+
+fn root_log(root: &NodeState) -> RootLog {
+    root.with_store(|store| {
+        let index = store.applied_index();
+        let mut hashes = BTreeMap::new();
+        let mut data_index = 0;
+        let mut after = index.saturating_sub(ROOT_LOG_TAIL);
+        let limits = qs_node::store::LogReadLimits { entries_max: 500, bytes_max: usize::MAX };
+        loop {
+            match store.read_log_after(after, limits) {
+                Ok(qs_node::store::LogRead::Entries(entries)) if !entries.is_empty() => {
+                    for entry in &entries {
+                        hashes.insert(entry.index, entry.hash);
+                        if !entry.ops.is_empty() {
+                            data_index = entry.index;
+                        }
+                    }
+                    after = entries.last().map_or(index, |e| e.index);
+                }
+                Ok(qs_node::store::LogRead::Collected { first_retained }) if first_retained > after + 1 => {
+                    data_index = data_index.max(first_retained - 1);
+                    after = first_retained - 1;
+                }
+                _ => break,
+            }
+        }
+        let first = hashes.keys().next().copied().unwrap_or(index + 1);
+        RootLog { index, hashes, data_index: data_index.max(first.saturating_sub(1)).min(index) }
+    })
+}
+
+/// Why the cluster has not converged yet: per node, what differs from the root. A node has
+/// converged when it holds every entry up to the root's newest data entry, its chain hash is
+/// the root's at its index, and its state is the root's.
 pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     let states = live(states);
     let head = |state: &NodeState| state.with_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
     let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
-    let (root_index, root_hash, root_digest) = head(root);
+    let log = root_log(root);
+    let (_, _, root_digest) = head(root);
     let mut out = Vec::new();
     for node in nodes {
         let Some(state) = states.get(&node.name) else {
@@ -69,15 +117,14 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
             continue;
         };
         let (index, hash, digest) = head(state);
-        if index != root_index {
-            out.push(format!("{} is at index {index}, the root at {root_index}", node.name));
-        } else if hash != root_hash {
-            out.push(format!("{} is at the root's index {index} with another chain hash", node.name));
+        if index < log.data_index {
+            out.push(format!("{} is at index {index}, the root's newest write at {}", node.name, log.data_index));
+        } else if index > log.index {
+            out.push(format!("{} is at index {index}, past the root's {}", node.name, log.index));
+        } else if log.hashes.get(&index).is_some_and(|root_hash| *root_hash != hash) {
+            out.push(format!("{} is at index {index} with another chain hash than the root's there", node.name));
         } else if digest != root_digest {
-            out.push(format!(
-                "{} is at the root's index {index} and chain hash, but holds a different state",
-                node.name
-            ));
+            out.push(format!("{} holds every write to index {index}, but a different state than the root", node.name));
         }
     }
     // Every acknowledged write survives (`checkers::convergence::KeyFate`).

@@ -237,6 +237,39 @@ fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     recorder.record(event(at_ms));
 }
 
+/// A fault that waits for its target to be in the middle of something (`Fault::during`).
+struct Triggered {
+    fault: crate::scenario::Fault,
+    nodes: Arc<Vec<SimNode>>,
+    states: States,
+    recorder: SharedRecorder,
+}
+
+impl Triggered {
+    /// How often the target is looked at: finer than one chunk's transfer.
+    const POLL: Duration = Duration::from_millis(1);
+
+    /// From `at` until the safety phase ends, waits for the target to be transferring a
+    /// snapshot; then starts the fault and ends it `duration` later.
+    async fn run(self, start: madsim::time::Instant, safety: Duration) {
+        madsim::time::sleep_until(start + self.fault.at).await;
+        let target = self.fault.target.get_ref().clone();
+        loop {
+            if start.elapsed() >= safety {
+                return; // never caught in the act: the fault does not happen
+            }
+            if live(&self.states).get(&target).is_some_and(|s| s.is_transferring()) {
+                break;
+            }
+            madsim::time::sleep(Self::POLL).await;
+        }
+        let step = FaultStep { at: start.elapsed(), fault: self.fault.clone(), start: true };
+        crate::faults::apply(&step, &self.nodes, &self.recorder);
+        madsim::time::sleep(self.fault.duration).await;
+        crate::faults::apply(&FaultStep { start: false, ..step }, &self.nodes, &self.recorder);
+    }
+}
+
 /// `scratch`: the run's private folder for the nodes' files (on-disk stores, snapshot
 /// transfers), made by [`run`] outside the simulation; its name never reaches the trace.
 async fn world(
@@ -247,10 +280,13 @@ async fn world(
     reads: Reads,
 ) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
+    if scenario.buggify_for(seed) {
+        madsim::buggify::enable();
+    }
     let states: States = Arc::default();
     let sigbus = Arc::new(Sigbus::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
-    let nodes = start_nodes(&scenario, seed, &states, &scratch, &sigbus, &observer);
+    let nodes = Arc::new(start_nodes(&scenario, seed, &states, &scratch, &sigbus, &observer));
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     tokio::spawn(crate::faults::disk::supervisor(sigbus, supervised, seed));
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
@@ -328,6 +364,10 @@ async fn world(
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
     record(&recorder, |at_ms| Event::Phase { at_ms, phase: crate::trace::RunPhase::Safety });
+    for fault in scenario.faults_for(seed).into_iter().filter(|f| f.during.is_some()) {
+        let triggered = Triggered { fault, nodes: nodes.clone(), states: states.clone(), recorder: recorder.clone() };
+        tokio::spawn(triggered.run(start, scenario.scenario.duration));
+    }
     let mut open: Vec<FaultStep> = Vec::new();
     for step in crate::faults::steps(&scenario.faults_for(seed)) {
         if step.at >= scenario.scenario.duration {
