@@ -183,6 +183,11 @@ pub struct LegacyConfig {
     /// its disk stalled) is followed for as long as its connection stays open, however stale
     /// the replica gets, instead of failing over after `staleness_failover`.
     pub never_leave_stale_source: bool,
+    /// Storage: commits are not synced before they are acknowledged; the dirty pages reach the
+    /// disk only at the next writeback (every `LEGACY_WRITEBACK`, 5 s) — the Kyoto Tycoon
+    /// deployment ran without syncing. A power loss loses acknowledged writes. Memory engine
+    /// only: the simulator's power-loss model cannot drop a real file's page cache.
+    pub acknowledge_before_sync: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -364,6 +369,7 @@ impl NodeConfig {
             rocksdb_block_bytes: size(self.storage.block_bytes),
             rocksdb_direct_reads: self.storage.direct_reads.unwrap_or(false),
             lmdb_read_ahead: self.storage.read_ahead.unwrap_or(true),
+            sync_commits: !self.legacy.acknowledge_before_sync,
             ..OpenOptions::new(self.database_id)
         }
     }
@@ -514,6 +520,16 @@ impl NodeConfig {
             if let (Some(_), Some(why)) = (value, not_here) {
                 return Err((field, format!("applies to rocksdb only, not {}: {why}", storage.engine)));
             }
+        }
+        if self.legacy.acknowledge_before_sync && storage.engine != EngineKind::Memory {
+            return Err((
+                "legacy.acknowledge_before_sync",
+                format!(
+                    "applies to the memory engine only, not {}: the simulator's power loss drops unsynced \
+                     memory commits, not a real file's page cache",
+                    storage.engine
+                ),
+            ));
         }
         if storage.direct_reads.is_some() && storage.engine != EngineKind::Rocksdb {
             return Err((

@@ -535,6 +535,9 @@ impl Node {
             background.push(tokio::spawn(crate::replication::client::run(state.clone())));
         }
         background.push(tokio::spawn(run_gc(state.clone())));
+        if state.config.legacy.acknowledge_before_sync {
+            background.push(tokio::spawn(legacy_writeback(state.clone())));
+        }
         let listeners = vec![
             tokio::spawn(crate::replication::server::run(state.clone(), replication)),
             tokio::spawn(serve_memcached(state.clone(), memcached)),
@@ -640,6 +643,21 @@ async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
         }
     })
     .await
+}
+
+/// PLANTED BUG support (legacy): how often unsynced commits reach the disk — the kernel's
+/// dirty-page writeback (`dirty_writeback_centisecs`, 5 s by default).
+pub const LEGACY_WRITEBACK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// PLANTED BUG support (legacy): with `acknowledge_before_sync`, nothing but this writeback
+/// makes commits durable.
+async fn legacy_writeback(state: Arc<NodeState>) {
+    loop {
+        tokio::time::sleep(LEGACY_WRITEBACK).await;
+        if let Err(e) = state.with_store(|store| store.sync()) {
+            tracing::error!(error = %e, "legacy writeback failed");
+        }
+    }
 }
 
 async fn run_gc(state: Arc<NodeState>) {

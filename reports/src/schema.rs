@@ -181,6 +181,9 @@ pub enum FaultKind {
     /// The node's disk fails: reading a poisoned page kills the process, at every restart, until
     /// the disk is replaced (empty) after `duration` and the node re-bootstraps.
     Sigbus,
+    /// The power goes out on the target and its `group` (a rack, a data center): every process
+    /// dies and loses what its disk had not synced; after `duration` they start again.
+    PowerLoss,
     /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
     Oom,
     /// One of the node's fault points fired (`detail` names it): a stalled commit, a dropped
@@ -203,6 +206,7 @@ impl FaultKind {
             FaultKind::Loss => "loss",
             FaultKind::SlowDisk => "slow_disk",
             FaultKind::Sigbus => "sigbus",
+            FaultKind::PowerLoss => "power_loss",
             FaultKind::Oom => "oom",
             FaultKind::FaultPoint => "fault_point",
         }
@@ -219,13 +223,14 @@ impl FaultKind {
     }
 
     /// Whether the fault touches more than its target (a group, a peer, the whole network).
+    /// A power loss on a group is recorded as one fault per node, so it is not one of these.
     pub fn touches_several_nodes(self) -> bool {
         matches!(self, FaultKind::Split | FaultKind::ClogLink) || self.is_network_wide()
     }
 
     /// Whether the node cannot run (its samples would be stale) while the fault is on.
     pub fn stops_the_node(self) -> bool {
-        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus | FaultKind::Oom)
+        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus | FaultKind::PowerLoss | FaultKind::Oom)
     }
 }
 
@@ -383,12 +388,13 @@ pub enum Probe {
     FaultLoss,
     FaultSlowDisk,
     FaultSigbus,
+    FaultPowerLoss,
     FaultOom,
 }
 
 impl Probe {
     /// Every probe, in table order.
-    pub const ALL: [Probe; 30] = [
+    pub const ALL: [Probe; 31] = [
         Probe::LeftStaleSource,
         Probe::WaitedForRecoveringSource,
         Probe::MovedToProbedSource,
@@ -418,6 +424,7 @@ impl Probe {
         Probe::FaultLoss,
         Probe::FaultSlowDisk,
         Probe::FaultSigbus,
+        Probe::FaultPowerLoss,
         Probe::FaultOom,
     ];
 
@@ -435,6 +442,7 @@ impl Probe {
             FaultKind::Loss => Probe::FaultLoss,
             FaultKind::SlowDisk => Probe::FaultSlowDisk,
             FaultKind::Sigbus => Probe::FaultSigbus,
+            FaultKind::PowerLoss => Probe::FaultPowerLoss,
             FaultKind::Oom => Probe::FaultOom,
             // Each point has its own probe, counted by the node when it fires.
             FaultKind::FaultPoint => return None,

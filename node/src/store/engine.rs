@@ -219,6 +219,11 @@ pub(crate) trait Engine: Send + Sync {
     /// false or the table ends.
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError>;
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError>;
+    /// Makes every commit durable that is not yet: a no-op on engines whose commits are synced
+    /// when they return (all of them, unless a memory store was opened with `sync_commits` off).
+    fn sync(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
     /// Pushes buffered data to its final on-disk form (a RocksDB memtable flush); no-op elsewhere.
     fn flush(&mut self) -> Result<(), EngineError>;
     /// Bytes the store occupies on its disk now.

@@ -5,7 +5,14 @@
 //! opening the same `MemDisk` again, and "replaces the disk" with a fresh one. A commit is
 //! atomic because it is applied under one lock; it is "durable" because the `MemDisk` survives.
 //! `disk_bytes_written` counts the bytes each commit stores, a model with no amplification
-//! beyond the commit itself. `resources` reports the key and value bytes held: the memory the
+//! beyond the commit itself.
+//!
+//! Power loss: a commit is synced when it returns, unless the store was opened with
+//! `sync_commits` off (the planted `legacy.acknowledge_before_sync`). Then each commit also
+//! records what it replaced, until [`MemDisk::sync`] — the OS writing the dirty pages back —
+//! drops the record; [`MemDisk::power_loss`] undoes every commit not yet synced, newest first,
+//! as a machine losing power loses its page cache. A commit is lost whole or kept whole: a
+//! torn last write is what a write-ahead log's per-record checksum turns into a lost one. `resources` reports the key and value bytes held: the memory the
 //! engine's data takes, before the maps' own overhead.
 
 use std::collections::BTreeMap;
@@ -17,10 +24,15 @@ use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Vis
 
 type Tables = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
 
+/// What one unsynced commit replaced: (table slot, key, the value before), in commit order.
+type Undo = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
+
 /// A simulated disk holding one memory store. Cloning shares the same disk.
 #[derive(Clone, Default)]
 pub struct MemDisk {
     tables: Arc<Mutex<Tables>>,
+    /// Commits written but not synced, oldest first.
+    unsynced: Arc<Mutex<Vec<Undo>>>,
 }
 
 impl std::fmt::Debug for MemDisk {
@@ -50,6 +62,27 @@ impl MemDisk {
             }
             None => false,
         }
+    }
+
+    /// Makes every commit so far durable (the OS wrote its dirty pages back).
+    pub fn sync(&self) {
+        self.unsynced.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Fault injection: the power goes out. Every commit not yet synced is lost, newest first;
+    /// returns how many were.
+    pub fn power_loss(&self) -> usize {
+        let undos = std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut tables = self.lock();
+        for undo in undos.iter().rev() {
+            for (table, key, before) in undo.iter().rev() {
+                match before {
+                    Some(value) => tables[*table].insert(key.clone(), value.clone()),
+                    None => tables[*table].remove(key),
+                };
+            }
+        }
+        undos.len()
     }
 
     /// Moves everything `other` holds onto this disk, leaving `other` empty: installing a
@@ -123,11 +156,13 @@ fn slot(table: Table) -> usize {
 pub(crate) struct MemEngine {
     disk: MemDisk,
     bytes_written: u64,
+    /// Whether a commit is synced before it returns (see the module doc).
+    sync_commits: bool,
 }
 
 impl MemEngine {
-    pub(crate) fn open(disk: MemDisk) -> MemEngine {
-        MemEngine { disk, bytes_written: 0 }
+    pub(crate) fn open(disk: MemDisk, sync_commits: bool) -> MemEngine {
+        MemEngine { disk, bytes_written: 0, sync_commits }
     }
 }
 
@@ -177,24 +212,43 @@ impl Engine for MemEngine {
 
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
         let mut tables = self.disk.lock();
+        // Unsynced, the commit keeps what it replaced until the next sync (see the module doc).
+        let mut undo: Option<Undo> = (!self.sync_commits).then(Vec::new);
+        let mut replaced = |table: usize, key: &[u8], before: Option<Vec<u8>>| {
+            if let Some(undo) = undo.as_mut() {
+                undo.push((table, key.to_vec(), before));
+            }
+        };
         for write in writes {
             match write {
                 Write::Put { table, key, value } => {
                     self.bytes_written += (key.len() + value.len()) as u64;
-                    tables[slot(table)].insert(key, value);
+                    let before = tables[slot(table)].insert(key.clone(), value);
+                    replaced(slot(table), &key, before);
                 }
                 Write::Delete { table, key } => {
-                    tables[slot(table)].remove(&key);
+                    let before = tables[slot(table)].remove(&key);
+                    replaced(slot(table), &key, before);
                 }
                 Write::DeleteRange { table, start, end } => {
                     let map = &mut tables[slot(table)];
                     let doomed: Vec<Vec<u8>> = map.range(start..end).map(|(k, _)| k.clone()).collect();
                     for key in doomed {
-                        map.remove(&key);
+                        let before = map.remove(&key);
+                        replaced(slot(table), &key, before);
                     }
                 }
             }
         }
+        drop(tables);
+        if let Some(undo) = undo {
+            self.disk.unsynced.lock().unwrap_or_else(|p| p.into_inner()).push(undo);
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), EngineError> {
+        self.disk.sync();
         Ok(())
     }
 

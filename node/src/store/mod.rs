@@ -95,6 +95,10 @@ pub struct OpenOptions {
     /// LMDB lets the OS read ahead around a faulted page; `false` opens the environment with
     /// `MDB_NORDAHEAD`, so a fault reads just its page.
     pub lmdb_read_ahead: bool,
+    /// Every commit is durable when it returns. Off only for the planted
+    /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
+    /// commits then become durable at the next [`Store::sync`].
+    pub sync_commits: bool,
 }
 
 impl OpenOptions {
@@ -107,6 +111,7 @@ impl OpenOptions {
             rocksdb_block_bytes: None,
             rocksdb_direct_reads: false,
             lmdb_read_ahead: true,
+            sync_commits: true,
         }
     }
 }
@@ -426,7 +431,7 @@ impl Store {
         let engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, options.lmdb_map_bytes, options.lmdb_read_ahead)?),
             StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, &options.into())?),
-            StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone())),
+            StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone(), options.sync_commits)),
         };
         Store::with_engine(engine, location.describe(), options.db_id)
     }
@@ -887,6 +892,11 @@ impl Store {
     /// Durability does not depend on it: every commit is already synced.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         Ok(self.engine.flush()?)
+    }
+
+    /// Makes every commit durable (see [`OpenOptions::sync_commits`]).
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        Ok(self.engine.sync()?)
     }
 }
 

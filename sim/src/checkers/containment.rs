@@ -8,6 +8,9 @@
 //!   ago: `staleness_failover + heartbeat_interval +` [`super::lag::FAILOVER_MARGIN_MS`]), a
 //!   node may change source only if it is X, or X is one of its configured sources (a direct
 //!   downstream node of X);
+//! - or it moves toward health: the source it leaves has lost its path to the root and the
+//!   one it goes to has one (see [`Containment::healthy`]) — what the `lag` checker demands of a
+//!   node with a healthy source, so the two never contradict each other;
 //! - anything else is a violation that names the fault and the chain from X down to the node,
 //!   with the moves along it in the window.
 //!
@@ -19,6 +22,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::lag::Paths;
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, SourceReason};
+
+/// How old a replica's view of its source may be when it moves: a keepalive interval, and a
+/// probe of another source (two keepalive intervals at most).
+const NODE_VIEW_LAG_MS: u64 = 3_000;
 
 #[derive(Debug)]
 struct Move {
@@ -39,6 +46,8 @@ pub struct Containment {
     wide_ended_ms: Option<u64>,
     /// Recent moves, for naming the chain (older than the window are dropped).
     moves: VecDeque<Move>,
+    /// Each node's current source and since when it follows it.
+    current: BTreeMap<String, (String, u64)>,
 }
 
 impl Containment {
@@ -56,6 +65,45 @@ impl Containment {
             return Some(kind);
         }
         self.ended.get(node).filter(|(_, end)| at_ms.saturating_sub(*end) <= self.window_ms()).map(|(kind, _)| *kind)
+    }
+
+    fn active_on(&self, node: &str) -> bool {
+        self.active.get(node).is_some_and(|a| !a.is_empty())
+    }
+
+    /// Whether `node` has a working path to the root at `at_ms`: along the sources it follows,
+    /// no node has an active fault, and every link was made after its upstream node's last
+    /// fault ended (if that was within the window) — a link from before it is the one the fault
+    /// broke.
+    fn healthy(&self, node: &str, at_ms: u64) -> bool {
+        self.healthy_since(node, at_ms).is_some()
+    }
+
+    /// Since when `node`'s path has been working (0: no link on it was remade after a fault),
+    /// or None when it is not (see [`healthy`](Self::healthy)).
+    fn healthy_since(&self, node: &str, at_ms: u64) -> Option<u64> {
+        let mut node = node.to_string();
+        let mut since_ms = 0;
+        for _ in 0..=self.paths.sources.len() {
+            if self.active_on(&node) {
+                return None;
+            }
+            if !self.paths.sources.contains_key(&node) {
+                return Some(since_ms); // the root
+            }
+            let (source, since) = self.current.get(&node)?;
+            if self.active_on(source) {
+                return None;
+            }
+            if let Some((_, end)) = self.ended.get(source).filter(|(_, end)| at_ms.saturating_sub(*end) <= self.window_ms()) {
+                if since < end {
+                    return None;
+                }
+                since_ms = since_ms.max(*since);
+            }
+            node = source.clone();
+        }
+        None
     }
 
     fn wide_in_effect(&self, at_ms: u64) -> bool {
@@ -108,13 +156,22 @@ impl Containment {
         }
     }
 
-    fn judge(&self, at_ms: u64, node: &str, reason: SourceReason) -> Option<Event> {
+    fn judge(&self, at_ms: u64, node: &str, to: &str, reason: SourceReason) -> Option<Event> {
         if self.wide_in_effect(at_ms) || self.fault_on(node, at_ms).is_some() {
             return None;
         }
         let sources = self.paths.sources.get(node)?;
         if sources.iter().any(|s| self.fault_on(s, at_ms).is_some()) {
             return None; // directly below the fault
+        }
+        // What a replica knows of its source is up to a keepalive and a probe old: a source
+        // whose path came back within that is still cut off from where the replica stands.
+        let cut_off = |left: &str| self.healthy_since(left, at_ms).is_none_or(|since| at_ms - since < NODE_VIEW_LAG_MS);
+        let left = self.current.get(node).map(|(source, _)| source.as_str());
+        let toward_health =
+            left.is_some_and(cut_off) && self.paths.node_at(to).is_some_and(|to| self.healthy(to, at_ms));
+        if toward_health {
+            return None;
         }
         let in_effect: Vec<String> = self
             .active
@@ -166,8 +223,14 @@ impl Observer for Containment {
                 self.observe_fault(*at_ms, node, *kind, *phase);
                 Vec::new()
             }
-            Event::SourceChanged { at_ms, node, reason, .. } if *reason != SourceReason::Start => {
-                let found = self.judge(*at_ms, node, *reason);
+            Event::SourceChanged { at_ms, node, source, reason } => {
+                let found = if *reason == SourceReason::Start { None } else { self.judge(*at_ms, node, source, *reason) };
+                if let Some(to) = self.paths.node_at(source) {
+                    self.current.insert(node.clone(), (to.to_string(), *at_ms));
+                }
+                if *reason == SourceReason::Start {
+                    return Vec::new();
+                }
                 let window = self.window_ms();
                 while self.moves.front().is_some_and(|m| at_ms.saturating_sub(m.at_ms) > window) {
                     self.moves.pop_front();
@@ -192,7 +255,18 @@ mod tests {
         sources.insert("region-1".to_string(), vec!["mid-1".to_string(), "mid-2".to_string()]);
         sources.insert("region-2".to_string(), vec!["mid-2".to_string(), "mid-1".to_string()]);
         sources.insert("edge-1".to_string(), vec!["region-1".to_string(), "region-2".to_string()]);
-        Paths { sources, bound_ms: 10_000 }
+        let names_by_ip = [
+            ("10.0.0.1", "root"),
+            ("10.0.1.1", "mid-1"),
+            ("10.0.1.2", "mid-2"),
+            ("10.0.2.1", "region-1"),
+            ("10.0.2.2", "region-2"),
+            ("10.0.3.1", "edge-1"),
+        ]
+        .into_iter()
+        .map(|(ip, name)| (ip.parse().unwrap(), name.to_string()))
+        .collect();
+        Paths { sources, bound_ms: 10_000, names_by_ip }
     }
 
     fn fault(at_ms: u64, node: &str, kind: FaultKind, phase: FaultPhase) -> Event {
@@ -265,6 +339,41 @@ mod tests {
             moved(30_000, "edge-1", SourceReason::Stale),
         ];
         assert!(violations(&events).is_empty());
+    }
+
+    fn follows(at_ms: u64, node: &str, ip: &str, reason: SourceReason) -> Event {
+        Event::SourceChanged { at_ms, node: node.into(), source: format!("{ip}:7000"), reason }
+    }
+
+    #[test]
+    fn a_move_from_a_cut_off_source_to_one_with_a_path_is_allowed_and_one_that_cannot_help_is_not() {
+        let start = [
+            follows(0, "mid-1", "10.0.0.1", SourceReason::Start),
+            follows(0, "mid-2", "10.0.0.1", SourceReason::Start),
+            follows(0, "region-1", "10.0.1.1", SourceReason::Start),
+            follows(0, "region-2", "10.0.1.2", SourceReason::Start),
+        ];
+        // During the root's partition nobody has a path: region-1 moving to mid-2 cannot help.
+        let mut during = start.to_vec();
+        during.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
+        during.push(follows(20_000, "region-1", "10.0.1.2", SourceReason::Stale));
+        let found = violations(&during);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("root → mid-1 → region-1"), "{}", found[0].1);
+        // Healed: mid-2 is back (a link made after the fault ended), mid-1 not yet; region-1
+        // leaving mid-1 for mid-2 is what the lag checker demands of it.
+        let mut after = start.to_vec();
+        after.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
+        after.push(fault(40_000, "root", FaultKind::Partition, FaultPhase::End));
+        after.push(follows(41_000, "mid-2", "10.0.0.1", SourceReason::Disconnected));
+        after.push(follows(41_500, "region-1", "10.0.1.2", SourceReason::Stale));
+        assert!(violations(&after).is_empty());
+        // But not to mid-1's sibling before that sibling is back.
+        let mut early = start.to_vec();
+        early.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
+        early.push(fault(40_000, "root", FaultKind::Partition, FaultPhase::End));
+        early.push(follows(40_500, "region-1", "10.0.1.2", SourceReason::Stale));
+        assert_eq!(violations(&early).len(), 1);
     }
 
     #[test]

@@ -34,6 +34,17 @@ pub struct Paths {
     pub sources: BTreeMap<String, Vec<String>>,
     /// `staleness_failover + heartbeat_interval + FAILOVER_MARGIN_MS`.
     pub bound_ms: u64,
+    /// Node names by host address (a `source_changed` event names its source by address).
+    pub names_by_ip: BTreeMap<std::net::IpAddr, String>,
+}
+
+impl Paths {
+    /// The node a `source_changed` event's `source` (an address, perhaps a relay's port on
+    /// the source's host) names.
+    pub fn node_at(&self, source: &str) -> Option<&str> {
+        let ip = source.parse::<std::net::SocketAddr>().ok()?.ip();
+        self.names_by_ip.get(&ip).map(String::as_str)
+    }
 }
 
 /// Faults on one node, or on several at once.
@@ -229,7 +240,7 @@ mod tests {
         sources.insert("mid-1".to_string(), vec!["root".to_string()]);
         sources.insert("mid-2".to_string(), vec!["root".to_string()]);
         sources.insert("edge-1".to_string(), vec!["mid-1".to_string(), "mid-2".to_string()]);
-        Paths { sources, bound_ms: 5_000 }
+        Paths { sources, bound_ms: 5_000, names_by_ip: BTreeMap::new() }
     }
 
     fn edge(at_ms: u64, lag_ms: u64) -> Event {

@@ -61,7 +61,7 @@ fn paths(scenario: &Scenario) -> lag::Paths {
     let settings = &scenario.node;
     let bound_ms =
         (settings.staleness_failover + settings.heartbeat_interval).as_millis() as u64 + lag::FAILOVER_MARGIN_MS;
-    lag::Paths { sources, bound_ms }
+    lag::Paths { sources, bound_ms, names_by_ip: names }
 }
 
 /// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`

@@ -3,7 +3,11 @@
 //!
 //! - [`process`]: kill (restart after `duration`; a short one is a fast restart), pause;
 //! - [`network`]: partition, one-way partitions, split groups, clogged links, latency, loss;
-//! - [`disk`]: slow SSD models, failing disks (SIGBUS).
+//! - [`disk`]: slow SSD models, failing disks (SIGBUS);
+//! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
+//!   once and their disks keep only what was synced — on the memory engine, commits made with
+//!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); LMDB and
+//!   RocksDB sync every commit, so for them it is a kill. After `duration` they start again.
 //!
 //! Garbage-collected logs and cascading disconnects are not injectors but situations the
 //! scenarios build from these (a short retention plus a kill; partitions above a deep tree).
@@ -76,7 +80,34 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
     let by_name = |name: &str| nodes.iter().find(|n| n.name == name).expect("validated node name");
     let on = step.start;
     let mut detail = fault.detail();
+    if fault.kind == FaultKind::PowerLoss {
+        // One fault per node that loses power, each with what it lost.
+        for name in fault.group_with_target() {
+            let node = by_name(&name);
+            let detail = if on {
+                process::kill(&node.handle);
+                match &node.store_path {
+                    // LMDB and RocksDB sync every commit before it returns: nothing to lose
+                    // (and a real file's page cache is not the simulator's to drop).
+                    Some(_) => "every commit was synced".to_string(),
+                    None => match node.data.lock().unwrap_or_else(|p| p.into_inner()).power_loss() {
+                        0 => "every commit was synced".to_string(),
+                        lost => format!("lost {lost} unsynced commits"),
+                    },
+                }
+            } else {
+                process::restart(&node.handle);
+                "power back".to_string()
+            };
+            let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+            let at_ms = recorder.now_ms();
+            let phase = if on { FaultPhase::Start } else { FaultPhase::End };
+            recorder.record(Event::Fault { at_ms, node: name, kind: FaultKind::PowerLoss, phase, detail });
+        }
+        return;
+    }
     match fault.kind {
+        FaultKind::PowerLoss => unreachable!("handled above"),
         FaultKind::Kill if on => process::kill(&by_name(fault.target.get_ref()).handle),
         FaultKind::Kill => process::restart(&by_name(fault.target.get_ref()).handle),
         FaultKind::Pause if on => process::pause(&by_name(fault.target.get_ref()).handle),

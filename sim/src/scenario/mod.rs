@@ -437,6 +437,7 @@ pub struct Fault {
     #[serde(default)]
     pub peer: Option<Spanned<String>>,
     /// `split`: the nodes on the target's side; every link between them and the rest is cut.
+    /// `power_loss`: the nodes that lose power with the target (a rack, a data center).
     #[serde(default)]
     pub group: Vec<String>,
     /// `slow_disk`: the latency model.

@@ -202,6 +202,11 @@ impl Scenario {
                         return bad(Some(peer.span()), "fault.peer", problem);
                     }
                 }
+                FaultKind::PowerLoss => {
+                    if let Some(stranger) = f.group.iter().find(|n| !names.contains(n)) {
+                        return bad(span, "fault.group", format!("{stranger:?} is not a node"));
+                    }
+                }
                 FaultKind::Split => {
                     if let Some(stranger) = f.group.iter().find(|n| !names.contains(n)) {
                         return bad(span, "fault.group", format!("{stranger:?} is not a node"));

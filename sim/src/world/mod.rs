@@ -377,10 +377,12 @@ async fn world(
         crate::faults::apply(&step, &nodes, &recorder);
         if step.fault.kind.stops_the_node() {
             let mut down = down.lock().unwrap_or_else(|p| p.into_inner());
-            if step.start {
-                down.insert(step.fault.target.get_ref().clone());
-            } else {
-                down.remove(step.fault.target.get_ref());
+            for node in step.fault.group_with_target() {
+                if step.start {
+                    down.insert(node);
+                } else {
+                    down.remove(&node);
+                }
             }
         }
         if step.start {
