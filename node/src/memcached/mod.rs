@@ -29,9 +29,12 @@
 //!   partial `VALUE` lines. Errors are sent even when a write carried `noreply`, as memcached
 //!   does for errors (`out_errstring`).
 //! - **Bounded memory per connection:** the read buffer, one line of at most [`LINE_BYTES_MAX`],
-//!   and one reply of at most [`REPLY_BYTES_MAX`]. Each reply is written before the next line is
-//!   read, so a client that does not read its replies stops being read (backpressure) instead of
-//!   growing a queue.
+//!   one reply of at most [`REPLY_BYTES_MAX`], and at most [`PENDING_REPLY_BYTES_MAX`] of earlier
+//!   replies not yet written. Replies are written before the connection waits for more input:
+//!   requests already in the read buffer (a pipelining client's) are answered first and their
+//!   replies written together, in one write rather than one per request, and a client that does
+//!   not read its replies stops being read (backpressure) instead of growing a queue. An idle
+//!   connection holds no reply buffer.
 //! - **Counted.** Every refused or malformed request (including each refused write) adds one to
 //!   [`ReadCounters::bogus_requests`], and gets exactly one error reply (`ERROR` or
 //!   `CLIENT_ERROR`). Every `SERVER_ERROR` adds one to [`ReadCounters::server_errors`]. Hits and
@@ -39,8 +42,11 @@
 //! - **Bounded time per connection** ([`ConnectionLimits`]): the next request line (or a refused
 //!   write's data block) must arrive within the idle timeout, and each reply must be written
 //!   within it; otherwise the connection is closed with a [`io::ErrorKind::TimedOut`] error. A
-//!   deadline covers a whole line, so a client trickling bytes gains nothing. When the node
-//!   drains, a connection closes once the request in flight is answered.
+//!   deadline covers a whole line, so a client trickling bytes gains nothing. One timer per
+//!   connection serves every deadline: it is re-armed only when it fires before the deadline it
+//!   stands for, not armed and cancelled for every request. When the node drains, a connection
+//!   closes once the request in flight is answered (with pipelined requests, the ones before it
+//!   too: every request read is answered).
 //! - **Deterministic.** No pid, randomness or OS state is read, and the only clock is
 //!   `tokio::time`'s for the deadlines (madsim's under the simulator), so the same bytes at the
 //!   same times give the same bytes out, inside the simulator as on real sockets. The stream
@@ -49,6 +55,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -81,6 +88,16 @@ pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
 
 /// Read buffer per connection, in bytes: a few typical request lines per read.
 const READ_BUFFER_BYTES: usize = 8 << 10;
+
+/// Replies not yet written, in bytes, past which they are written before the next buffered
+/// request is answered: a client that pipelines many requests gets its replies in writes of about
+/// this size, and the bytes held for it stay bounded. The next reply is built on top, so at most
+/// this plus [`REPLY_BYTES_MAX`] is held.
+pub const PENDING_REPLY_BYTES_MAX: usize = 64 << 10;
+
+/// Capacity the reply buffer starts with: a single-key reply with a value of a few hundred bytes
+/// fits without growing.
+const REPLY_START_BYTES: usize = 512;
 
 // Every request within the key limits fits on one line.
 const _: () = assert!("gets".len() + KEYS_PER_GET_MAX * (1 + KEY_BYTES_MAX) <= LINE_BYTES_MAX);
@@ -153,13 +170,12 @@ pub use request::{Request, RequestError, parse_request};
 
 use lines::{LineRead, read_line, skip_bytes};
 
-/// What the connection does after a request.
+/// What the connection does after a request, its reply (if any) already in the output.
+#[derive(Debug, PartialEq, Eq)]
 enum Step {
-    /// Write the reply, then read the next line.
-    Reply(Vec<u8>),
-    /// Write the reply, then close.
-    ReplyAndClose(Vec<u8>),
-    /// Close without a reply (`quit`).
+    /// Read the next line.
+    Continue,
+    /// Write what is pending, then close (`quit`, or an error that closes the connection).
     Close,
     /// A refused storage command: skip its data block of this many bytes and its line end, then
     /// reply.
@@ -193,127 +209,220 @@ pub async fn serve_connection_within<S>(
     stream: S,
     backend: &dyn ReadBackend,
     counters: &ReadCounters,
-    mut limits: ConnectionLimits,
+    limits: ConnectionLimits,
 ) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     ReadCounters::add(&counters.connections_total, 1);
-    // BufReader passes writes through to the stream unbuffered.
+    // BufReader passes writes through to the stream unbuffered; `out` is the write buffer.
     let mut conn = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let mut line = Vec::new();
-    let idle = limits.idle_timeout;
+    let mut out = Vec::new();
+    let mut deadline = Deadline::new(limits.idle_timeout);
+    // Two views of the lifecycle: a cheap look between buffered requests, and a future that
+    // wakes the connection while it waits for input. The future lives as long as the connection,
+    // so it registers with the lifecycle once, not once per request.
+    let mut lifecycle = limits.lifecycle;
+    if let Some(lifecycle) = &mut lifecycle {
+        lifecycle.mark_changed();
+    }
+    let mut drain = std::pin::pin!(draining(lifecycle.clone()));
     loop {
-        let read = tokio::select! {
-            // Fixed poll order: select!'s default random order draws from a process-wide seed,
-            // which would make runs differ under one simulator seed.
-            biased;
-            // Between requests: every request so far is answered.
-            () = draining(&mut limits.lifecycle) => return conn.shutdown().await,
-            read = within(idle, "the next request line", read_line(&mut conn, &mut line)) => read?,
+        // Between requests: every request so far is answered, written or in `out`.
+        if drain_started(&mut lifecycle) {
+            return close(&mut conn, &mut out, &mut deadline).await;
+        }
+        let read = if line_buffered(&conn) {
+            // The next request is already here: answer it before writing what is pending, up to
+            // a bound. Reading it needs no I/O.
+            if out.len() >= PENDING_REPLY_BYTES_MAX {
+                write_out(&mut conn, &mut out, &mut deadline).await?;
+            }
+            read_line(&mut conn, &mut line).await?
+        } else {
+            // About to wait for the client: everything answered so far goes out first.
+            write_out(&mut conn, &mut out, &mut deadline).await?;
+            tokio::select! {
+                // Fixed poll order: select!'s default random order draws from a process-wide seed,
+                // which would make runs differ under one simulator seed.
+                biased;
+                () = &mut drain => return close(&mut conn, &mut out, &mut deadline).await,
+                read = deadline.within("the next request line", read_line(&mut conn, &mut line)) => read?,
+            }
         };
         let step = match read {
-            LineRead::Eof => return conn.shutdown().await,
-            LineRead::Truncated => refuse(RequestError::Truncated, counters),
-            LineRead::TooLong => refuse(RequestError::LineTooLong, counters),
+            LineRead::Eof => return close(&mut conn, &mut out, &mut deadline).await,
+            LineRead::Truncated => refuse(RequestError::Truncated, counters, &mut out),
+            LineRead::TooLong => refuse(RequestError::LineTooLong, counters, &mut out),
             LineRead::Line => match parse_request(&line) {
                 Ok(request) => {
                     if let Request::Get { keys, .. } = &request {
                         let latency = backend.read_latency(keys);
                         if !latency.is_zero() {
+                            // Earlier replies do not wait for this request's (simulated) disk.
+                            write_out(&mut conn, &mut out, &mut deadline).await?;
                             tokio::time::sleep(latency).await;
                         }
                     }
-                    respond(request, backend, counters)
+                    respond(request, backend, counters, &mut out)
                 }
-                Err(e) => refuse(e, counters),
+                Err(e) => refuse(e, counters, &mut out),
             },
         };
-        let step = match step {
-            Step::SkipData(bytes) => {
-                within(idle, "a refused write's data block", skip_data_block(&mut conn, &mut line, bytes)).await?
-            }
-            other => other,
-        };
         match step {
-            Step::Reply(reply) => {
-                within(idle, "writing a reply", async {
-                    conn.write_all(&reply).await?;
-                    conn.flush().await
-                })
-                .await?;
+            Step::Continue => {}
+            Step::Close => return close(&mut conn, &mut out, &mut deadline).await,
+            Step::SkipData(bytes) => {
+                // Never wait for input while holding replies.
+                write_out(&mut conn, &mut out, &mut deadline).await?;
+                let skipped = skip_data_block(&mut conn, &mut line, bytes, &mut out);
+                if deadline.within("a refused write's data block", skipped).await? == Step::Close {
+                    return close(&mut conn, &mut out, &mut deadline).await;
+                }
             }
-            Step::ReplyAndClose(reply) => {
-                within(idle, "writing a reply", conn.write_all(&reply)).await?;
-                return conn.shutdown().await;
-            }
-            Step::Close | Step::SkipData(_) => return conn.shutdown().await,
         }
     }
 }
 
-/// `io` with a deadline: a `TimedOut` error naming `what` once `limit` has passed.
-async fn within<T>(limit: Option<Duration>, what: &str, io: impl Future<Output = io::Result<T>>) -> io::Result<T> {
-    let Some(limit) = limit else { return io.await };
-    match tokio::time::timeout(limit, io).await {
-        Ok(result) => result,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("{what} did not complete within connections.memcached.idle_timeout ({limit:?})"),
-        )),
+/// Whether a whole request line is already in the read buffer, so reading it needs no I/O.
+fn line_buffered<S: AsyncRead>(conn: &BufReader<S>) -> bool {
+    conn.buffer().contains(&b'\n')
+}
+
+/// Writes the pending replies, within the deadline, and lets go of their buffer.
+async fn write_out<W: AsyncWrite + Unpin>(conn: &mut W, out: &mut Vec<u8>, deadline: &mut Deadline) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    deadline
+        .within("writing a reply", async {
+            conn.write_all(out).await?;
+            conn.flush().await
+        })
+        .await?;
+    // An idle connection holds no reply buffer (see `ListenerKind::buffer_bytes`).
+    *out = Vec::new();
+    Ok(())
+}
+
+/// Writes the pending replies and closes the stream.
+async fn close<W: AsyncWrite + Unpin>(conn: &mut W, out: &mut Vec<u8>, deadline: &mut Deadline) -> io::Result<()> {
+    write_out(conn, out, deadline).await?;
+    conn.shutdown().await
+}
+
+/// The connection's deadlines (see the module doc): each wait must end within the idle timeout,
+/// counted from when it first had to wait. One timer stands for all of them: a deadline is never
+/// earlier than the one before (time only moves forward), so the timer is set to the first and,
+/// when it fires before the current one, moved to it.
+struct Deadline {
+    limit: Option<Duration>,
+    /// Created at the first wait; never without a limit (no timer in a runtime without time).
+    timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Deadline {
+    fn new(limit: Option<Duration>) -> Deadline {
+        Deadline { limit, timer: None }
+    }
+
+    /// `io` with a deadline: a `TimedOut` error naming `what` once the limit has passed.
+    async fn within<T>(&mut self, what: &str, io: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+        let Some(limit) = self.limit else { return io.await };
+        let mut io = std::pin::pin!(io);
+        let mut until = None;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(result) = io.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            let until = *until.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+            let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
+            loop {
+                match timer.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(()) if timer.deadline() >= until => {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("{what} did not complete within connections.memcached.idle_timeout ({limit:?})"),
+                        )));
+                    }
+                    Poll::Ready(()) => timer.as_mut().reset(until),
+                }
+            }
+        })
+        .await
     }
 }
 
 /// Resolves once the node drains; never without a lifecycle.
-async fn draining(lifecycle: &mut Option<watch::Receiver<Lifecycle>>) {
+async fn draining(lifecycle: Option<watch::Receiver<Lifecycle>>) {
     match lifecycle {
-        Some(lifecycle) => reached(lifecycle, Lifecycle::Draining).await,
+        Some(mut lifecycle) => reached(&mut lifecycle, Lifecycle::Draining).await,
         None => std::future::pending().await,
     }
 }
 
-/// Counts a refused request and gives its reply.
-fn refuse(error: RequestError, counters: &ReadCounters) -> Step {
-    ReadCounters::add(&counters.bogus_requests, 1);
-    let reply = error.reply().into_bytes();
-    if error.closes_connection() { Step::ReplyAndClose(reply) } else { Step::Reply(reply) }
+/// Whether the node has started draining, looked at without waiting: one atomic load while the
+/// lifecycle has not changed since the last look.
+fn drain_started(lifecycle: &mut Option<watch::Receiver<Lifecycle>>) -> bool {
+    let Some(lifecycle) = lifecycle else { return false };
+    match lifecycle.has_changed() {
+        Ok(false) => false,
+        Ok(true) => *lifecycle.borrow_and_update() >= Lifecycle::Draining,
+        // The sender is gone: so is the node.
+        Err(_) => true,
+    }
 }
 
-/// Skips the data block of a refused storage command (already counted) and picks its reply.
+/// Counts a refused request and puts its reply in `out`.
+fn refuse(error: RequestError, counters: &ReadCounters, out: &mut Vec<u8>) -> Step {
+    ReadCounters::add(&counters.bogus_requests, 1);
+    out.extend_from_slice(error.reply().as_bytes());
+    if error.closes_connection() { Step::Close } else { Step::Continue }
+}
+
+/// Skips the data block of a refused storage command (already counted), puts its reply in `out`
+/// and says whether the connection goes on.
 async fn skip_data_block<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     bytes: usize,
+    out: &mut Vec<u8>,
 ) -> io::Result<Step> {
-    let refused = READ_ONLY_REPLY.as_bytes().to_vec();
+    let refused = READ_ONLY_REPLY.as_bytes();
     if !skip_bytes(reader, bytes).await? {
-        return Ok(Step::ReplyAndClose(refused));
+        out.extend_from_slice(refused);
+        return Ok(Step::Close);
     }
-    let bad_chunk = || RequestError::BadDataChunk.reply().into_bytes();
-    Ok(match read_line(reader, line).await? {
-        LineRead::Line if line.is_empty() => Step::Reply(refused),
-        LineRead::Line => Step::Reply(bad_chunk()),
-        LineRead::Eof => Step::ReplyAndClose(refused),
-        LineRead::Truncated => Step::ReplyAndClose(bad_chunk()),
-        LineRead::TooLong => Step::ReplyAndClose(RequestError::LineTooLong.reply().into_bytes()),
-    })
+    let bad_chunk = || RequestError::BadDataChunk.reply();
+    let (reply, step) = match read_line(reader, line).await? {
+        LineRead::Line if line.is_empty() => (refused.to_vec(), Step::Continue),
+        LineRead::Line => (bad_chunk().into_bytes(), Step::Continue),
+        LineRead::Eof => (refused.to_vec(), Step::Close),
+        LineRead::Truncated => (bad_chunk().into_bytes(), Step::Close),
+        LineRead::TooLong => (RequestError::LineTooLong.reply().into_bytes(), Step::Close),
+    };
+    out.extend_from_slice(&reply);
+    Ok(step)
 }
 
-/// Answers a well-formed request.
-fn respond(request: Request<'_>, backend: &dyn ReadBackend, counters: &ReadCounters) -> Step {
+/// Answers a well-formed request, its reply appended to `out`.
+fn respond(request: Request<'_>, backend: &dyn ReadBackend, counters: &ReadCounters, out: &mut Vec<u8>) -> Step {
     match request {
-        Request::Get { keys, cas } => Step::Reply(get_reply(&keys, cas, backend, counters)),
-        Request::Version => Step::Reply(format!("VERSION {}\r\n", version()).into_bytes()),
-        Request::Stats => Step::Reply(stats_reply(backend, counters)),
-        Request::Quit => Step::Close,
+        Request::Get { keys, cas } => get_reply(&keys, cas, backend, counters, out),
+        Request::Version => out.extend_from_slice(format!("VERSION {}\r\n", version()).as_bytes()),
+        Request::Stats => out.extend_from_slice(&stats_reply(backend, counters)),
+        Request::Quit => return Step::Close,
         Request::Write { data_bytes, .. } => {
             ReadCounters::add(&counters.bogus_requests, 1);
             match data_bytes {
-                Some(bytes) => Step::SkipData(bytes),
-                None => Step::Reply(READ_ONLY_REPLY.as_bytes().to_vec()),
+                Some(bytes) => return Step::SkipData(bytes),
+                None => out.extend_from_slice(READ_ONLY_REPLY.as_bytes()),
             }
         }
     }
+    Step::Continue
 }
 
 /// The version this node reports: `qsim-<crate version>`.
@@ -321,45 +430,71 @@ pub fn version() -> String {
     format!("qsim-{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// The whole reply to a `get`/`gets`: every `VALUE` and `END`, or one `SERVER_ERROR`.
-fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &ReadCounters) -> Vec<u8> {
+/// The whole reply to a `get`/`gets`, appended to `out`: every `VALUE` and `END`, or one
+/// `SERVER_ERROR` (what was appended of the reply so far is taken back first).
+fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &ReadCounters, out: &mut Vec<u8>) {
     // Read before the values: if two replies carry the same token, no apply happened between
     // the first token read and the second, so the value did not change in between.
     let token = cas.then(|| backend.cas_token());
-    let mut reply = Vec::new();
+    if out.capacity() == 0 {
+        out.reserve(REPLY_START_BYTES);
+    }
+    let start = out.len();
     let (mut hits, mut misses) = (0, 0);
     for key in keys {
         match backend.get(key) {
             Ok(Some(value)) => {
                 hits += 1;
-                let numbers = match token {
-                    Some(token) => format!(" 0 {} {token}\r\n", value.len()),
-                    None => format!(" 0 {}\r\n", value.len()),
-                };
-                let header = [&b"VALUE "[..], key, numbers.as_bytes()].concat();
-                if reply.len() + header.len() + value.len() + "\r\nEND\r\n".len() > REPLY_BYTES_MAX {
+                out.extend_from_slice(b"VALUE ");
+                out.extend_from_slice(key);
+                out.extend_from_slice(b" 0 ");
+                push_decimal(out, value.len() as u64);
+                if let Some(token) = token {
+                    out.push(b' ');
+                    push_decimal(out, token);
+                }
+                out.extend_from_slice(b"\r\n");
+                if out.len() - start + value.len() + "\r\nEND\r\n".len() > REPLY_BYTES_MAX {
+                    out.truncate(start);
                     return server_error(
                         &format!("reply over REPLY_BYTES_MAX ({REPLY_BYTES_MAX} bytes); ask for fewer keys per get"),
                         counters,
+                        out,
                     );
                 }
-                reply.extend_from_slice(&header);
-                reply.extend_from_slice(&value);
-                reply.extend_from_slice(b"\r\n");
+                out.extend_from_slice(&value);
+                out.extend_from_slice(b"\r\n");
             }
             Ok(None) => misses += 1,
-            Err(message) => return server_error(&message, counters),
+            Err(message) => {
+                out.truncate(start);
+                return server_error(&message, counters, out);
+            }
         }
     }
-    reply.extend_from_slice(b"END\r\n");
+    out.extend_from_slice(b"END\r\n");
     ReadCounters::add(&counters.get_hits, hits);
     ReadCounters::add(&counters.get_misses, misses);
-    reply
 }
 
-/// A counted `SERVER_ERROR` line; the message is made one line and cut to
+/// `n` in decimal, as `format!` would write it, without allocating.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// A counted `SERVER_ERROR` line, appended to `out`; the message is made one line and cut to
 /// [`ERROR_MESSAGE_BYTES_MAX`].
-fn server_error(message: &str, counters: &ReadCounters) -> Vec<u8> {
+fn server_error(message: &str, counters: &ReadCounters, out: &mut Vec<u8>) {
     ReadCounters::add(&counters.server_errors, 1);
     let mut text = one_line(message, false);
     if text.len() > ERROR_MESSAGE_BYTES_MAX {
@@ -370,7 +505,7 @@ fn server_error(message: &str, counters: &ReadCounters) -> Vec<u8> {
         text.truncate(cut);
         text.push_str("...");
     }
-    format!("SERVER_ERROR {text}\r\n").into_bytes()
+    out.extend_from_slice(format!("SERVER_ERROR {text}\r\n").as_bytes());
 }
 
 /// The `stats` reply. Names follow memcached where it has one (`total_connections`).
@@ -495,6 +630,236 @@ mod tests {
             env!("CARGO_PKG_VERSION")
         );
         assert_eq!(out, expected);
+    }
+
+    /// A stream that hands over its input as fast as it is read, then ends, and records each
+    /// write it is given.
+    struct Recorder {
+        input: Vec<u8>,
+        writes: Vec<Vec<u8>>,
+    }
+
+    impl tokio::io::AsyncRead for Recorder {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let n = buf.remaining().min(self.input.len());
+            let taken: Vec<u8> = self.input.drain(..n).collect();
+            buf.put_slice(&taken);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Recorder {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.writes.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn recorded(backend: &Map, input: &[u8]) -> Vec<Vec<u8>> {
+        let mut recorder = Recorder { input: input.to_vec(), writes: Vec::new() };
+        serve_connection(&mut recorder, backend, &ReadCounters::default()).await.expect("serve");
+        recorder.writes
+    }
+
+    #[tokio::test]
+    async fn pipelined_replies_go_out_in_one_write() {
+        let writes = recorded(&map(), &b"get a\r\nversion\r\nget zz\r\n".repeat(8)).await;
+        let reply = format!("VALUE a 0 1\r\n1\r\nEND\r\nVERSION {}\r\nEND\r\n", version());
+        assert_eq!(writes, vec![reply.repeat(8).into_bytes()]);
+        // A request after the buffered ones were answered: its reply is a write of its own.
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (mut rx, mut tx) = tokio::io::split(client);
+        let (backend, counters) = (map(), ReadCounters::default());
+        let client = async {
+            let mut reply = [0u8; 21];
+            for _ in 0..3 {
+                tx.write_all(b"get a\r\n").await.expect("write");
+                rx.read_exact(&mut reply).await.expect("read");
+                assert_eq!(&reply, b"VALUE a 0 1\r\n1\r\nEND\r\n");
+            }
+            tx.shutdown().await.expect("shutdown");
+        };
+        let (served, ()) = tokio::join!(serve_connection(server, &backend, &counters), client);
+        served.expect("serve");
+        assert_eq!(counters.snapshot().get_hits, 3);
+    }
+
+    #[tokio::test]
+    async fn replies_held_for_pipelined_requests_are_bounded() {
+        let mut backend = map();
+        backend.0.insert(b"mid".to_vec(), Ok(vec![b'm'; 1000]));
+        let requests = 3 * PENDING_REPLY_BYTES_MAX / 1000;
+        let writes = recorded(&backend, &b"get mid\r\n".repeat(requests)).await;
+        let reply = format!("VALUE mid 0 1000\r\n{}\r\nEND\r\n", "m".repeat(1000));
+        assert!(writes.len() >= 3, "{} writes", writes.len());
+        assert!(writes.iter().all(|w| w.len() < PENDING_REPLY_BYTES_MAX + reply.len()));
+        assert_eq!(writes.concat(), reply.repeat(requests).into_bytes());
+    }
+
+    // Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_does_not_read_stops_being_read() {
+        let (backend, counters) = (map(), ReadCounters::default());
+        let (client, server) = tokio::io::duplex(4 << 10);
+        let (_rx, mut tx) = tokio::io::split(client);
+        let sent = AtomicU64::new(0);
+        let flood = async {
+            for _ in 0..100_000 {
+                if tx.write_all(b"get a\r\n").await.is_err() {
+                    return;
+                }
+                sent.fetch_add(7, Ordering::Relaxed);
+            }
+        };
+        tokio::select! {
+            _ = serve_connection(server, &backend, &counters) => panic!("the server ended"),
+            () = flood => panic!("the server read 700 000 bytes of requests whose replies were never read"),
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        // Replies held (64 KiB of 21-byte replies answer 22 000 bytes of requests), the read
+        // buffer, and both directions of the pipe.
+        assert!(sent.load(Ordering::Relaxed) < 64 << 10, "{} bytes read", sent.load(Ordering::Relaxed));
+    }
+
+    // Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+    #[cfg(not(madsim))]
+    /// Serves `client` with a 10 s idle timeout; the connection's result and when it ended.
+    async fn timed<F: Future<Output = ()>>(
+        backend: &Map,
+        server: tokio::io::DuplexStream,
+        client: F,
+    ) -> (io::Result<()>, Duration) {
+        let counters = ReadCounters::default();
+        let limits = ConnectionLimits { idle_timeout: Some(Duration::from_secs(10)), lifecycle: None };
+        let begun = tokio::time::Instant::now();
+        let served = async {
+            let served = serve_connection_within(server, backend, &counters, limits).await;
+            (served, begun.elapsed())
+        };
+        tokio::select! {
+            biased;
+            ended = served => ended,
+            () = async { client.await; std::future::pending().await } => unreachable!(),
+        }
+    }
+
+    // Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn idle_deadline_counts_from_the_last_reply() {
+        let backend = map();
+        // Silent from the start.
+        let (_client, server) = tokio::io::duplex(1 << 16);
+        let (served, after) = timed(&backend, server, async {}).await;
+        assert_eq!(served.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+        assert_eq!(after, Duration::from_secs(10));
+        // A request every 6 s keeps it open (the timer set at the first wait fires at 10 s and is
+        // moved on, never cutting a live client); then 10 s of silence after the last reply.
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (mut rx, mut tx) = tokio::io::split(client);
+        let client = async move {
+            let mut reply = [0u8; 21];
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_secs(6)).await;
+                tx.write_all(b"get a\r\n").await.expect("write");
+                rx.read_exact(&mut reply).await.expect("read");
+            }
+            // Keep both halves open.
+            std::future::pending::<()>().await;
+        };
+        let (served, after) = timed(&backend, server, client).await;
+        assert_eq!(served.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+        assert_eq!(after, Duration::from_secs(40));
+        // A line trickled a byte every 2 s: the deadline covers the whole line.
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (_rx, mut tx) = tokio::io::split(client);
+        let client = async move {
+            for byte in b"get aaaaaaaaaaaaaaaaaaaa".iter().cycle() {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                tx.write_all(&[*byte]).await.expect("write");
+            }
+        };
+        let (served, after) = timed(&backend, server, client).await;
+        assert_eq!(served.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+        assert_eq!(after, Duration::from_secs(10));
+    }
+
+    // Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_not_taken_times_out() {
+        let backend = map();
+        let (client, server) = tokio::io::duplex(1024);
+        let (_rx, mut tx) = tokio::io::split(client);
+        let client = async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            tx.write_all(b"get big\r\n").await.expect("write");
+            std::future::pending::<()>().await;
+        };
+        let (served, after) = timed(&backend, server, client).await;
+        let error = served.expect_err("the reply cannot be written");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(error.to_string().contains("writing a reply"), "{error}");
+        assert_eq!(after, Duration::from_secs(13));
+    }
+
+    /// Starts the node's drain when it reads its first key.
+    struct DrainsOnFirstGet(Map, watch::Sender<Lifecycle>);
+
+    impl ReadBackend for DrainsOnFirstGet {
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+            self.1.send_replace(Lifecycle::Draining);
+            self.0.get(key)
+        }
+        fn cas_token(&self) -> u64 {
+            self.0.cas_token()
+        }
+        fn stats(&self) -> Vec<(String, String)> {
+            self.0.stats()
+        }
+    }
+
+    #[tokio::test]
+    async fn draining_closes_between_pipelined_requests() {
+        let (lifecycle, watched) = watch::channel(Lifecycle::Serving);
+        let backend = DrainsOnFirstGet(map(), lifecycle);
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (mut rx, mut tx) = tokio::io::split(client);
+        tx.write_all(b"version\r\nget a\r\nget a\r\nversion\r\n").await.expect("write");
+        let limits = ConnectionLimits { idle_timeout: None, lifecycle: Some(watched) };
+        let counters = ReadCounters::default();
+        serve_connection_within(server, &backend, &counters, limits).await.expect("serve");
+        let mut out = String::new();
+        rx.read_to_string(&mut out).await.expect("read");
+        // The request in flight when the drain began is answered, with those before it; the rest
+        // are not read.
+        assert_eq!(out, format!("VERSION {}\r\nVALUE a 0 1\r\n1\r\nEND\r\n", version()));
+        // Already draining when the connection starts: closed before reading anything.
+        let (lifecycle, watched) = watch::channel(Lifecycle::Draining);
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (mut rx, mut tx) = tokio::io::split(client);
+        tx.write_all(b"version\r\n").await.expect("write");
+        let limits = ConnectionLimits { idle_timeout: None, lifecycle: Some(watched) };
+        serve_connection_within(server, &map(), &counters, limits).await.expect("serve");
+        let mut out = Vec::new();
+        rx.read_to_end(&mut out).await.expect("read");
+        assert!(out.is_empty());
+        drop(lifecycle);
     }
 
     #[tokio::test]

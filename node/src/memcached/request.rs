@@ -135,19 +135,25 @@ pub fn parse_request(line: &[u8]) -> Result<Request<'_>, RequestError> {
     match command {
         b"get" | b"gets" => {
             let name = if command == b"get" { "get" } else { "gets" };
-            let count = tokens.clone().count();
-            if count == 0 {
+            // One pass: the keys are collected while counted, and the count of an over-long list
+            // is finished without collecting the rest.
+            let mut keys: Vec<&[u8]> = Vec::new();
+            let mut too_long = None;
+            while let Some(key) = tokens.next() {
+                if keys.len() == KEYS_PER_GET_MAX {
+                    return Err(RequestError::TooManyKeys { count: KEYS_PER_GET_MAX + 1 + tokens.count() });
+                }
+                if key.len() > KEY_BYTES_MAX && too_long.is_none() {
+                    too_long = Some((keys.len() + 1, key.len()));
+                }
+                keys.push(key);
+            }
+            if keys.is_empty() {
                 return Err(RequestError::MissingKey { command: name });
             }
-            if count > KEYS_PER_GET_MAX {
-                return Err(RequestError::TooManyKeys { count });
-            }
-            let keys: Vec<&[u8]> = tokens.collect();
-            for (i, key) in keys.iter().enumerate() {
-                if key.len() > KEY_BYTES_MAX {
-                    let limit = LimitExceeded { limit: "KEY_BYTES_MAX", max: KEY_BYTES_MAX, actual: key.len() };
-                    return Err(RequestError::KeyTooLong { position: i + 1, limit });
-                }
+            if let Some((position, actual)) = too_long {
+                let limit = LimitExceeded { limit: "KEY_BYTES_MAX", max: KEY_BYTES_MAX, actual };
+                return Err(RequestError::KeyTooLong { position, limit });
             }
             Ok(Request::Get { keys, cas: name == "gets" })
         }

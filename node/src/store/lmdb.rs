@@ -40,6 +40,11 @@ pub(crate) struct LmdbEngine {
     data_file: PathBuf,
     /// Read-only engines only: the one read transaction every read goes through.
     snapshot: Option<Mutex<RoTxn<'static, WithoutTls>>>,
+    /// Writable engines: the read transaction of the last read, reused by the next one until a
+    /// commit drops it (so it never holds an older snapshot than the last commit's, and the
+    /// writer reuses pages as it would without it). Each fresh transaction costs an allocation
+    /// and the reader-table lock in `lock.mdb`, per key read.
+    reader: Mutex<Option<RoTxn<'static, WithoutTls>>>,
 }
 
 fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
@@ -84,7 +89,7 @@ impl LmdbEngine {
             .unwrap_commit();
         let data_file = path.join("data.mdb");
         let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
-        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None })
+        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None, reader: Mutex::new(None) })
     }
 
     /// Opens the existing environment at `path` read-only, with one read transaction for every
@@ -144,16 +149,29 @@ impl LmdbEngine {
             bytes_written: 0,
             data_file,
             snapshot: Some(Mutex::new(snapshot)),
+            reader: Mutex::new(None),
         })
     }
 
-    /// Runs `read` in the engine's read transaction: the fixed one of a read-only engine, a
-    /// fresh one otherwise.
+    /// Runs `read` in the engine's read transaction: the fixed one of a read-only engine;
+    /// otherwise the one reused since the last commit, or a fresh one while another thread
+    /// reads in that.
     fn read<R>(&self, read: impl FnOnce(&RoTxn<'_, WithoutTls>) -> Result<R, EngineError>) -> Result<R, EngineError> {
-        match &self.snapshot {
-            Some(txn) => read(&txn.lock().unwrap_or_else(|p| p.into_inner())),
-            None => read(&self.env.read_txn().map_err(lmdb_error)?),
+        if let Some(txn) = &self.snapshot {
+            return read(&txn.lock().unwrap_or_else(|p| p.into_inner()));
         }
+        let mut reused = match self.reader.try_lock() {
+            Ok(reused) => reused,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return read(&self.env.read_txn().map_err(lmdb_error)?),
+        };
+        let txn = match reused.take() {
+            Some(txn) => txn,
+            None => self.env.clone().static_read_txn().map_err(lmdb_error)?,
+        };
+        let result = read(&txn);
+        *reused = Some(txn);
+        result
     }
 
     fn db(&self, table: Table) -> Db {
@@ -218,6 +236,8 @@ impl Engine for LmdbEngine {
         if self.snapshot.is_some() {
             return Err(failed("the store was opened read-only"));
         }
+        // The reused read transaction ends here: after the commit, reads see it.
+        *self.reader.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         let before = thread_bytes_written();
         let mut txn = self.env.write_txn().map_err(lmdb_error)?;
         for write in &writes {

@@ -690,9 +690,14 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         };
-        let Some(record) = record else { return Ok(None) };
+        let Some(mut record) = record else { return Ok(None) };
         match open_record(key, &record) {
-            Some(value) => Ok(Some(value.to_vec())),
+            Some(value) => {
+                // The value is the record's tail: keep the engine's buffer rather than copy it.
+                let crc_bytes = record.len() - value.len();
+                record.drain(..crc_bytes);
+                Ok(Some(record))
+            }
             None => {
                 self.checksum_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(key = %escape(key), location = %self.location, "value checksum mismatch");
