@@ -217,6 +217,14 @@ pub struct StorageConfig {
     /// LMDB only: `false` opens the environment with `MDB_NORDAHEAD`. Unset: on.
     #[serde(default)]
     pub read_ahead: Option<bool>,
+    /// How often every stored value is read back and checked against its CRC32C (a scrub); a
+    /// replica that finds damage re-bootstraps from a source. Default 1 h; 0 turns it off.
+    #[serde(default = "default_scrub_interval", with = "humantime_serde")]
+    pub scrub_interval: Duration,
+}
+
+fn default_scrub_interval() -> Duration {
+    Duration::from_secs(3600)
 }
 
 impl StorageConfig {

@@ -89,6 +89,8 @@ pub struct NodeState {
     transferring: std::sync::atomic::AtomicBool,
     /// Whether a replication source has welcomed this process yet.
     followed_a_source: std::sync::atomic::AtomicBool,
+    /// Whether this replica found a damaged value and must re-bootstrap.
+    damaged: std::sync::atomic::AtomicBool,
     /// Which fault points this process has switched on (see `fault_points`).
     fault_points: FaultPoints,
     /// When the followed source was last heard from (any frame), by this node's clock.
@@ -115,7 +117,7 @@ pub struct NodeState {
 
 impl NodeState {
     pub fn new(config: NodeConfig, store: Store, node_id: u128) -> Arc<NodeState> {
-        NodeState::with_disk(config, store, node_id, None, None, None)
+        NodeState::with_disk(config, store, node_id, None, None, None, false)
     }
 
     fn with_disk(
@@ -125,6 +127,7 @@ impl NodeState {
         disk: Option<Arc<dyn DiskModel>>,
         memory_disk: Option<crate::store::MemDisk>,
         observer: Option<Arc<dyn NodeObserver>>,
+        fault_points: bool,
     ) -> Arc<NodeState> {
         let ready = config.role == Role::Root || store.applied_index() > 0;
         let (applied, _) = watch::channel(store.applied_index());
@@ -139,9 +142,10 @@ impl NodeState {
             started_ms: crate::clock::unix_ms(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
             source_heard_ms: AtomicU64::new(0),
-            fault_points: FaultPoints::default(),
+            fault_points: FaultPoints::new(fault_points),
             transferring: std::sync::atomic::AtomicBool::new(false),
             followed_a_source: std::sync::atomic::AtomicBool::new(false),
+            damaged: std::sync::atomic::AtomicBool::new(false),
             source_hops: std::sync::atomic::AtomicU8::new(0),
             metrics,
             read_counters: ReadCounters::default(),
@@ -210,6 +214,26 @@ impl NodeState {
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
     /// binary.
+    /// A value failed its checksum: counted, and a replica heals by re-bootstrapping (the root
+    /// is the source of truth and cannot; its damaged keys answer errors until rewritten).
+    pub fn found_damage(&self) {
+        self.metrics.checksum_failures.inc();
+        self.probe(crate::observe::Probe::ChecksumFailed);
+        if self.config.role == Role::Replica {
+            self.damaged.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this replica must re-bootstrap (see [`found_damage`](Self::found_damage)).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged.load(Ordering::Relaxed)
+    }
+
+    /// The store was replaced by a verified snapshot: nothing damaged any more.
+    pub fn healed(&self) {
+        self.damaged.store(false, Ordering::Relaxed);
+    }
+
     /// Records that a replication source welcomed this process.
     pub fn set_followed_a_source(&self) {
         self.followed_a_source.store(true, Ordering::Relaxed);
@@ -400,8 +424,9 @@ impl ReadBackend for NodeState {
         }
         let result = self.with_store(|store| store.get(key));
         result.map_err(|e| {
-            self.metrics.checksum_failures.inc();
-            self.probe(crate::observe::Probe::ChecksumFailed);
+            if matches!(e, StoreError::Checksum { .. }) {
+                self.found_damage();
+            }
             e.to_string()
         })
     }
@@ -488,16 +513,18 @@ impl Node {
     /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
     /// that outlives the node's process, so a restarted node finds its data again.
     pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
-        Node::start_simulated(config, location, node_id, None, None).await
+        Node::start_simulated(config, location, node_id, None, None, false).await
     }
 
-    /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation.
+    /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation,
+    /// an observer told what the node does, and (under the simulator only) its fault points on.
     pub async fn start_simulated(
         config: NodeConfig,
         location: &StoreLocation,
         node_id: u128,
         disk: Option<Arc<dyn DiskModel>>,
         observer: Option<Arc<dyn NodeObserver>>,
+        fault_points: bool,
     ) -> Result<Node, StartError> {
         if let Some(disk) = &disk {
             let latency = disk.charge(DiskOp::Open);
@@ -510,7 +537,7 @@ impl Node {
             _ => None,
         };
         let resume_from = store.applied_index();
-        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer);
+        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer, fault_points);
         if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
             // The position is in the store, in the same commit as the data it covers.
             state.cursor_persisted(resume_from);
@@ -535,6 +562,9 @@ impl Node {
             background.push(tokio::spawn(crate::replication::client::run(state.clone())));
         }
         background.push(tokio::spawn(run_gc(state.clone())));
+        if !state.config.storage.scrub_interval.is_zero() {
+            background.push(tokio::spawn(scrub(state.clone())));
+        }
         if state.config.legacy.acknowledge_before_sync {
             background.push(tokio::spawn(legacy_writeback(state.clone())));
         }
@@ -643,6 +673,23 @@ async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
         }
     })
     .await
+}
+
+/// Reads back every stored value against its checksum every `storage.scrub_interval`, so
+/// damage nobody reads is found too.
+async fn scrub(state: Arc<NodeState>) {
+    loop {
+        tokio::time::sleep(state.config.storage.scrub_interval).await;
+        state.disk_io(DiskOp::Read).await;
+        match state.with_store(|store| store.state_digest()) {
+            Ok(_) => {}
+            Err(e @ StoreError::Checksum { .. }) => {
+                tracing::error!(error = %e, "scrub found a damaged value");
+                state.found_damage();
+            }
+            Err(e) => tracing::error!(error = %e, "scrub failed"),
+        }
+    }
 }
 
 /// PLANTED BUG support (legacy): how often unsynced commits reach the disk — the kernel's

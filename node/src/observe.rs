@@ -23,6 +23,8 @@ pub enum SourceChange {
     Violation,
     /// The source no longer had the entry the node needed next.
     OutOfRetention,
+    /// This node's own store was damaged (a value failed its checksum): it re-bootstrapped.
+    Damaged,
 }
 
 impl SourceChange {
@@ -35,6 +37,7 @@ impl SourceChange {
             SourceChange::Stale => "stale",
             SourceChange::Violation => "violation",
             SourceChange::OutOfRetention => "out_of_retention",
+            SourceChange::Damaged => "damaged",
         }
     }
 }

@@ -60,7 +60,7 @@ impl NodeObserver for EventLog {
 /// Starts a node on a fresh memory disk, reporting to `log`.
 async fn start_logged(config: NodeConfig, node_id: u128, log: &std::sync::Arc<EventLog>) -> Node {
     let observer: std::sync::Arc<dyn NodeObserver> = log.clone();
-    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, None, Some(observer)).await.unwrap()
+    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, None, Some(observer), false).await.unwrap()
 }
 
 fn head(state: &NodeState) -> (u64, String, String) {

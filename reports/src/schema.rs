@@ -181,6 +181,10 @@ pub enum FaultKind {
     /// The node's disk fails: reading a poisoned page kills the process, at every restart, until
     /// the disk is replaced (empty) after `duration` and the node re-bootstraps.
     Sigbus,
+    /// Latent corruption: a share `rate` of the target's stored values (at least one) each get
+    /// a flipped bit, as a bad sector would; the node must notice (checksums, its scrub), never
+    /// serve or forward a damaged value, and heal. Memory engine, replicas only.
+    BitRot,
     /// The power goes out on the target and its `group` (a rack, a data center): every process
     /// dies and loses what its disk had not synced; after `duration` they start again.
     PowerLoss,
@@ -206,6 +210,7 @@ impl FaultKind {
             FaultKind::Loss => "loss",
             FaultKind::SlowDisk => "slow_disk",
             FaultKind::Sigbus => "sigbus",
+            FaultKind::BitRot => "bit_rot",
             FaultKind::PowerLoss => "power_loss",
             FaultKind::Oom => "oom",
             FaultKind::FaultPoint => "fault_point",
@@ -264,6 +269,8 @@ pub enum SourceReason {
     OutOfRetention,
     /// The source sent something that broke the chain or the protocol.
     Violation,
+    /// The node's own store was damaged (bit rot): it re-bootstrapped.
+    Damaged,
 }
 
 impl SourceReason {
@@ -275,6 +282,7 @@ impl SourceReason {
             SourceReason::Refused => "refused",
             SourceReason::OutOfRetention => "out_of_retention",
             SourceReason::Violation => "violation",
+            SourceReason::Damaged => "damaged",
         }
     }
 }
@@ -388,13 +396,14 @@ pub enum Probe {
     FaultLoss,
     FaultSlowDisk,
     FaultSigbus,
+    FaultBitRot,
     FaultPowerLoss,
     FaultOom,
 }
 
 impl Probe {
     /// Every probe, in table order.
-    pub const ALL: [Probe; 31] = [
+    pub const ALL: [Probe; 32] = [
         Probe::LeftStaleSource,
         Probe::WaitedForRecoveringSource,
         Probe::MovedToProbedSource,
@@ -424,6 +433,7 @@ impl Probe {
         Probe::FaultLoss,
         Probe::FaultSlowDisk,
         Probe::FaultSigbus,
+        Probe::FaultBitRot,
         Probe::FaultPowerLoss,
         Probe::FaultOom,
     ];
@@ -442,6 +452,7 @@ impl Probe {
             FaultKind::Loss => Probe::FaultLoss,
             FaultKind::SlowDisk => Probe::FaultSlowDisk,
             FaultKind::Sigbus => Probe::FaultSigbus,
+            FaultKind::BitRot => Probe::FaultBitRot,
             FaultKind::PowerLoss => Probe::FaultPowerLoss,
             FaultKind::Oom => Probe::FaultOom,
             // Each point has its own probe, counted by the node when it fires.

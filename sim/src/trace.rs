@@ -51,6 +51,7 @@ pub fn source_reason(change: qs_node::observe::SourceChange) -> SourceReason {
         SourceChange::Stale => SourceReason::Stale,
         SourceChange::Violation => SourceReason::Violation,
         SourceChange::OutOfRetention => SourceReason::OutOfRetention,
+        SourceChange::Damaged => SourceReason::Damaged,
     }
 }
 

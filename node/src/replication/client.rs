@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
-use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, Want, read_message, write_message};
+use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, UpstreamStatus, Want, read_message, write_message};
 use super::server::KEEPALIVE_INTERVAL;
 use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
 use crate::entry::LogEntry;
@@ -53,6 +53,8 @@ pub(super) enum Ended {
     Violation(String),
     /// The source no longer has the entry we need next.
     OutOfRetention { first_retained: u64 },
+    /// Our own store holds a damaged value: we re-bootstrap.
+    Damaged,
 }
 
 impl Ended {
@@ -64,6 +66,7 @@ impl Ended {
             Ended::Stale { .. } => SourceChange::Stale,
             Ended::Violation(_) => SourceChange::Violation,
             Ended::OutOfRetention { .. } => SourceChange::OutOfRetention,
+            Ended::Damaged => SourceChange::Damaged,
         }
     }
 }
@@ -91,7 +94,11 @@ pub async fn run(state: Arc<NodeState>) {
     loop {
         let mut progressed = false;
         let mut out_of_retention = 0;
+        let mut damaged = state.is_damaged();
         for (position, &source) in sources.iter().enumerate() {
+            if damaged {
+                break;
+            }
             if attempts > 0 {
                 state.metrics.reconnects.inc();
             }
@@ -124,12 +131,18 @@ pub async fn run(state: Arc<NodeState>) {
             if let Ended::OutOfRetention { .. } = ended {
                 out_of_retention += 1;
             }
+            damaged |= ended == Ended::Damaged;
             if position + 1 < sources.len() {
                 state.metrics.failovers.inc();
             }
         }
-        if out_of_retention == sources.len() {
-            // No source has our next entry: bootstrap from the first source that serves a snapshot.
+        if out_of_retention == sources.len() || damaged {
+            // No source has our next entry, or our store is damaged: bootstrap from the first
+            // source that serves a snapshot (a verified one replaces the whole store).
+            if damaged {
+                tracing::warn!(node = %state.config.name, "a stored value is damaged: re-bootstrapping from a source");
+                left_because = SourceChange::Damaged;
+            }
             for &source in &sources {
                 match bootstrap(&state, source).await {
                     Ok(()) => {
@@ -228,10 +241,17 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
     let mut judgement = Staleness::default();
     let mut source_head = u64::MAX;
     let mut heard_at = Instant::now();
+    // What the source's last keepalive said about its own path (healthy until it says).
+    let mut last_said = UpstreamStatus::Healthy;
+    // Whether a verdict to leave waited once for the frames that arrived while we judged.
+    let mut deferred = false;
     // PLANTED BUG (legacy): without a staleness timeout a source that stops sending is followed
     // for as long as its connection stays open.
     let silence_allowed = if state.config.legacy.never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
     loop {
+        if state.is_damaged() {
+            return Ended::Damaged;
+        }
         let message = match timeout(KEEPALIVE_INTERVAL, arriving.recv()).await {
             Err(_) => {
                 // Nothing for a keepalive interval: judge a quiet source.
@@ -241,7 +261,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 }
                 if silent > SOURCE_QUIET
                     && let Verdict::Leave { better } = judgement.judge(state, Heard::Quiet, &others).await
-                    && arriving.is_empty()
+                    && leave_now(&arriving, &mut deferred)
                 {
                     return Ended::Stale { better };
                 }
@@ -287,13 +307,20 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 if state.with_store(|s| s.applied_index()) >= source_head {
                     state.set_ready(); // caught up with the source's head at connect time
                 }
+                // A source streaming only old entries (its disk too slow to keep up) sends no
+                // keepalive to judge it by: judge it here, by what it said last.
+                if let Verdict::Leave { better } = judgement.judge(state, Heard::Said(last_said), &others).await
+                    && leave_now(&arriving, &mut deferred)
+                {
+                    return Ended::Stale { better };
+                }
             }
             Message::Keepalive { upstream, .. } => {
+                last_said = upstream;
                 state.heard_from_source(Some(upstream.wire()));
                 state.set_ready(); // the source has nothing newer
-                // Never leave a source with a frame of its unread: it spoke while we probed.
                 if let Verdict::Leave { better } = judgement.judge(state, Heard::Said(upstream), &others).await
-                    && arriving.is_empty()
+                    && leave_now(&arriving, &mut deferred)
                 {
                     return Ended::Stale { better };
                 }
@@ -322,6 +349,17 @@ impl Drop for Transferring<'_> {
     fn drop(&mut self) {
         self.0.set_transferring(false);
     }
+}
+
+/// Whether to act on a verdict to leave now. A source that spoke while we judged (or probed)
+/// gets its frames read first — they may be the entries that make us fresh — once; a source
+/// that keeps streaming old entries is left at the next verdict.
+fn leave_now<T>(arriving: &tokio::sync::mpsc::Receiver<T>, deferred: &mut bool) -> bool {
+    if arriving.is_empty() || *deferred {
+        return true;
+    }
+    *deferred = true;
+    false
 }
 
 /// Aborts the task when dropped: a connection's reader never outlives its `follow`.
@@ -428,6 +466,12 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     };
     let imported = import.finish(&fresh, &options).map_err(|e| e.to_string())?;
     let index = imported.applied_index();
+    let ours = state.with_store(|s| s.applied_index());
+    if index < ours {
+        // Never back: a node that re-bootstraps over a damaged store waits for a source that
+        // has caught up with what it had applied.
+        return Err(format!("the snapshot is at index {index}, behind this store's {ours}"));
+    }
     match &fresh {
         StoreLocation::Memory(scratch) => match state.memory_disk() {
             // Move the imported data onto the disk that outlives this process, then reopen.
@@ -465,6 +509,7 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     }
     state.metrics.bootstraps.inc();
     state.probe(Probe::SnapshotInstalled);
+    state.healed();
     let hash = state.with_store(|s| s.chain_hash());
     tracing::info!(node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
     state.report(NodeEvent::Bootstrapped { index, hash: hash.to_string() });

@@ -51,6 +51,11 @@ impl MemDisk {
         self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The keys of the KV table, in order (for choosing values to damage).
+    pub fn kv_keys(&self) -> Vec<Vec<u8>> {
+        self.lock()[slot(Table::Kv)].keys().cloned().collect()
+    }
+
     /// Fault injection: flips the lowest bit of the last byte stored under `key` in the KV
     /// table, as a bad sector would. Returns false if the key is absent.
     pub fn corrupt_value(&self, key: &[u8]) -> bool {
@@ -91,6 +96,8 @@ impl MemDisk {
     pub fn take_contents_of(&self, other: &MemDisk) {
         let moved = std::mem::take(&mut *other.lock());
         *self.lock() = moved;
+        // Installed means durable: nothing of the old contents is left to undo.
+        self.sync();
     }
 
     /// Key and value bytes on this disk.

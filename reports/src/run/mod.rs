@@ -433,6 +433,7 @@ fn reason_color(reason: SourceReason) -> RGBColor {
         SourceReason::Refused => RGBColor(0xC6, 0x28, 0x28),
         SourceReason::OutOfRetention => RGBColor(0x6D, 0x4C, 0x41),
         SourceReason::Violation => RGBColor(0x88, 0x0E, 0x4F),
+        SourceReason::Damaged => RGBColor(0x00, 0x69, 0x5C),
     }
 }
 

@@ -29,6 +29,9 @@ use qs_node::store::MemDisk;
 use crate::scenario::{Fault, FaultKind};
 use crate::trace::{Event, FaultPhase, SharedRecorder};
 
+/// The share of a node's values `bit_rot` damages when its fault names no `rate`.
+const BIT_ROT_SHARE: f64 = 0.01;
+
 /// A simulated node as the injectors see it.
 pub struct SimNode {
     pub name: String,
@@ -108,6 +111,32 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
     }
     match fault.kind {
         FaultKind::PowerLoss => unreachable!("handled above"),
+        FaultKind::BitRot if on => {
+            // Latent damage: values chosen from the run's random stream, each with a bit flipped.
+            let node = by_name(fault.target.get_ref());
+            if node.store_path.is_some() {
+                // Refused at load for LMDB and RocksDB; an engine override (`--engine`) lands here.
+                detail = "not modelled on this engine: nothing damaged".into();
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                let phase = FaultPhase::Start;
+                recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind: fault.kind, phase, detail });
+                return;
+            }
+            let disk = node.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let keys = disk.kv_keys();
+            let count = ((keys.len() as f64 * fault.rate.unwrap_or(BIT_ROT_SHARE)).ceil() as usize).clamp(1, keys.len().max(1));
+            let mut damaged = 0;
+            for _ in 0..count {
+                if keys.is_empty() {
+                    break;
+                }
+                let key = &keys[madsim::rand::random::<usize>() % keys.len()];
+                damaged += usize::from(disk.corrupt_value(key));
+            }
+            detail = format!("{damaged} stored values damaged");
+        }
+        FaultKind::BitRot => detail = "latent: the node must have noticed and healed".into(),
         FaultKind::Kill if on => process::kill(&by_name(fault.target.get_ref()).handle),
         FaultKind::Kill => process::restart(&by_name(fault.target.get_ref()).handle),
         FaultKind::Pause if on => process::pause(&by_name(fault.target.get_ref()).handle),

@@ -243,6 +243,10 @@ pub struct NodeSettings {
     /// The chunk size every node serves snapshots in (default: the node's, 1 MiB); small
     /// chunks make a transfer long enough to be interrupted.
     pub snapshot_chunk_bytes: Option<bytesize::ByteSize>,
+    /// How often every node reads back all its values against their checksums (default: the
+    /// node's, 1 h).
+    #[serde(default, with = "humantime_serde")]
+    pub scrub_interval: Option<Duration>,
 }
 
 impl Default for NodeSettings {
@@ -254,6 +258,7 @@ impl Default for NodeSettings {
             retention_entries: 100_000,
             gc_interval: Duration::from_secs(1),
             snapshot_chunk_bytes: None,
+            scrub_interval: None,
         }
     }
 }

@@ -75,8 +75,11 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     let engine = scenario.scenario.engine.get_ref();
     // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
     // would be flushed or compacted; small ones make both happen every few simulated seconds.
-    let memtable =
+    let mut memtable =
         if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
+    if let Some(scrub) = settings.scrub_interval {
+        memtable.push_str(&format!("scrub_interval = \"{}ms\"\n", scrub.as_millis()));
+    }
     let head = |name: &str, role: &str| {
         format!(
             "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",

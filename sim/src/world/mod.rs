@@ -159,6 +159,7 @@ fn start_nodes(
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
     let models = scenario.models().map(Arc::new);
+    let fault_points = scenario.buggify_for(seed);
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
@@ -207,7 +208,7 @@ fn start_nodes(
                             EngineKind::Memory => StoreLocation::Memory(disk),
                             kind => StoreLocation::new(kind, &config.storage.path),
                         };
-                        match Node::start_simulated(config, &location, node_id, Some(device), Some(observer)).await {
+                        match Node::start_simulated(config, &location, node_id, Some(device), Some(observer), fault_points).await {
                             Ok(node) => {
                                 states
                                     .lock()
@@ -280,9 +281,6 @@ async fn world(
     reads: Reads,
 ) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
-    if scenario.buggify_for(seed) {
-        madsim::buggify::enable();
-    }
     let states: States = Arc::default();
     let sigbus = Arc::new(Sigbus::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
