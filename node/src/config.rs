@@ -18,6 +18,7 @@
 //! # block_bytes = "4 KiB"             # rocksdb only: SST data block size
 //! # direct_reads = false              # rocksdb only: read SST files with O_DIRECT
 //! # read_ahead = true                 # lmdb only: false sets MDB_NORDAHEAD
+//! # scrub_interval = "1h"             # read back every value against its checksum; "0s" off
 //!
 //! [memory]
 //! # limit_bytes = "4 GiB"             # resident memory past which the node exits (code 20)
@@ -31,6 +32,7 @@
 //! primaries = ["127.0.0.1:7000"]      # tried first, in order
 //! secondaries = ["127.0.0.1:7100"]    # longer history; tried after the primaries
 //! staleness_failover = "30s"          # newest entry older than this: move to the next source
+//! # snapshot_chunk_bytes = "1 MiB"    # the chunks this node serves snapshots in (4 KiB..16 MiB)
 //!
 //! [retention]
 //! keep_entries_min = 1000

@@ -409,3 +409,45 @@ fn reports_of_a_pass_a_planted_bug_a_slow_ssd_failover_and_a_sweep() {
     }
     assert!(text_of(&sweep, "#totals").contains("bug-replay"));
 }
+
+#[test]
+fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_fixed_node_holds() {
+    use common::probe_hits;
+    use qs_reports::schema::Probe;
+    let dir = tempfile::tempdir().unwrap();
+    // (scenario, the probes its run must reach)
+    let cases: [(&str, &[Probe]); 5] = [
+        (
+            "writer-modes",
+            &[
+                Probe::RepeatedKeyInOneRequest,
+                Probe::DeleteCommitted,
+                Probe::IdenticalRewriteDropped,
+                Probe::QuotaRefused,
+                Probe::PrefixRefused,
+            ],
+        ),
+        ("power-loss", &[Probe::FaultPowerLoss]),
+        ("bit-rot", &[Probe::FaultBitRot, Probe::ChecksumFailed, Probe::SnapshotInstalled]),
+        ("interrupted-bootstrap", &[Probe::SnapshotResumed, Probe::SnapshotInstalled]),
+        ("fault-points", &[Probe::FaultPointSlowCommit]),
+    ];
+    for (name, probes) in cases {
+        let out = dir.path().join(name);
+        let (code, stdout) = qsim(&["run", &format!("scenarios/{name}.toml"), "--seed", "1", "--no-report"], &out);
+        assert_eq!(code, 0, "{name}: {stdout}");
+        for probe in probes {
+            assert!(probe_hits(&out, *probe) > 0, "{name} never reached {}: {stdout}", probe.name());
+        }
+    }
+    // Damaged values never reach a reader: the reads checker, which fails on any value no
+    // writer sent, passed the bit-rot run, and the damaged nodes re-bootstrapped.
+    let trace = trace(&dir.path().join("bit-rot"));
+    assert!(trace.contains(r#""reason":"damaged""#), "no node healed");
+    // Acknowledging before the sync loses acknowledged writes at a power loss: caught.
+    let out = dir.path().join("bug-no-sync");
+    let (code, stdout) = qsim(&["run", "scenarios/bug-no-sync.toml", "--seed", "1", "--no-report"], &out);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(failed_naming(&out, Checker::Reads, &["landed at or before index"]), "{stdout}");
+    assert!(trace(&out).contains("unsynced commits"), "the root lost nothing");
+}

@@ -8,9 +8,10 @@
 //!   ago: `staleness_failover + heartbeat_interval +` [`super::lag::FAILOVER_MARGIN_MS`]), a
 //!   node may change source only if it is X, or X is one of its configured sources (a direct
 //!   downstream node of X);
-//! - or it moves toward health: the source it leaves has lost its path to the root and the
-//!   one it goes to has one (see [`Containment::healthy`]) — what the `lag` checker demands of a
-//!   node with a healthy source, so the two never contradict each other;
+//! - or it moves toward health: it left a stale source (its own choice, not a source dropping or
+//!   refusing it) that has lost its path to the root, for one that has a path (see
+//!   [`Containment::healthy`]) — what the `lag` checker demands of a node with a healthy
+//!   source, so the two never contradict each other;
 //! - anything else is a violation that names the fault and the chain from X down to the node,
 //!   with the moves along it in the window.
 //!
@@ -168,8 +169,11 @@ impl Containment {
         // whose path came back within that is still cut off from where the replica stands.
         let cut_off = |left: &str| self.healthy_since(left, at_ms).is_none_or(|since| at_ms - since < NODE_VIEW_LAG_MS);
         let left = self.current.get(node).map(|(source, _)| source.as_str());
-        let toward_health =
-            left.is_some_and(cut_off) && self.paths.node_at(to).is_some_and(|to| self.healthy(to, at_ms));
+        // Only a node's own choice (it left a stale source) is a move toward health; one whose
+        // source dropped or refused it was moved by that source — the cascade itself.
+        let toward_health = reason == SourceReason::Stale
+            && left.is_some_and(cut_off)
+            && self.paths.node_at(to).is_some_and(|to| self.healthy(to, at_ms));
         if toward_health {
             return None;
         }

@@ -36,3 +36,10 @@ pub fn failed_naming(out: &Path, checker: qs_reports::schema::Checker, words: &[
 pub fn passed(out: &Path, checker: qs_reports::schema::Checker) -> bool {
     verdict(out, checker).status == qs_reports::schema::VerdictStatus::Pass
 }
+
+/// How often the run in `out` reached `probe` (0 when never).
+pub fn probe_hits(out: &Path, probe: qs_reports::schema::Probe) -> u64 {
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("the run wrote its summary");
+    let summary: qs_reports::schema::RunSummary = serde_json::from_str(&text).expect("a run summary");
+    summary.probes.iter().find(|h| h.probe == probe).map_or(0, |h| h.hits)
+}
