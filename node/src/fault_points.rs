@@ -105,7 +105,7 @@ impl FaultPoints {
         }
         #[cfg(madsim)]
         {
-            let one_in = |n: u32| madsim::rand::random::<u32>() % n == 0;
+            let one_in = |n: u32| madsim::rand::random::<u32>().is_multiple_of(n);
             let mut enabled = self.enabled.lock().unwrap_or_else(|p| p.into_inner());
             let switched_on = *enabled[point.slot()].get_or_insert_with(|| one_in(4));
             switched_on && one_in(point.passes_per_firing())

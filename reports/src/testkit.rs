@@ -229,7 +229,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                     at_ms: f.start_ms + delay + 10 * i as u64,
                     node: nodes[i].name.clone(),
                     source: nodes[to].address.clone(),
-                    reason: reason.into(),
+                    reason,
                 });
             }
         }

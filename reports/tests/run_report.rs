@@ -208,7 +208,7 @@ fn no_chart_without_data() {
     }
     // Writes only: the write-rate chart and nothing else.
     let writes: Vec<Event> = (0..100)
-        .map(|i| Event::WriteAcked { at_ms: i * 500, key: format!("k{i}"), index: i + 1, version: 1 })
+        .map(|i| Event::WriteAcked { at_ms: i * 500, key: format!("k{i}"), index: i + 1, version: 1, deleted: false })
         .collect();
     let doc = Html::parse_document(&qs_reports::render_run(&s, &writes));
     assert_eq!(charts(&doc), ["write_rate"]);

@@ -106,10 +106,10 @@ impl Recorder {
     /// Records `event` and feeds it to every observer, recording what they find. A fault
     /// starting counts as reaching its kind's probe.
     pub fn record(&mut self, event: Event) {
-        if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event {
-            if let Some(probe) = Probe::of_fault(*kind) {
-                self.reached(probe);
-            }
+        if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event
+            && let Some(probe) = Probe::of_fault(*kind)
+        {
+            self.reached(probe);
         }
         let mut found = Vec::new();
         for observer in &mut self.observers {

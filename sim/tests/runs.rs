@@ -442,8 +442,8 @@ fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_
     }
     // Damaged values never reach a reader: the reads checker, which fails on any value no
     // writer sent, passed the bit-rot run, and the damaged nodes re-bootstrapped.
-    let trace = trace(&dir.path().join("bit-rot"));
-    assert!(trace.contains(r#""reason":"damaged""#), "no node healed");
+    let healed = trace(&dir.path().join("bit-rot"));
+    assert!(healed.contains(r#""reason":"damaged""#), "no node healed");
     // Acknowledging before the sync loses acknowledged writes at a power loss: caught.
     let out = dir.path().join("bug-no-sync");
     let (code, stdout) = qsim(&["run", "scenarios/bug-no-sync.toml", "--seed", "1", "--no-report"], &out);

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[cfg(madsim)]
 use qs_reports::schema::{Checker, VerdictStatus};
 use qs_sim::exit;
 use qs_sim::scenario::Scenario;

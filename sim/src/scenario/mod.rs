@@ -350,7 +350,7 @@ impl WriterModes {
         if self.repeat_share > 0.0 && self.batch_ops < 2 {
             return Some(("workload.modes.repeat_share", "needs batch_ops of 2 or more".into()));
         }
-        if self.quota_per_s.is_some_and(|q| !(q >= 1.0 && q <= 1e6)) {
+        if self.quota_per_s.is_some_and(|q| !(1.0..=1e6).contains(&q)) {
             return Some(("workload.modes.quota_per_s", "must be between 1 and 1000000".into()));
         }
         None
