@@ -214,8 +214,9 @@ impl NodeState {
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
     /// binary.
-    /// A value failed its checksum: counted, and a replica heals by re-bootstrapping (the root
-    /// is the source of truth and cannot; its damaged keys answer errors until rewritten).
+    /// The store met damage ([`StoreError::is_damage`]: a value failing its checksum, a corrupt
+    /// engine block or log entry): counted, and a replica heals by re-bootstrapping (the root is
+    /// the source of truth and cannot; its damaged keys answer errors until rewritten).
     pub fn found_damage(&self) {
         self.metrics.checksum_failures.inc();
         self.probe(crate::observe::Probe::ChecksumFailed);
@@ -424,7 +425,7 @@ impl ReadBackend for NodeState {
         }
         let result = self.with_store(|store| store.get(key));
         result.map_err(|e| {
-            if matches!(e, StoreError::Checksum { .. }) {
+            if e.is_damage() {
                 self.found_damage();
             }
             e.to_string()
@@ -503,6 +504,25 @@ const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Moves a damaged store directory to `<dir>.damaged` (replacing an earlier one) and returns
+/// where it went. A memory store has no directory; its damage never stops it opening.
+fn set_aside_damaged_store(location: &StoreLocation) -> Result<String, StoreError> {
+    let (StoreLocation::Lmdb(dir) | StoreLocation::Rocksdb(dir)) = location else {
+        return Ok("nowhere (a memory store)".into());
+    };
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".damaged");
+    let kept = dir.with_file_name(name);
+    let io = |what: &str, e: std::io::Error| {
+        StoreError::Engine(crate::store::EngineError::failed(location.kind(), format!("{what}: {e}")))
+    };
+    if kept.exists() {
+        std::fs::remove_dir_all(&kept).map_err(|e| io(&format!("removing {}", kept.display()), e))?;
+    }
+    std::fs::rename(dir, &kept).map_err(|e| io(&format!("moving {} to {}", dir.display(), kept.display()), e))?;
+    Ok(kept.display().to_string())
+}
+
 impl Node {
     /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
     pub async fn start(config: NodeConfig, node_id: u128) -> Result<Node, StartError> {
@@ -530,7 +550,16 @@ impl Node {
             let latency = disk.charge(DiskOp::Open);
             tokio::time::sleep(latency).await;
         }
-        let store = Store::open(location, &config.store_options())?;
+        let (store, damaged_at_open) = match Store::open(location, &config.store_options()) {
+            Err(e) if e.is_damage() && config.role == Role::Replica => {
+                // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
+                // replacing any earlier one) and start empty, to re-bootstrap from a source.
+                let kept = set_aside_damaged_store(location).map_err(StartError::Store)?;
+                tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");
+                (Store::open(location, &config.store_options())?, true)
+            }
+            opened => (opened?, false),
+        };
         tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
         let memory_disk = match location {
             StoreLocation::Memory(disk) => Some(disk.clone()),
@@ -538,6 +567,9 @@ impl Node {
         };
         let resume_from = store.applied_index();
         let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer, fault_points);
+        if damaged_at_open {
+            state.found_damage();
+        }
         if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
             // The position is in the store, in the same commit as the data it covers.
             state.cursor_persisted(resume_from);
@@ -683,8 +715,8 @@ async fn scrub(state: Arc<NodeState>) {
         state.disk_io(DiskOp::Read).await;
         match state.with_store(|store| store.state_digest()) {
             Ok(_) => {}
-            Err(e @ StoreError::Checksum { .. }) => {
-                tracing::error!(error = %e, "scrub found a damaged value");
+            Err(e) if e.is_damage() => {
+                tracing::error!(error = %e, "scrub found damage");
                 state.found_damage();
             }
             Err(e) => tracing::error!(error = %e, "scrub failed"),

@@ -416,7 +416,7 @@ fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_
     use qs_reports::schema::Probe;
     let dir = tempfile::tempdir().unwrap();
     // (scenario, the probes its run must reach)
-    let cases: [(&str, &[Probe]); 5] = [
+    let cases: [(&str, &[Probe]); 7] = [
         (
             "writer-modes",
             &[
@@ -429,6 +429,8 @@ fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_
         ),
         ("power-loss", &[Probe::FaultPowerLoss]),
         ("bit-rot", &[Probe::FaultBitRot, Probe::ChecksumFailed, Probe::SnapshotInstalled]),
+        ("bit-rot-lmdb", &[Probe::FaultBitRot, Probe::ChecksumFailed, Probe::SnapshotInstalled]),
+        ("bit-rot-rocksdb", &[Probe::FaultBitRot, Probe::ChecksumFailed, Probe::SnapshotInstalled]),
         ("interrupted-bootstrap", &[Probe::SnapshotResumed, Probe::SnapshotInstalled]),
         ("fault-points", &[Probe::FaultPointSlowCommit]),
     ];
@@ -442,8 +444,15 @@ fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_
     }
     // Damaged values never reach a reader: the reads checker, which fails on any value no
     // writer sent, passed the bit-rot run, and the damaged nodes re-bootstrapped.
-    let healed = trace(&dir.path().join("bit-rot"));
-    assert!(healed.contains(r#""reason":"damaged""#), "no node healed");
+    for (name, damaged) in [
+        ("bit-rot", "stored values damaged"),
+        ("bit-rot-lmdb", "stored values damaged (data.mdb)"),
+        ("bit-rot-rocksdb", "kv table files had a data block damaged"),
+    ] {
+        let healed = trace(&dir.path().join(name));
+        assert!(healed.contains(damaged) && !healed.contains(" 0 of "), "{name}: nothing was damaged");
+        assert!(healed.contains(r#""reason":"damaged""#), "{name}: no node healed");
+    }
     // Acknowledging before the sync loses acknowledged writes at a power loss: caught.
     let out = dir.path().join("bug-no-sync");
     let (code, stdout) = qsim(&["run", "scenarios/bug-no-sync.toml", "--seed", "1", "--no-report"], &out);

@@ -391,6 +391,12 @@ fn apply_frame(state: &NodeState, entries: &[LogEntry]) -> Result<(), String> {
         state.with_store(|store| if legacy { store.apply_without_gap_check(&entries) } else { store.apply(&entries) });
     applied.map_err(|e| match e {
         StoreError::Refused(refusal) => refusal.to_string(),
+        // The commit met damage already in the store (a RocksDB compaction reading a corrupt
+        // block stops every write): the entries are fine, the store is not.
+        damage if damage.is_damage() => {
+            state.found_damage();
+            format!("applying: {damage}")
+        }
         other => format!("applying: {other}"),
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);

@@ -177,6 +177,10 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(read) => read,
             Err(e) => {
                 tracing::error!(error = %e, after = last, "reading the log for a replication client failed");
+                if e.is_damage() {
+                    // Nothing damaged is forwarded: the entries never left the store.
+                    state.found_damage();
+                }
                 return Ok(()); // drop the client; it will find another source
             }
         };

@@ -19,102 +19,31 @@
 //! - `log` table: index (u64 big-endian, so bytewise order is numeric order) → compressed entry.
 
 mod engine;
+mod error;
 mod lmdb;
+mod location;
 mod mem;
+mod record;
 mod rocks;
+pub mod rot;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
+pub use error::{ApplyRefusal, StoreError};
+pub use location::{OpenOptions, StoreLocation};
+pub(crate) use location::{describe_path, detect_engine};
 pub use mem::MemDisk;
+pub use record::{STORE_FORMAT_VERSION, meta};
+pub(crate) use record::{record_value_len, verified_value};
+use record::{Head, log_key, open_record, value_record};
 pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, escape};
 use crate::limits::GC_ENTRIES_PER_PASS_MAX;
 use engine::{Engine, Table, Write};
-
-/// Version of the on-disk layout described in the module doc.
-pub const STORE_FORMAT_VERSION: u64 = 1;
-
-/// Where a store lives and on which engine.
-#[derive(Clone, Debug)]
-pub enum StoreLocation {
-    /// An LMDB environment directory.
-    Lmdb(PathBuf),
-    /// A RocksDB database directory.
-    Rocksdb(PathBuf),
-    /// A simulated disk in memory; it outlives the `Store`, as a real disk outlives a process.
-    Memory(MemDisk),
-}
-
-impl StoreLocation {
-    pub fn kind(&self) -> EngineKind {
-        match self {
-            StoreLocation::Lmdb(_) => EngineKind::Lmdb,
-            StoreLocation::Rocksdb(_) => EngineKind::Rocksdb,
-            StoreLocation::Memory(_) => EngineKind::Memory,
-        }
-    }
-
-    /// A location of `kind` at `path` (ignored for memory, which gets a fresh disk).
-    pub fn new(kind: EngineKind, path: &Path) -> StoreLocation {
-        match kind {
-            EngineKind::Lmdb => StoreLocation::Lmdb(path.to_path_buf()),
-            EngineKind::Rocksdb => StoreLocation::Rocksdb(path.to_path_buf()),
-            EngineKind::Memory => StoreLocation::Memory(MemDisk::default()),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            StoreLocation::Lmdb(p) | StoreLocation::Rocksdb(p) => format!("{} store at {}", self.kind(), p.display()),
-            StoreLocation::Memory(_) => "memory store".to_string(),
-        }
-    }
-}
-
-/// Options for [`Store::open`].
-#[derive(Clone, Debug)]
-pub struct OpenOptions {
-    /// The database this store holds. A new store takes it; an existing store must match it.
-    pub db_id: DatabaseId,
-    /// LMDB map size: the most the environment can grow to. Virtual address space only.
-    pub lmdb_map_bytes: usize,
-    /// RocksDB memtable size per column family; `None` keeps RocksDB's default (64 MiB).
-    pub rocksdb_memtable_bytes: Option<usize>,
-    /// RocksDB block cache capacity; `None`: [`ROCKSDB_CACHE_BYTES_DEFAULT`].
-    pub rocksdb_cache_bytes: Option<usize>,
-    /// RocksDB SST data block size; `None`: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
-    pub rocksdb_block_bytes: Option<usize>,
-    /// RocksDB reads SST files with `O_DIRECT` (`use_direct_reads`): a block-cache miss is a
-    /// read from the device, not from the OS page cache.
-    pub rocksdb_direct_reads: bool,
-    /// LMDB lets the OS read ahead around a faulted page; `false` opens the environment with
-    /// `MDB_NORDAHEAD`, so a fault reads just its page.
-    pub lmdb_read_ahead: bool,
-    /// Every commit is durable when it returns. Off only for the planted
-    /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
-    /// commits then become durable at the next [`Store::sync`].
-    pub sync_commits: bool,
-}
-
-impl OpenOptions {
-    pub fn new(db_id: DatabaseId) -> OpenOptions {
-        OpenOptions {
-            db_id,
-            lmdb_map_bytes: 16 << 30,
-            rocksdb_memtable_bytes: None,
-            rocksdb_cache_bytes: None,
-            rocksdb_block_bytes: None,
-            rocksdb_direct_reads: false,
-            lmdb_read_ahead: true,
-            sync_commits: true,
-        }
-    }
-}
 
 /// A log retention policy. An entry is collected only when every rule that is set allows it:
 /// it is not among the newest `keep_entries_min`, and it is older than `keep_age_ms`.
@@ -156,52 +85,6 @@ pub struct LogReadLimits {
     pub bytes_max: usize,
 }
 
-/// Why an entry was refused by `apply`. Nothing was changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApplyRefusal {
-    #[error("entry {found} is out of order: expected index {expected} (gap, repeat or reorder)")]
-    IndexOutOfOrder { expected: u64, found: u64 },
-    #[error("entry {index} is for database {found}, but this store holds database {expected}")]
-    WrongDatabase { index: u64, expected: DatabaseId, found: DatabaseId },
-    #[error("entry {index} does not chain: its previous hash is {found:?}, this store's chain hash is {expected:?}")]
-    ChainMismatch { index: u64, expected: ChainHash, found: ChainHash },
-    #[error("entry {index} is damaged: {source}")]
-    BadEntry {
-        index: u64,
-        #[source]
-        source: EntryError,
-    },
-}
-
-/// Everything a store operation can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("refused: {0}")]
-    Refused(#[from] ApplyRefusal),
-    #[error("checksum mismatch reading key {key}: the stored value is damaged and was not returned")]
-    Checksum { key: String },
-    #[error("reading key {key}: {source}")]
-    CorruptRead {
-        key: String,
-        #[source]
-        source: EngineError,
-    },
-    #[error("log entry {index} in the store is damaged: {reason}")]
-    CorruptLog { index: u64, reason: String },
-    #[error("store metadata is damaged: {0}")]
-    CorruptMeta(String),
-    #[error("{location} holds database {found}, not {expected}")]
-    WrongDatabase { location: String, expected: DatabaseId, found: DatabaseId },
-    /// A read-only open ([`Store::open_read_only`]) found no store there; `found` says what is.
-    #[error("{location}: no store to open: found {found}")]
-    NotAStore { location: String, found: String },
-    #[error("{location} has store format version {found}; this build reads version {STORE_FORMAT_VERSION}")]
-    UnknownFormat { location: String, found: u64 },
-    #[error(transparent)]
-    Snapshot(#[from] snapshot::SnapshotError),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-}
 
 /// Sizes and counters of a store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -253,160 +136,9 @@ impl std::fmt::Display for StateDigest {
 /// A key and its value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
-/// Fixed keys of the `meta` table.
-pub mod meta {
-    pub const FORMAT: &[u8] = b"format";
-    pub const DB_ID: &[u8] = b"db_id";
-    pub const APPLIED_INDEX: &[u8] = b"applied_index";
-    pub const CHAIN_HASH: &[u8] = b"chain_hash";
-    pub const FIRST_RETAINED_INDEX: &[u8] = b"first_retained_index";
-    pub const KEY_COUNT: &[u8] = b"key_count";
-    pub const LOGICAL_BYTES: &[u8] = b"logical_bytes";
-}
-
-/// Store-wide state, mirrored from the `meta` table and rewritten by every commit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Head {
-    db_id: DatabaseId,
-    applied_index: u64,
-    chain_hash: ChainHash,
-    first_retained_index: u64,
-    key_count: u64,
-    logical_bytes: u64,
-}
-
-impl Head {
-    fn fresh(db_id: DatabaseId) -> Head {
-        Head {
-            db_id,
-            applied_index: 0,
-            chain_hash: ChainHash::GENESIS,
-            first_retained_index: 1,
-            key_count: 0,
-            logical_bytes: 0,
-        }
-    }
-
-    fn writes(&self) -> Vec<Write> {
-        let put = |key: &[u8], value: Vec<u8>| Write::Put { table: Table::Meta, key: key.to_vec(), value };
-        vec![
-            put(meta::FORMAT, STORE_FORMAT_VERSION.to_be_bytes().to_vec()),
-            put(meta::DB_ID, self.db_id.0.to_be_bytes().to_vec()),
-            put(meta::APPLIED_INDEX, self.applied_index.to_be_bytes().to_vec()),
-            put(meta::CHAIN_HASH, self.chain_hash.0.to_vec()),
-            put(meta::FIRST_RETAINED_INDEX, self.first_retained_index.to_be_bytes().to_vec()),
-            put(meta::KEY_COUNT, self.key_count.to_be_bytes().to_vec()),
-            put(meta::LOGICAL_BYTES, self.logical_bytes.to_be_bytes().to_vec()),
-        ]
-    }
-
-    /// Reads the head from `meta`; `None` for an empty (never initialised) store.
-    fn load(engine: &dyn Engine, location: &str) -> Result<Option<Head>, StoreError> {
-        let Some(format) = engine.get(Table::Meta, meta::FORMAT)? else {
-            return Ok(None);
-        };
-        let format = u64::from_be_bytes(fixed(&format, "format")?);
-        if format != STORE_FORMAT_VERSION {
-            return Err(StoreError::UnknownFormat { location: location.to_string(), found: format });
-        }
-        let field = |key: &'static [u8]| -> Result<Vec<u8>, StoreError> {
-            engine
-                .get(Table::Meta, key)?
-                .ok_or_else(|| StoreError::CorruptMeta(format!("field {} is missing", String::from_utf8_lossy(key))))
-        };
-        let u64_field = |key: &'static [u8]| -> Result<u64, StoreError> {
-            Ok(u64::from_be_bytes(fixed(&field(key)?, std::str::from_utf8(key).unwrap_or("?"))?))
-        };
-        Ok(Some(Head {
-            db_id: DatabaseId(u128::from_be_bytes(fixed(&field(meta::DB_ID)?, "db_id")?)),
-            applied_index: u64_field(meta::APPLIED_INDEX)?,
-            chain_hash: ChainHash(fixed(&field(meta::CHAIN_HASH)?, "chain_hash")?),
-            first_retained_index: u64_field(meta::FIRST_RETAINED_INDEX)?,
-            key_count: u64_field(meta::KEY_COUNT)?,
-            logical_bytes: u64_field(meta::LOGICAL_BYTES)?,
-        }))
-    }
-}
-
-fn fixed<const N: usize>(bytes: &[u8], field: &str) -> Result<[u8; N], StoreError> {
-    bytes
-        .try_into()
-        .map_err(|_| StoreError::CorruptMeta(format!("field {field} has {} bytes, expected {N}", bytes.len())))
-}
-
-fn log_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-/// A value as stored: CRC32C over key and value, then the value. Covering the key catches a
-/// value that ends up under the wrong key, not only flipped bits.
-fn value_record(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let crc = crc32c::crc32c_append(crc32c::crc32c(key), value);
-    let mut record = Vec::with_capacity(4 + value.len());
-    record.extend_from_slice(&crc.to_le_bytes());
-    record.extend_from_slice(value);
-    record
-}
-
-/// The value inside a record, if its checksum verifies.
-fn open_record<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8]> {
-    let (crc, value) = record.split_first_chunk::<4>()?;
-    (u32::from_le_bytes(*crc) == crc32c::crc32c_append(crc32c::crc32c(key), value)).then_some(value)
-}
-
 /// How many times [`Store::open_read_only`] opens a RocksDB store whose view came out
 /// inconsistent (see there) before it gives up and returns the last view.
 const READ_ONLY_OPEN_ATTEMPTS: u32 = 5;
-
-/// What is at `path`, in words, for errors naming what a read-only open found there.
-pub(crate) fn describe_path(path: &Path) -> String {
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return "nothing (no such file or directory)".into(),
-        Err(e) => return format!("something unreadable ({e})"),
-    };
-    if !meta.is_dir() {
-        return "a file, not a store directory".into();
-    }
-    let mut names: Vec<String> = match std::fs::read_dir(path) {
-        Ok(entries) => entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
-        Err(e) => return format!("a directory that cannot be listed ({e})"),
-    };
-    names.sort();
-    let has = |name: &str| names.iter().any(|n| n == name);
-    if has("data.mdb") {
-        "an LMDB environment (data.mdb)".into()
-    } else if has("CURRENT") {
-        "a RocksDB database (CURRENT)".into()
-    } else if names.is_empty() {
-        "an empty directory".into()
-    } else {
-        let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
-        let more = if names.len() > shown.len() { ", ..." } else { "" };
-        format!("a directory of {} entries, none of them a store's ({}{more})", names.len(), shown.join(", "))
-    }
-}
-
-/// The engine whose files are in `path`: `data.mdb` is LMDB, `CURRENT` is RocksDB.
-pub(crate) fn detect_engine(path: &Path) -> Option<EngineKind> {
-    if path.join("data.mdb").is_file() {
-        Some(EngineKind::Lmdb)
-    } else if path.join("CURRENT").is_file() {
-        Some(EngineKind::Rocksdb)
-    } else {
-        None
-    }
-}
-
-/// The value inside a record, if its checksum verifies (for read-only tools).
-pub(crate) fn verified_value<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8]> {
-    open_record(key, record)
-}
-
-/// Length of the value inside a record, without verifying it (for size accounting only).
-pub(crate) fn record_value_len(record: &[u8]) -> u64 {
-    record.len().saturating_sub(4) as u64
-}
 
 /// One replicated database on one engine. Writes take `&mut self`, so a shared store needs a
 /// lock around it, and every read through `&self` sees one consistent commit.

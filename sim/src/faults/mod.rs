@@ -8,6 +8,11 @@
 //!   once and their disks keep only what was synced — on the memory engine, commits made with
 //!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); LMDB and
 //!   RocksDB sync every commit, so for them it is a kill. After `duration` they start again.
+//! - bit rot (here, in [`apply`]): a share of a replica's stored values is damaged, a flipped
+//!   bit as a bad sector leaves. On the memory engine while the node runs (`MemDisk::
+//!   corrupt_value`); on LMDB and RocksDB in its real files, with its process stopped for the
+//!   moment it takes (`qs_node::store::rot`: LMDB values, RocksDB data blocks). The node must
+//!   refuse to serve or forward what fails its checksum, and heal.
 //!
 //! Garbage-collected logs and cascading disconnects are not injectors but situations the
 //! scenarios build from these (a short retention plus a kill; partitions above a deep tree).
@@ -41,7 +46,7 @@ pub struct SimNode {
     pub device: Arc<disk::SimDisk>,
     /// The data on the node's disk (memory engine); replacing the disk swaps in an empty one.
     pub data: Arc<Mutex<MemDisk>>,
-    /// The store's directory (LMDB); replacing the disk deletes it.
+    /// The store's directory (LMDB, RocksDB); replacing the disk deletes it, bit rot damages its files.
     pub store_path: Option<std::path::PathBuf>,
 }
 
@@ -112,29 +117,36 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
     match fault.kind {
         FaultKind::PowerLoss => unreachable!("handled above"),
         FaultKind::BitRot if on => {
-            // Latent damage: values chosen from the run's random stream, each with a bit flipped.
             let node = by_name(fault.target.get_ref());
-            if node.store_path.is_some() {
-                // Refused at load for LMDB and RocksDB; an engine override (`--engine`) lands here.
-                detail = "not modelled on this engine: nothing damaged".into();
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
-                let at_ms = recorder.now_ms();
-                let phase = FaultPhase::Start;
-                recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind: fault.kind, phase, detail });
-                return;
-            }
-            let disk = node.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            let keys = disk.kv_keys();
-            let count = ((keys.len() as f64 * fault.rate.unwrap_or(BIT_ROT_SHARE)).ceil() as usize).clamp(1, keys.len().max(1));
-            let mut damaged = 0;
-            for _ in 0..count {
-                if keys.is_empty() {
-                    break;
+            let share = fault.rate.unwrap_or(BIT_ROT_SHARE);
+            detail = match &node.store_path {
+                // LMDB and RocksDB: the bytes rot in the node's real files, damaged while its
+                // process is down (a running one would go on serving from its caches).
+                Some(path) => {
+                    process::kill(&node.handle);
+                    let rot = qs_node::store::rot::rot_files(path, share, &mut |n| madsim::rand::random::<usize>() % n);
+                    process::restart(&node.handle);
+                    match rot {
+                        Ok(rot) => format!("stopped, {rot}, started again"),
+                        Err(e) => panic!("bit_rot on {}: damaging its files failed: {e}", node.name),
+                    }
                 }
-                let key = &keys[madsim::rand::random::<usize>() % keys.len()];
-                damaged += usize::from(disk.corrupt_value(key));
-            }
-            detail = format!("{damaged} stored values damaged");
+                // The memory engine: latent damage while it runs.
+                None => {
+                    let disk = node.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let keys = disk.kv_keys();
+                    let count = ((keys.len() as f64 * share).ceil() as usize).clamp(1, keys.len().max(1));
+                    let mut damaged = 0;
+                    for _ in 0..count {
+                        if keys.is_empty() {
+                            break;
+                        }
+                        let key = &keys[madsim::rand::random::<usize>() % keys.len()];
+                        damaged += usize::from(disk.corrupt_value(key));
+                    }
+                    format!("{damaged} stored values damaged")
+                }
+            };
         }
         FaultKind::BitRot => detail = "latent: the node must have noticed and healed".into(),
         FaultKind::Kill if on => process::kill(&by_name(fault.target.get_ref()).handle),

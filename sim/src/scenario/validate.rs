@@ -207,11 +207,6 @@ impl Scenario {
                         let problem = "bit_rot damages a replica: the root is the source of truth and has no peer to heal from";
                         return bad(Some(f.target.span()), "fault.target", problem.into());
                     }
-                    if self.scenario.engine.get_ref() != "memory" {
-                        let problem = "bit_rot is modelled on the memory engine only (flipping bytes in LMDB's or RocksDB's \
-                                       files is not built yet)";
-                        return bad(span, "fault.kind", problem.into());
-                    }
                     if f.rate.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {
                         return bad(span, "fault.rate", "a share of the stored values: above 0, at most 1".into());
                     }
