@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 use crate::config::{ProducerConfig, Role};
-use crate::connections::{Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
+use crate::connections::{FlushWhenWritten, Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
 use crate::node::NodeState;
 use crate::observe::Probe;
@@ -114,6 +114,7 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
             let limits = api.state.config.connections.http.clone();
             let gate = api.state.connections.gate(ListenerKind::Http);
             let stream = WriteDeadline::new(stream, limits.write_timeout, gate.timed_out_counter());
+            let stream = FlushWhenWritten::new(stream);
             let service_api = api.clone();
             let service = hyper::service::service_fn(move |request| {
                 let api = service_api.clone();

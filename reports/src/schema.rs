@@ -525,6 +525,9 @@ pub struct RunSummary {
     pub digest: String,
     pub events: u64,
     pub simulated_ms: u64,
+    /// Messages the simulated network carried (the benchmark's cost per message).
+    #[serde(default)]
+    pub messages: u64,
     /// When the liveness phase began (faults healed, writes stopped).
     #[serde(default)]
     pub liveness_from_ms: u64,

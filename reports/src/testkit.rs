@@ -407,6 +407,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         digest: "synthetic".into(),
         events: events.len() as u64,
         simulated_ms: end_ms,
+        messages: 0,
         liveness_from_ms: liveness_ms,
         converged_after_ms: Some(1_200),
         max_lag_ms,

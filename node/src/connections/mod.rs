@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
-pub use io::{NodeTimer, WriteDeadline};
+pub use io::{FlushWhenWritten, NodeTimer, WriteDeadline};
 pub use settings::ConnectionsConfig;
 
 use crate::metrics::Metrics;

@@ -342,6 +342,7 @@ fn write_outputs(
         digest: outcome.digest.clone(),
         events: outcome.events.len() as u64,
         simulated_ms: outcome.simulated.as_millis() as u64,
+        messages: outcome.messages,
         liveness_from_ms: outcome.liveness_from.as_millis() as u64,
         converged_after_ms: outcome.converged_after.map(|d| d.as_millis() as u64),
         max_lag_ms: outcome

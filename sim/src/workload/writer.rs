@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use qs_node::connections::FlushWhenWritten;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -222,7 +223,8 @@ async fn send(root: SocketAddr, ops: &[Operation]) -> Answer {
         return Answer::Unknown;
     };
     let Ok((mut sender, connection)) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+        // A flush with nothing written would send madsim an empty message (see FlushWhenWritten).
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(FlushWhenWritten::new(stream))).await
     else {
         return Answer::Unknown;
     };

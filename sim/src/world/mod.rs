@@ -65,6 +65,9 @@ pub struct RunOutcome {
     pub converged_after: Option<Duration>,
     /// Per tier, the sizing formulas against the configuration (with `[resources]`).
     pub sizing: Vec<qs_reports::schema::SizingRow>,
+    /// Messages the simulated network carried (madsim's count: one per TCP write that sent
+    /// bytes), for the benchmark's cost per message.
+    pub messages: u64,
 }
 
 /// What the world hands back besides the trace.
@@ -75,6 +78,7 @@ struct WorldEnd {
     writes_acked: usize,
     liveness_from: Duration,
     converged_after: Option<Duration>,
+    messages: u64,
 }
 
 impl RunOutcome {
@@ -104,7 +108,10 @@ impl RunOutcome {
 /// and that reseed come from the OS and never touch the run's stream.
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let scenario = scenario.clone();
-    let scratch = tempfile::tempdir().expect("a scratch directory for the run");
+    let scratch = tempfile::Builder::new()
+        .prefix("qsim-run-")
+        .tempdir_in(scratch_root())
+        .expect("a scratch directory for the run");
     let path = scratch.path().to_path_buf();
     let outcome = match std::thread::Builder::new()
         .name(format!("qsim-seed-{seed}"))
@@ -115,6 +122,23 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     };
     drop(scratch);
     outcome
+}
+
+/// Where runs keep their scratch directories: `QSIM_SCRATCH_DIR` if set, else `/dev/shm` where
+/// it is a writable directory, else the system's temporary directory.
+///
+/// In memory by default because nothing in the simulation needs the host's disk: durability is
+/// the simulated disk's to model (its latencies, power loss, SIGBUS), and a killed node's
+/// process is the simulator's own, so whatever LMDB and RocksDB wrote stays in the host's page
+/// cache either way. On a real disk every one of their commits waited for a host `fsync` that
+/// buys nothing here — most of an LMDB or RocksDB run's wall time.
+pub fn scratch_root() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("QSIM_SCRATCH_DIR").filter(|d| !d.is_empty()) {
+        return dir.into();
+    }
+    let shm = std::path::Path::new("/dev/shm");
+    let writable = shm.is_dir() && tempfile::Builder::new().prefix("qsim-probe-").tempfile_in(shm).is_ok();
+    if writable { shm.to_path_buf() } else { std::env::temp_dir() }
 }
 
 fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
@@ -135,6 +159,7 @@ fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOut
         liveness_from: end.liveness_from,
         converged_after: end.converged_after,
         sizing: end.sizing,
+        messages: end.messages,
     }
 }
 
@@ -429,6 +454,7 @@ async fn world(
         .count();
     let converged_after = pending.is_empty().then(|| simulated - liveness_from);
     let sizing = end::sizing(&scenario, &nodes, &recorder);
-    WorldEnd { sizing, pending, simulated, writes_acked, liveness_from, converged_after }
+    let messages = madsim::net::NetSim::current().stat().msg_count;
+    WorldEnd { sizing, pending, simulated, writes_acked, liveness_from, converged_after, messages }
 }
 
