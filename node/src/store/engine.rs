@@ -215,6 +215,11 @@ pub(crate) type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 pub(crate) trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
+    /// The length of the value under `key`, without copying the value out: what an apply's
+    /// bookkeeping needs of the value it replaces.
+    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        Ok(self.get(table, key)?.map(|value| value.len()))
+    }
     /// Visits `(key, value)` pairs with key >= `start` in ascending order until `visit` returns
     /// false or the table ends.
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError>;

@@ -217,6 +217,10 @@ impl Engine for LmdbEngine {
         self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::to_vec)))
     }
 
+    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::len)))
+    }
+
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
         self.read(|txn| {
             // LMDB refuses a zero-length seek key (MDB_BAD_VALSIZE); an empty start means "all".

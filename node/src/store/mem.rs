@@ -182,6 +182,10 @@ impl Engine for MemEngine {
         Ok(self.disk.lock()[slot(table)].get(key).cloned())
     }
 
+    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        Ok(self.disk.lock()[slot(table)].get(key).map(Vec::len))
+    }
+
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
         // Copy out under the lock in bounded pages so `visit` never runs with the lock held.
         const PAGE: usize = 256;

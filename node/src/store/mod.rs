@@ -38,7 +38,7 @@ pub(crate) use location::{describe_path, detect_engine};
 pub use mem::MemDisk;
 pub use record::{STORE_FORMAT_VERSION, meta};
 pub(crate) use record::{record_value_len, verified_value};
-use record::{Head, log_key, open_record, value_record};
+use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, escape};
@@ -363,7 +363,7 @@ impl Store {
                 let key = op.key();
                 let old_len = match overlay.get(key) {
                     Some(old) => old.map(|v| v.len() as u64),
-                    None => self.engine.get(Table::Kv, key)?.map(|r| record_value_len(&r)),
+                    None => self.engine.value_len(Table::Kv, key)?.map(value_len_of_record),
                 };
                 if let Some(old_len) = old_len {
                     head.key_count -= 1;

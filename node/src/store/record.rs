@@ -116,5 +116,10 @@ pub(crate) fn verified_value<'r>(key: &[u8], record: &'r [u8]) -> Option<&'r [u8
 
 /// Length of the value inside a record, without verifying it (for size accounting only).
 pub(crate) fn record_value_len(record: &[u8]) -> u64 {
-    record.len().saturating_sub(4) as u64
+    value_len_of_record(record.len())
+}
+
+/// Length of the value inside a record of `record_len` bytes.
+pub(crate) fn value_len_of_record(record_len: usize) -> u64 {
+    record_len.saturating_sub(4) as u64
 }

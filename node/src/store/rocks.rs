@@ -303,6 +303,10 @@ impl Engine for RocksEngine {
         self.db.get_cf(self.cf(table), key).map_err(rocks_error)
     }
 
+    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        Ok(self.db.get_pinned_cf(self.cf(table), key).map_err(rocks_error)?.map(|value| value.len()))
+    }
+
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
         for item in self.db.iterator_cf(self.cf(table), IteratorMode::From(start, Direction::Forward)) {
             let (key, value) = item.map_err(rocks_error)?;
