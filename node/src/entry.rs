@@ -362,6 +362,46 @@ impl LogEntry {
     }
 }
 
+/// A log entry together with its stored and transmitted form — the Snappy-compressed
+/// [`LogEntry::encode`] bytes it was decoded from, its hash verified on the way. The only way
+/// to build one is [`VerifiedEntry::decompress`], so holding one means the bytes and the entry
+/// agree: a replica stores the bytes a frame brought, and a source forwards the bytes it
+/// stored, without encoding and compressing the entry again at every hop of the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedEntry {
+    entry: LogEntry,
+    compressed: Vec<u8>,
+}
+
+impl VerifiedEntry {
+    /// [`LogEntry::decompress`], keeping the bytes.
+    pub fn decompress(compressed: Vec<u8>) -> Result<VerifiedEntry, EntryError> {
+        let entry = LogEntry::decompress(&compressed)?;
+        Ok(VerifiedEntry { entry, compressed })
+    }
+
+    /// The stored form: what [`decompress`](Self::decompress) was given.
+    pub fn compressed(&self) -> &[u8] {
+        &self.compressed
+    }
+
+    pub fn into_compressed(self) -> Vec<u8> {
+        self.compressed
+    }
+
+    pub fn into_entry(self) -> LogEntry {
+        self.entry
+    }
+}
+
+impl std::ops::Deref for VerifiedEntry {
+    type Target = LogEntry;
+
+    fn deref(&self) -> &LogEntry {
+        &self.entry
+    }
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,

@@ -305,13 +305,11 @@ impl NodeState {
     /// Records that `entries` (one commit's worth, in order) were applied: the event the
     /// simulator's checkers consume, the newest root timestamp (for lag), and a wake-up for
     /// everything waiting on new entries. Takes the entries so nothing is read back.
-    pub fn applied(&self, entries: &[crate::entry::LogEntry]) {
-        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-            tracing::debug!(node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
-            self.report(NodeEvent::Applied { first: first.index, last: last.index, hash: last.hash.to_string() });
-            self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);
-            self.publish(last.index);
-        }
+    pub fn applied(&self, first: &crate::entry::LogEntry, last: &crate::entry::LogEntry) {
+        tracing::debug!(node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
+        self.report(NodeEvent::Applied { first: first.index, last: last.index, hash: last.hash.to_string() });
+        self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);
+        self.publish(last.index);
     }
 
     /// Refreshes the gauges and wakes waiters from the store itself (start-up, a replaced store,

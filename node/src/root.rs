@@ -186,7 +186,7 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
                 store.apply(std::slice::from_ref(&entry)).map(|()| entry)
             });
             match committed {
-                Ok(entry) => state.applied(std::slice::from_ref(&entry)),
+                Ok(entry) => state.applied(&entry, &entry),
                 Err(e) => tracing::error!(error = %e, "heartbeat commit failed"),
             }
         }
@@ -242,7 +242,9 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     });
     match outcome {
         Ok((index, dropped, entries, probes)) => {
-            state.applied(&entries);
+            if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+                state.applied(first, last);
+            }
             for probe in probes {
                 state.probe(probe);
             }

@@ -16,12 +16,14 @@ use std::time::{Duration, Instant};
 /// the cores of a small machine, so they also compete for the CPU.
 const RUNS: usize = 6;
 
-/// `qsim run scenarios/quickstart.toml --seed 1 --no-report`, with `tmp` as its temporary
-/// directory (shared by the runs of one test, private to the test) and `out` as its folder.
+/// `qsim run scenarios/quickstart.toml --seed 1 --no-report`, with `tmp` as its temporary and
+/// scratch directory (shared by the runs of one test, private to the test) and `out` as its
+/// folder.
 fn start(tmp: &Path, out: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_qsim"))
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .env("TMPDIR", tmp)
+        .env("QSIM_SCRATCH_DIR", tmp)
         .args(["run", "scenarios/quickstart.toml", "--seed", "1", "--engine", "memory", "--no-report", "--out"])
         .arg(out)
         .stdout(Stdio::piped())

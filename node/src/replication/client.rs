@@ -29,7 +29,7 @@ use tokio::time::{Instant, timeout};
 use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, UpstreamStatus, Want, read_message, write_message};
 use super::server::KEEPALIVE_INTERVAL;
 use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
-use crate::entry::LogEntry;
+use crate::entry::VerifiedEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe, SourceChange};
@@ -287,7 +287,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             }
             Message::Entries { entries } => {
                 state.heard_from_source(None);
-                let entries = match decode_frame(&entries) {
+                let entries = match decode_frame(entries) {
                     Ok(entries) => entries,
                     Err(reason) => return violation(&state.metrics, reason),
                 };
@@ -298,7 +298,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                     // are applied; a crash in between resumes past entries never applied.
                     write_legacy_cursor_at(state, last.index);
                 }
-                let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
+                let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
                 state.disk_io(DiskOp::Commit { bytes }).await;
                 state.pages_io(entries.iter().flat_map(|e| e.ops.iter())).await;
                 if let Err(reason) = apply_frame(state, &entries) {
@@ -377,18 +377,21 @@ fn violation(metrics: &Metrics, reason: String) -> Ended {
     Ended::Violation(reason)
 }
 
-/// Decodes one frame of entries, each checked against its own hash.
-fn decode_frame(frames: &[Vec<u8>]) -> Result<Vec<LogEntry>, String> {
-    frames.iter().map(|frame| LogEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}"))).collect()
+/// Decodes one frame of entries, each checked against its own hash, keeping the bytes to store.
+fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
+    frames
+        .into_iter()
+        .map(|frame| VerifiedEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}")))
+        .collect()
 }
 
 /// Checks and applies one frame of entries as one commit.
-fn apply_frame(state: &NodeState, entries: &[LogEntry]) -> Result<(), String> {
-    let entries = entries.to_vec();
-    let bytes: u64 = entries.iter().map(LogEntry::logical_bytes).sum();
+fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
+    let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
     let legacy = state.config.legacy.apply_without_gap_check;
-    let applied =
-        state.with_store(|store| if legacy { store.apply_without_gap_check(&entries) } else { store.apply(&entries) });
+    let applied = state.with_store(|store| {
+        if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }
+    });
     applied.map_err(|e| match e {
         StoreError::Refused(refusal) => refusal.to_string(),
         // The commit met damage already in the store (a RocksDB compaction reading a corrupt
@@ -401,7 +404,9 @@ fn apply_frame(state: &NodeState, entries: &[LogEntry]) -> Result<(), String> {
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);
-    state.applied(&entries);
+    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+        state.applied(first, last);
+    }
     Ok(())
 }
 

@@ -41,7 +41,7 @@ pub(crate) use record::{record_value_len, verified_value};
 use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
-use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, escape};
+use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, VerifiedEntry, escape};
 use crate::limits::GC_ENTRIES_PER_PASS_MAX;
 use engine::{Engine, Table, Write};
 
@@ -65,11 +65,12 @@ pub struct GcOutcome {
     pub more: bool,
 }
 
-/// Answer to a log read for replication.
+/// Answer to a log read for replication: entries as [`LogEntry`], or as [`VerifiedEntry`]
+/// with their stored bytes ([`Store::read_verified_log_after`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogRead {
+pub enum LogRead<E = LogEntry> {
     /// Entries from the requested index on, in order (empty when the reader is caught up).
-    Entries(Vec<LogEntry>),
+    Entries(Vec<E>),
     /// The requested index was garbage-collected; the oldest entry still held is
     /// `first_retained`. The reader must find another source or a snapshot.
     Collected { first_retained: u64 },
@@ -332,18 +333,28 @@ impl Store {
 
     /// Applies `entries` in one commit, or refuses them all and changes nothing.
     pub fn apply(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
-        self.apply_checked(entries, true)
+        let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (e, None)).collect();
+        self.apply_checked(&entries, true)
+    }
+
+    /// [`apply`](Self::apply) for entries that arrived in their stored form: the bytes a frame
+    /// brought are stored as they are (they decoded to the entry, its hash verified).
+    pub fn apply_verified(&mut self, entries: &[VerifiedEntry]) -> Result<(), StoreError> {
+        let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (&**e, Some(e.compressed()))).collect();
+        self.apply_checked(&entries, true)
     }
 
     /// PLANTED BUG (legacy, for the simulator's bug zoo only): [`apply`](Self::apply) without
     /// the gap and chain checks — an entry is applied whatever its index and previous hash. Each
     /// entry's own hash and database id are still checked. Never used unless a node's
     /// configuration asks for `legacy.apply_without_gap_check`.
-    pub fn apply_without_gap_check(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
-        self.apply_checked(entries, false)
+    pub fn apply_without_gap_check(&mut self, entries: &[VerifiedEntry]) -> Result<(), StoreError> {
+        let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (&**e, Some(e.compressed()))).collect();
+        self.apply_checked(&entries, false)
     }
 
-    fn apply_checked(&mut self, entries: &[LogEntry], gap_check: bool) -> Result<(), StoreError> {
+    /// Each entry with, when it arrived compressed, the bytes it was verified from.
+    fn apply_checked(&mut self, entries: &[(&LogEntry, Option<&[u8]>)], gap_check: bool) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -352,7 +363,7 @@ impl Store {
         let mut overlay: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         let mut writes = Vec::with_capacity(entries.len() + 8);
         let mut logical_bytes_written = 0;
-        for entry in entries {
+        for &(entry, stored) in entries {
             if gap_check {
                 check_next(&head, entry)?;
             } else {
@@ -379,9 +390,14 @@ impl Store {
                 };
                 overlay.insert(key, new);
             }
-            // The hash check happens here, on the bytes that are stored.
-            let compressed =
-                entry.compress_verified().map_err(|source| ApplyRefusal::BadEntry { index: entry.index, source })?;
+            // The hash check happens on the bytes that are stored: here, or when the entry was
+            // decoded from them (a `VerifiedEntry`).
+            let compressed = match stored {
+                Some(bytes) => bytes.to_vec(),
+                None => entry
+                    .compress_verified()
+                    .map_err(|source| ApplyRefusal::BadEntry { index: entry.index, source })?,
+            };
             writes.push(Write::Put { table: Table::Log, key: log_key(entry.index).to_vec(), value: compressed });
             logical_bytes_written += entry.logical_bytes();
             head.applied_index = entry.index;
@@ -395,7 +411,7 @@ impl Store {
         }
         // Invariants of an apply, asserted where they hold so a broken one stops the run at the
         // point of damage (under the simulator: with its seed): the head is the last entry's.
-        let last = entries.last().expect("not empty: returned above");
+        let (last, _) = entries.last().expect("not empty: returned above");
         assert_eq!(
             (head.applied_index, head.chain_hash),
             (last.index, last.hash),
@@ -441,6 +457,20 @@ impl Store {
     /// Log entries after `last_index` (the reader's last applied index), within `limits`.
     /// Every entry is decoded and its hash verified before it is returned.
     pub fn read_log_after(&self, last_index: u64, limits: LogReadLimits) -> Result<LogRead, StoreError> {
+        Ok(match self.read_verified_log_after(last_index, limits)? {
+            LogRead::Entries(entries) => LogRead::Entries(entries.into_iter().map(VerifiedEntry::into_entry).collect()),
+            LogRead::Collected { first_retained } => LogRead::Collected { first_retained },
+            LogRead::Ahead { applied } => LogRead::Ahead { applied },
+        })
+    }
+
+    /// [`read_log_after`](Self::read_log_after), each entry with the bytes it is stored as:
+    /// what a source forwards.
+    pub fn read_verified_log_after(
+        &self,
+        last_index: u64,
+        limits: LogReadLimits,
+    ) -> Result<LogRead<VerifiedEntry>, StoreError> {
         if last_index > self.head.applied_index {
             return Ok(LogRead::Ahead { applied: self.head.applied_index });
         }
@@ -448,7 +478,7 @@ impl Store {
         if from < self.head.first_retained_index {
             return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
         }
-        let mut entries: Vec<LogEntry> = Vec::new();
+        let mut entries: Vec<VerifiedEntry> = Vec::new();
         let mut bytes = 0usize;
         let mut misplaced = None;
         self.scan_entries(from, &mut |index, compressed_len, entry| {
@@ -576,11 +606,15 @@ impl Store {
     /// Visits decoded, hash-verified log entries from index `from` on, with each one's stored
     /// (compressed) length, until `visit` returns false; an undecodable entry is
     /// [`StoreError::CorruptLog`].
-    fn scan_entries(&self, from: u64, visit: &mut dyn FnMut(u64, usize, LogEntry) -> bool) -> Result<(), StoreError> {
+    fn scan_entries(
+        &self,
+        from: u64,
+        visit: &mut dyn FnMut(u64, usize, VerifiedEntry) -> bool,
+    ) -> Result<(), StoreError> {
         let mut damaged = None;
         self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
             let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
-            match LogEntry::decompress(value) {
+            match VerifiedEntry::decompress(value.to_vec()) {
                 Ok(entry) => visit(index, value.len(), entry),
                 Err(e) => {
                     damaged = Some(StoreError::CorruptLog { index, reason: e.to_string() });
@@ -660,5 +694,5 @@ fn check_next(head: &Head, entry: &LogEntry) -> Result<(), ApplyRefusal> {
     for op in &entry.ops {
         op.validate().map_err(bad)?;
     }
-    Ok(()) // the entry's own hash is checked by `compress_verified`, on the stored bytes
+    Ok(()) // the entry's own hash is checked on the stored bytes: by `compress_verified`, or when a `VerifiedEntry` was decoded from them
 }
