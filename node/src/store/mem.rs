@@ -225,6 +225,7 @@ impl Engine for MemEngine {
         let mut tables = self.disk.lock();
         // Unsynced, the commit keeps what it replaced until the next sync (see the module doc).
         let mut undo: Option<Undo> = (!self.sync_commits).then(Vec::new);
+        let journaled = undo.is_some();
         let mut replaced = |table: usize, key: &[u8], before: Option<Vec<u8>>| {
             if let Some(undo) = undo.as_mut() {
                 undo.push((table, key.to_vec(), before));
@@ -234,8 +235,13 @@ impl Engine for MemEngine {
             match write {
                 Write::Put { table, key, value } => {
                     self.bytes_written += (key.len() + value.len()) as u64;
-                    let before = tables[slot(table)].insert(key.clone(), value);
-                    replaced(slot(table), &key, before);
+                    if journaled {
+                        let before = tables[slot(table)].insert(key.clone(), value);
+                        replaced(slot(table), &key, before);
+                    } else {
+                        // Synced: nothing to remember, so the key moves in uncopied.
+                        tables[slot(table)].insert(key, value);
+                    }
                 }
                 Write::Delete { table, key } => {
                     let before = tables[slot(table)].remove(&key);
