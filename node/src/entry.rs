@@ -389,8 +389,11 @@ impl VerifiedEntry {
         self.compressed
     }
 
-    pub fn into_entry(self) -> LogEntry {
-        self.entry
+}
+
+impl std::borrow::Borrow<LogEntry> for VerifiedEntry {
+    fn borrow(&self) -> &LogEntry {
+        &self.entry
     }
 }
 

@@ -28,6 +28,7 @@ mod rocks;
 pub mod rot;
 pub mod snapshot;
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -457,11 +458,7 @@ impl Store {
     /// Log entries after `last_index` (the reader's last applied index), within `limits`.
     /// Every entry is decoded and its hash verified before it is returned.
     pub fn read_log_after(&self, last_index: u64, limits: LogReadLimits) -> Result<LogRead, StoreError> {
-        Ok(match self.read_verified_log_after(last_index, limits)? {
-            LogRead::Entries(entries) => LogRead::Entries(entries.into_iter().map(VerifiedEntry::into_entry).collect()),
-            LogRead::Collected { first_retained } => LogRead::Collected { first_retained },
-            LogRead::Ahead { applied } => LogRead::Ahead { applied },
-        })
+        self.read_log_as(last_index, limits, LogEntry::decompress)
     }
 
     /// [`read_log_after`](Self::read_log_after), each entry with the bytes it is stored as:
@@ -471,6 +468,16 @@ impl Store {
         last_index: u64,
         limits: LogReadLimits,
     ) -> Result<LogRead<VerifiedEntry>, StoreError> {
+        self.read_log_as(last_index, limits, |stored| VerifiedEntry::decompress(stored.to_vec()))
+    }
+
+    /// A log read whose entries `decode` makes from their stored bytes (verifying them).
+    fn read_log_as<E: Borrow<LogEntry>>(
+        &self,
+        last_index: u64,
+        limits: LogReadLimits,
+        decode: fn(&[u8]) -> Result<E, EntryError>,
+    ) -> Result<LogRead<E>, StoreError> {
         if last_index > self.head.applied_index {
             return Ok(LogRead::Ahead { applied: self.head.applied_index });
         }
@@ -478,19 +485,20 @@ impl Store {
         if from < self.head.first_retained_index {
             return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
         }
-        let mut entries: Vec<VerifiedEntry> = Vec::new();
+        let mut entries: Vec<E> = Vec::new();
         let mut bytes = 0usize;
         let mut misplaced = None;
-        self.scan_entries(from, &mut |index, compressed_len, entry| {
+        self.scan_entries(from, decode, &mut |index, compressed_len, entry| {
             if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + compressed_len > limits.bytes_max)
             {
                 return false;
             }
             let expected = from + entries.len() as u64;
-            if index != expected || entry.index != expected {
+            let found = entry.borrow().index;
+            if index != expected || found != expected {
                 misplaced = Some(StoreError::CorruptLog {
                     index: expected,
-                    reason: format!("found entry {} under key {index} where {expected} belongs", entry.index),
+                    reason: format!("found entry {found} under key {index} where {expected} belongs"),
                 });
                 return false;
             }
@@ -511,7 +519,10 @@ impl Store {
             "a log read of {} entries, {bytes} bytes, passed its limits {limits:?}",
             entries.len()
         );
-        assert!(entries.last().is_none_or(|e| e.index <= self.head.applied_index), "a log read past the applied index");
+        assert!(
+            entries.last().is_none_or(|e| e.borrow().index <= self.head.applied_index),
+            "a log read past the applied index"
+        );
         Ok(LogRead::Entries(entries))
     }
 
@@ -527,7 +538,7 @@ impl Store {
             match policy.keep_age_ms {
                 None => new_first = end.max(first),
                 Some(age) => {
-                    self.scan_entries(first, &mut |index, _, entry| {
+                    self.scan_entries(first, LogEntry::decompress, &mut |index, _, entry| {
                         let collectable = index < end && entry.timestamp_ms.saturating_add(age) <= now_ms;
                         if collectable {
                             new_first = index + 1;
@@ -603,18 +614,19 @@ impl Store {
         }
     }
 
-    /// Visits decoded, hash-verified log entries from index `from` on, with each one's stored
-    /// (compressed) length, until `visit` returns false; an undecodable entry is
-    /// [`StoreError::CorruptLog`].
-    fn scan_entries(
+    /// Visits log entries from index `from` on, each made by `decode` from its stored bytes
+    /// (which verifies it), with its stored (compressed) length, until `visit` returns false; an
+    /// undecodable entry is [`StoreError::CorruptLog`].
+    fn scan_entries<E>(
         &self,
         from: u64,
-        visit: &mut dyn FnMut(u64, usize, VerifiedEntry) -> bool,
+        decode: fn(&[u8]) -> Result<E, EntryError>,
+        visit: &mut dyn FnMut(u64, usize, E) -> bool,
     ) -> Result<(), StoreError> {
         let mut damaged = None;
         self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
             let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
-            match VerifiedEntry::decompress(value.to_vec()) {
+            match decode(value) {
                 Ok(entry) => visit(index, value.len(), entry),
                 Err(e) => {
                     damaged = Some(StoreError::CorruptLog { index, reason: e.to_string() });

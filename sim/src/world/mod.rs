@@ -65,8 +65,8 @@ pub struct RunOutcome {
     pub converged_after: Option<Duration>,
     /// Per tier, the sizing formulas against the configuration (with `[resources]`).
     pub sizing: Vec<qs_reports::schema::SizingRow>,
-    /// Messages the simulated network carried (madsim's count: one per TCP write that sent
-    /// bytes), for the benchmark's cost per message.
+    /// Messages the simulated network carried (madsim's own count of what it put on its
+    /// links), for the benchmark's cost per message.
     pub messages: u64,
 }
 
