@@ -275,7 +275,7 @@ impl Api {
                 if let Err(reply) = self.check_acl(producer, &key) {
                     return reply;
                 }
-                return match self.state.with_store(|store| store.get(&key)) {
+                return match self.state.read_store(|store| store.get(&key)) {
                     Ok(Some(value)) => Response::new(Full::new(Bytes::from(value))),
                     Ok(None) => error(StatusCode::NOT_FOUND, "no such key"),
                     Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

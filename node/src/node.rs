@@ -17,7 +17,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -78,7 +78,8 @@ pub struct NodeState {
     pub config: NodeConfig,
     /// Random per process: the handshake's anti-self-replication id.
     pub node_id: u128,
-    store: Mutex<Store>,
+    /// Read-locked by reads (which run on every runtime worker at once), write-locked by applies.
+    store: RwLock<Store>,
     applied: watch::Sender<u64>,
     newest_entry_ms: AtomicU64,
     /// When this process started (lag of a node that holds no entry yet counts from here).
@@ -136,7 +137,7 @@ impl NodeState {
         let state = Arc::new(NodeState {
             config,
             node_id,
-            store: Mutex::new(store),
+            store: RwLock::new(store),
             applied,
             newest_entry_ms: AtomicU64::new(0),
             started_ms: crate::clock::unix_ms(),
@@ -164,8 +165,15 @@ impl NodeState {
     /// `.await` inside `f`.
     pub fn with_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
         // A panic inside `f` cannot leave the store half-changed: a commit is atomic.
-        let mut store = self.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut store = self.store.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut store)
+    }
+
+    /// Runs `f` with the store read-locked: beside other reads, never beside a change. The same
+    /// rules as [`with_store`](Self::with_store).
+    pub fn read_store<R>(&self, f: impl FnOnce(&Store) -> R) -> R {
+        let store = self.store.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&store)
     }
 
     /// Charges a store operation to the simulated disk (nothing on a real one). Call it before
@@ -315,7 +323,7 @@ impl NodeState {
     /// Refreshes the gauges and wakes waiters from the store itself (start-up, a replaced store,
     /// a failed commit): reads the newest entry back for its timestamp.
     pub fn after_apply(&self) {
-        let (applied, newest_ms) = self.with_store(|store| (store.applied_index(), newest_timestamp(store)));
+        let (applied, newest_ms) = self.read_store(|store| (store.applied_index(), newest_timestamp(store)));
         if let Some(ms) = newest_ms {
             self.newest_entry_ms.store(ms, Ordering::Relaxed);
         }
@@ -405,6 +413,16 @@ impl NodeState {
     }
 }
 
+impl NodeState {
+    /// What a client is told of a failed read; damage also marks this replica for re-bootstrap.
+    fn read_failed(&self, error: &StoreError) -> String {
+        if error.is_damage() {
+            self.found_damage();
+        }
+        error.to_string()
+    }
+}
+
 fn newest_timestamp(store: &Store) -> Option<u64> {
     let applied = store.applied_index();
     if applied == 0 || applied < store.first_retained_index() {
@@ -421,13 +439,16 @@ impl ReadBackend for NodeState {
         if !self.is_ready() {
             return Err("not ready: this replica started empty and is still catching up".into());
         }
-        let result = self.with_store(|store| store.get(key));
-        result.map_err(|e| {
-            if e.is_damage() {
-                self.found_damage();
-            }
-            e.to_string()
-        })
+        let result = self.read_store(|store| store.get(key));
+        result.map_err(|e| self.read_failed(&e))
+    }
+
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
+        if !self.is_ready() {
+            return Err("not ready: this replica started empty and is still catching up".into());
+        }
+        let result = self.read_store(|store| store.get_each(keys, found));
+        result.map_err(|e| self.read_failed(&e))
     }
 
     fn read_latency(&self, keys: &[&[u8]]) -> std::time::Duration {
@@ -439,7 +460,7 @@ impl ReadBackend for NodeState {
     }
 
     fn stats(&self) -> Vec<(String, String)> {
-        let (applied, first) = self.with_store(|s| (s.applied_index(), s.first_retained_index()));
+        let (applied, first) = self.read_store(|s| (s.applied_index(), s.first_retained_index()));
         vec![
             ("qs_node".into(), self.config.name.clone()),
             ("qs_applied_index".into(), applied.to_string()),
@@ -711,7 +732,7 @@ async fn scrub(state: Arc<NodeState>) {
     loop {
         tokio::time::sleep(state.config.storage.scrub_interval).await;
         state.disk_io(DiskOp::Read).await;
-        match state.with_store(|store| store.state_digest()) {
+        match state.read_store(|store| store.state_digest()) {
             Ok(_) => {}
             Err(e) if e.is_damage() => {
                 tracing::error!(error = %e, "scrub found damage");

@@ -103,7 +103,7 @@ pub async fn watch_memory(state: Arc<NodeState>, limit_bytes: Option<u64>) -> Re
     loop {
         ticks.tick().await;
         let resident = resident_bytes();
-        let engine: EngineResources = state.with_store(|store| store.resources());
+        let engine: EngineResources = state.read_store(|store| store.resources());
         let accounted = accounted(&engine, state.buffer_bytes());
         state.metrics.record_memory(resident.as_ref().ok().copied(), limit_bytes, &accounted, &engine);
         match (resident, limit_bytes) {

@@ -1,6 +1,7 @@
 //! Damaging a stored value on disk makes the next read of it fail, naming the key, counted,
 //! and without returning the damaged bytes. LMDB and the memory engine are caught by the
-//! store's own CRC32C; RocksDB's block checksum fires first, and surfaces the same way.
+//! store's own CRC32C; RocksDB's block checksum fires first, and surfaces the same way. A
+//! multi-key read that reaches a damaged value fails whole.
 
 use std::path::Path;
 
@@ -55,6 +56,11 @@ fn assert_read_fails_and_is_counted(location: &StoreLocation) {
         _ => assert!(matches!(err, StoreError::Checksum { .. }), "{err:?}"),
     }
     assert_eq!(store.stats().unwrap().checksum_failures, 1);
+    // A multi-key read that reaches the victim fails whole, whatever it read before it.
+    let keys: [&[u8]; 3] = [b"zone:bystander", b"zone:victim", b"zone:absent"];
+    let err = store.get_each(&keys, &mut |_, _| true).unwrap_err();
+    assert!(err.is_damage() && err.to_string().contains("zone:victim"), "{err:?}");
+    assert_eq!(store.stats().unwrap().checksum_failures, 2);
     if location.kind() != EngineKind::Rocksdb {
         // The bystander lives in the same page and still reads; RocksDB fails the whole block.
         assert_eq!(store.get(b"zone:bystander").unwrap().as_deref(), Some(&b"fine"[..]));
@@ -103,6 +109,25 @@ fn undamaged_stores_read_back_and_log_reads_verify() {
         write_victim(&location);
         let store = Store::open(&location, &OpenOptions::new(DB)).unwrap();
         assert_eq!(store.get(b"zone:victim").unwrap(), Some(victim_value()), "{kind}");
+        // A multi-key read hands back each key's value in the order asked, absent ones as None,
+        // and stops when told to.
+        let keys: [&[u8]; 4] = [b"zone:bystander", b"zone:absent", b"zone:victim", b"zone:bystander"];
+        let mut seen = Vec::new();
+        store.get_each(&keys, &mut |position, value| {
+            seen.push((position, value.map(<[u8]>::to_vec)));
+            true
+        })
+        .unwrap();
+        let expected =
+            vec![(0, Some(b"fine".to_vec())), (1, None), (2, Some(victim_value())), (3, Some(b"fine".to_vec()))];
+        assert_eq!(seen, expected, "{kind}");
+        let mut calls = 0;
+        store.get_each(&keys, &mut |_, _| {
+            calls += 1;
+            calls < 2
+        })
+        .unwrap();
+        assert_eq!(calls, 2, "{kind}: get_each went on after false");
         let read = store.read_log_after(0, LogReadLimits { entries_max: 10, bytes_max: 1 << 20 }).unwrap();
         assert!(matches!(read, LogRead::Entries(ref e) if e.len() == 1), "{kind}: {read:?}");
         assert_eq!(store.stats().unwrap().checksum_failures, 0);

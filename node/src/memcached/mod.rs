@@ -95,9 +95,10 @@ const READ_BUFFER_BYTES: usize = 8 << 10;
 /// this plus [`REPLY_BYTES_MAX`] is held.
 pub const PENDING_REPLY_BYTES_MAX: usize = 64 << 10;
 
-/// Capacity the reply buffer starts with: a single-key reply with a value of a few hundred bytes
-/// fits without growing.
-const REPLY_START_BYTES: usize = 512;
+/// Room made in the reply buffer per key asked for, before reading (up to
+/// [`PENDING_REPLY_BYTES_MAX`] per request): values of a few hundred bytes fit without the buffer
+/// growing, and so being copied, key by key.
+const REPLY_BYTES_PER_KEY: usize = 512;
 
 // Every request within the key limits fits on one line.
 const _: () = assert!("gets".len() + KEYS_PER_GET_MAX * (1 + KEY_BYTES_MAX) <= LINE_BYTES_MAX);
@@ -111,6 +112,18 @@ pub const READ_ONLY_REPLY: &str = "CLIENT_ERROR read-only: writes go through the
 pub trait ReadBackend: Send + Sync {
     /// The value under `key`, checksum-verified by the store. Err is reported as SERVER_ERROR and counted.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    /// Looks up each of `keys` in order, in one view of the store, handing `found` each key's
+    /// position in `keys` and its verified value (None: absent), borrowed for the call; stops at
+    /// the first `false`. Err is reported as SERVER_ERROR and counted. By default one
+    /// [`get`](Self::get) per key; a store that can read them all at once should.
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
+        for (position, key) in keys.iter().enumerate() {
+            if !found(position, self.get(key)?.as_deref()) {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// Token returned by `gets` as the cas unique: the node's applied index at read time.
     fn cas_token(&self) -> u64;
     /// How long one `get`'s reads of `keys` take beyond the work itself: a simulated disk's
@@ -436,41 +449,44 @@ fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &Re
     // Read before the values: if two replies carry the same token, no apply happened between
     // the first token read and the second, so the value did not change in between.
     let token = cas.then(|| backend.cas_token());
-    if out.capacity() == 0 {
-        out.reserve(REPLY_START_BYTES);
-    }
+    out.reserve((keys.len() * REPLY_BYTES_PER_KEY).min(PENDING_REPLY_BYTES_MAX));
     let start = out.len();
     let (mut hits, mut misses) = (0, 0);
-    for key in keys {
-        match backend.get(key) {
-            Ok(Some(value)) => {
-                hits += 1;
-                out.extend_from_slice(b"VALUE ");
-                out.extend_from_slice(key);
-                out.extend_from_slice(b" 0 ");
-                push_decimal(out, value.len() as u64);
-                if let Some(token) = token {
-                    out.push(b' ');
-                    push_decimal(out, token);
-                }
-                out.extend_from_slice(b"\r\n");
-                if out.len() - start + value.len() + "\r\nEND\r\n".len() > REPLY_BYTES_MAX {
-                    out.truncate(start);
-                    return server_error(
-                        &format!("reply over REPLY_BYTES_MAX ({REPLY_BYTES_MAX} bytes); ask for fewer keys per get"),
-                        counters,
-                        out,
-                    );
-                }
-                out.extend_from_slice(&value);
-                out.extend_from_slice(b"\r\n");
-            }
-            Ok(None) => misses += 1,
-            Err(message) => {
-                out.truncate(start);
-                return server_error(&message, counters, out);
-            }
+    let mut too_big = false;
+    let read = backend.get_each(keys, &mut |position, value| {
+        let Some(value) = value else {
+            misses += 1;
+            return true;
+        };
+        hits += 1;
+        out.extend_from_slice(b"VALUE ");
+        out.extend_from_slice(keys[position]);
+        out.extend_from_slice(b" 0 ");
+        push_decimal(out, value.len() as u64);
+        if let Some(token) = token {
+            out.push(b' ');
+            push_decimal(out, token);
         }
+        out.extend_from_slice(b"\r\n");
+        if out.len() - start + value.len() + "\r\nEND\r\n".len() > REPLY_BYTES_MAX {
+            too_big = true;
+            return false;
+        }
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+        true
+    });
+    if let Err(message) = read {
+        out.truncate(start);
+        return server_error(&message, counters, out);
+    }
+    if too_big {
+        out.truncate(start);
+        return server_error(
+            &format!("reply over REPLY_BYTES_MAX ({REPLY_BYTES_MAX} bytes); ask for fewer keys per get"),
+            counters,
+            out,
+        );
     }
     out.extend_from_slice(b"END\r\n");
     ReadCounters::add(&counters.get_hits, hits);

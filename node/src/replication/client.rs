@@ -103,7 +103,7 @@ pub async fn run(state: Arc<NodeState>) {
                 state.metrics.reconnects.inc();
             }
             attempts += 1;
-            let before = state.with_store(|s| s.applied_index());
+            let before = state.read_store(|s| s.applied_index());
             let mut ended = follow(&state, source, resume_from.take(), left_because).await;
             // A probe found a healthy source ahead of us: follow it before going on in order.
             while let Ended::Stale { better: Some(better) } = ended {
@@ -125,7 +125,7 @@ pub async fn run(state: Arc<NodeState>) {
             if state.config.legacy.cursor_written_at_disconnect {
                 write_legacy_cursor(&state);
             }
-            let after = state.with_store(|s| s.applied_index());
+            let after = state.read_store(|s| s.applied_index());
             progressed |= after > before;
             tracing::info!(node = %state.config.name, %source, ?ended, applied = after, "left replication source");
             if let Ended::OutOfRetention { .. } = ended {
@@ -183,7 +183,7 @@ fn legacy_cursor(state: &NodeState) -> u64 {
 }
 
 fn write_legacy_cursor(state: &NodeState) {
-    let applied = state.with_store(|s| s.applied_index());
+    let applied = state.read_store(|s| s.applied_index());
     write_legacy_cursor_at(state, applied);
 }
 
@@ -200,7 +200,7 @@ pub(super) fn hello(state: &NodeState, want: Want) -> Message {
 
 /// A hello asking for entries after `last_index`, or after the applied index when `None`.
 fn hello_from(state: &NodeState, want: Want, last_index: Option<u64>) -> Message {
-    let last_index = last_index.unwrap_or_else(|| state.with_store(|s| s.applied_index()));
+    let last_index = last_index.unwrap_or_else(|| state.read_store(|s| s.applied_index()));
     Message::Hello(ClientHello {
         version: PROTOCOL_VERSION,
         client_id: state.node_id,
@@ -304,7 +304,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 if let Err(reason) = apply_frame(state, &entries) {
                     return violation(&state.metrics, reason);
                 }
-                if state.with_store(|s| s.applied_index()) >= source_head {
+                if state.read_store(|s| s.applied_index()) >= source_head {
                     state.set_ready(); // caught up with the source's head at connect time
                 }
                 // A source streaming only old entries (its disk too slow to keep up) sends no
@@ -477,7 +477,7 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     };
     let imported = import.finish(&fresh, &options).map_err(|e| e.to_string())?;
     let index = imported.applied_index();
-    let ours = state.with_store(|s| s.applied_index());
+    let ours = state.read_store(|s| s.applied_index());
     if index < ours {
         // Never back: a node that re-bootstraps over a damaged store waits for a source that
         // has caught up with what it had applied.
@@ -521,7 +521,7 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     state.metrics.bootstraps.inc();
     state.probe(Probe::SnapshotInstalled);
     state.healed();
-    let hash = state.with_store(|s| s.chain_hash());
+    let hash = state.read_store(|s| s.chain_hash());
     tracing::info!(node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
     state.report(NodeEvent::Bootstrapped { index, hash: hash.to_string() });
     state.cursor_persisted(index);

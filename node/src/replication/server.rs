@@ -147,7 +147,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 async fn welcome<S: AsyncWrite + Unpin>(state: &NodeState, stream: &mut S) -> Result<(), ProtocolError> {
-    let (applied_index, first_retained_index) = state.with_store(|s| (s.applied_index(), s.first_retained_index()));
+    let (applied_index, first_retained_index) = state.read_store(|s| (s.applied_index(), s.first_retained_index()));
     let welcome = Message::Welcome {
         server_id: state.node_id,
         db_id: state.config.database_id,
@@ -167,13 +167,13 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         return Ok(()); // FAULT POINT: the connection drops right after the handshake
     }
     let mut applied = state.subscribe_applied();
-    let mut last = if hello.newest_only { state.with_store(|s| s.applied_index()) } else { hello.last_index };
+    let mut last = if hello.newest_only { state.read_store(|s| s.applied_index()) } else { hello.last_index };
     loop {
         if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());
         }
         state.disk_io(DiskOp::Read).await;
-        let read = state.with_store(|store| store.read_verified_log_after(last, FRAME_LIMITS));
+        let read = state.read_store(|store| store.read_verified_log_after(last, FRAME_LIMITS));
         let read = match read {
             Ok(read) => read,
             Err(e) => {
@@ -281,7 +281,7 @@ fn current_export(
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    state.with_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
+    state.read_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
     let source = open_export(state, &dir)?;
     // The manifest as served (in this node's chunk size): what a resuming client names.
     let manifest = source.manifest().clone();

@@ -113,7 +113,7 @@ fn patience(state: &NodeState, hops: u8) -> Duration {
 /// leaving the current source: a hello for the newest entries only, its welcome (its applied
 /// index) and its first keepalive (its status).
 async fn probe(state: &NodeState, others: &[SocketAddr]) -> Option<SocketAddr> {
-    let mine = state.with_store(|s| s.applied_index());
+    let mine = state.read_store(|s| s.applied_index());
     for &other in others {
         if probe_one(state, other, mine).await {
             tracing::info!(node = %state.config.name, source = %other, "probe: a healthy source ahead of us");

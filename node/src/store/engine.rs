@@ -212,6 +212,10 @@ impl EngineResources {
 
 pub(crate) type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 
+/// What [`Engine::get_each`] hands each key: its position in the keys asked for, and its value
+/// (None: absent). Returns false to stop.
+pub(crate) type Found<'a> = &'a mut dyn FnMut(usize, Option<&[u8]>) -> bool;
+
 pub(crate) trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
@@ -219,6 +223,18 @@ pub(crate) trait Engine: Send + Sync {
     /// bookkeeping needs of the value it replaces.
     fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
         Ok(self.get(table, key)?.map(|value| value.len()))
+    }
+    /// Looks up each of `keys` in order, in one view of the table (one read transaction where
+    /// the engine has them), handing `found` each key's position in `keys` and its value, borrowed
+    /// from the engine for the call where it can lend it; stops at the first `false`. What a
+    /// multi-key read needs: one transaction and no copy per key.
+    fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        for (position, key) in keys.iter().enumerate() {
+            if !found(position, self.get(table, key)?.as_deref()) {
+                break;
+            }
+        }
+        Ok(())
     }
     /// Visits `(key, value)` pairs with key >= `start` in ascending order until `visit` returns
     /// false or the table ends.

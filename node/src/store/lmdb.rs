@@ -28,9 +28,13 @@ use std::sync::Mutex;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, RoTxn, WithoutTls};
 
-use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write, dir_bytes};
+use super::engine::{Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write, dir_bytes};
 
 type Db = Database<'static, Bytes, Bytes>;
+
+/// Read transactions a writable engine keeps for reuse: one per thread that reads at once (a
+/// node's runtime workers), well within LMDB's default 126 reader slots.
+const READERS_REUSED: usize = 4;
 
 pub(crate) struct LmdbEngine {
     env: Env<WithoutTls>,
@@ -40,11 +44,11 @@ pub(crate) struct LmdbEngine {
     data_file: PathBuf,
     /// Read-only engines only: the one read transaction every read goes through.
     snapshot: Option<Mutex<RoTxn<'static, WithoutTls>>>,
-    /// Writable engines: the read transaction of the last read, reused by the next one until a
-    /// commit drops it (so it never holds an older snapshot than the last commit's, and the
-    /// writer reuses pages as it would without it). Each fresh transaction costs an allocation
-    /// and the reader-table lock in `lock.mdb`, per key read.
-    reader: Mutex<Option<RoTxn<'static, WithoutTls>>>,
+    /// Writable engines: read transactions of earlier reads, reused by later ones until a commit
+    /// drops them (so none holds an older snapshot than the last commit's, and the writer reuses
+    /// pages as it would without them). Each fresh transaction costs an allocation and the
+    /// reader-table lock in `lock.mdb`. Several, so threads reading at once each find one.
+    readers: [Mutex<Option<RoTxn<'static, WithoutTls>>>; READERS_REUSED],
 }
 
 fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EngineError {
@@ -89,7 +93,7 @@ impl LmdbEngine {
             .unwrap_commit();
         let data_file = path.join("data.mdb");
         let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
-        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None, reader: Mutex::new(None) })
+        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None, readers: Default::default() })
     }
 
     /// Opens the existing environment at `path` read-only, with one read transaction for every
@@ -149,21 +153,24 @@ impl LmdbEngine {
             bytes_written: 0,
             data_file,
             snapshot: Some(Mutex::new(snapshot)),
-            reader: Mutex::new(None),
+            readers: Default::default(),
         })
     }
 
     /// Runs `read` in the engine's read transaction: the fixed one of a read-only engine;
-    /// otherwise the one reused since the last commit, or a fresh one while another thread
-    /// reads in that.
+    /// otherwise one of those reused since the last commit, or a fresh one while other threads
+    /// read in all of them.
     fn read<R>(&self, read: impl FnOnce(&RoTxn<'_, WithoutTls>) -> Result<R, EngineError>) -> Result<R, EngineError> {
         if let Some(txn) = &self.snapshot {
             return read(&txn.lock().unwrap_or_else(|p| p.into_inner()));
         }
-        let mut reused = match self.reader.try_lock() {
-            Ok(reused) => reused,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return read(&self.env.read_txn().map_err(lmdb_error)?),
+        // The first reusable transaction no other thread is reading in; a fresh one if none is.
+        let Some(mut reused) = self.readers.iter().find_map(|slot| match slot.try_lock() {
+            Ok(reused) => Some(reused),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }) else {
+            return read(&self.env.read_txn().map_err(lmdb_error)?);
         };
         let txn = match reused.take() {
             Some(txn) => txn,
@@ -217,6 +224,17 @@ impl Engine for LmdbEngine {
         self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::to_vec)))
     }
 
+    fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        self.read(|txn| {
+            for (position, key) in keys.iter().enumerate() {
+                if !found(position, self.db(table).get(txn, key).map_err(lmdb_error)?) {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
         self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::len)))
     }
@@ -240,8 +258,10 @@ impl Engine for LmdbEngine {
         if self.snapshot.is_some() {
             return Err(failed("the store was opened read-only"));
         }
-        // The reused read transaction ends here: after the commit, reads see it.
-        *self.reader.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        // The reused read transactions end here: after the commit, reads see it.
+        for slot in &mut self.readers {
+            *slot.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         let before = thread_bytes_written();
         let mut txn = self.env.write_txn().map_err(lmdb_error)?;
         for write in &writes {

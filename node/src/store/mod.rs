@@ -455,6 +455,44 @@ impl Store {
         }
     }
 
+    /// Looks up each of `keys` in order, in one view of the store, handing `found` each key's
+    /// position in `keys` and its verified value (None: absent), borrowed from the engine for the
+    /// call; stops at the first `false`. A value whose checksum fails ends the reads with
+    /// [`StoreError::Checksum`], as [`get`](Self::get) does.
+    pub fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), StoreError> {
+        let mut damaged = None;
+        let read = self.engine.get_each(Table::Kv, keys, &mut |position, record| match record {
+            None => found(position, None),
+            Some(record) => match open_record(keys[position], record) {
+                Some(value) => found(position, Some(value)),
+                None => {
+                    damaged = Some(position);
+                    false
+                }
+            },
+        });
+        match read {
+            Err(source @ EngineError::Corruption { .. }) => {
+                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                // The engine does not say which key it was reading.
+                let key = match keys {
+                    [key] => escape(key),
+                    keys => format!("one of {}", keys.iter().map(|key| escape(key)).collect::<Vec<_>>().join(", ")),
+                };
+                return Err(StoreError::CorruptRead { key, source });
+            }
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+        if let Some(position) = damaged {
+            let key = escape(keys[position]);
+            self.checksum_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(key = %key, location = %self.location, "value checksum mismatch");
+            return Err(StoreError::Checksum { key });
+        }
+        Ok(())
+    }
+
     /// Log entries after `last_index` (the reader's last applied index), within `limits`.
     /// Every entry is decoded and its hash verified before it is returned.
     pub fn read_log_after(&self, last_index: u64, limits: LogReadLimits) -> Result<LogRead, StoreError> {
