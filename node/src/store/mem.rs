@@ -15,14 +15,14 @@
 //! torn last write is what a write-ahead log's per-record checksum turns into a lost one. `resources` reports the key and value bytes held: the memory the
 //! engine's data takes, before the maps' own overhead.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write as _};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write};
+use super::mem_table::MemTable;
 
-type Tables = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+type Tables = [MemTable; 3];
 
 /// What one unsynced commit replaced: (table slot, key, the value before), in commit order.
 type Undo = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
@@ -102,12 +102,12 @@ impl MemDisk {
 
     /// Key and value bytes on this disk.
     fn held_bytes(&self) -> u64 {
-        self.lock().iter().flat_map(|t| t.iter()).map(|(k, v)| (k.len() + v.len()) as u64).sum()
+        self.lock().iter().map(MemTable::held_bytes).sum()
     }
 
     /// True when nothing was ever committed to this disk.
     pub fn is_empty(&self) -> bool {
-        self.lock().iter().all(BTreeMap::is_empty)
+        self.lock().iter().all(MemTable::is_empty)
     }
 
     /// Loads a dump written by `export_native` into this (empty) disk.
@@ -144,7 +144,7 @@ impl MemDisk {
             tables[table].insert(key, value);
         }
         let mut disk = self.lock();
-        if !disk.iter().all(BTreeMap::is_empty) {
+        if !disk.iter().all(MemTable::is_empty) {
             return Err(failed("refusing to load a snapshot over a non-empty memory disk".into()));
         }
         *disk = tables;
@@ -200,7 +200,7 @@ impl Engine for MemEngine {
                     std::ops::Bound::Excluded(from.as_slice())
                 };
                 tables[slot(table)]
-                    .range::<[u8], _>((lower, std::ops::Bound::Unbounded))
+                    .range_from(lower)
                     .take(PAGE)
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
@@ -249,7 +249,7 @@ impl Engine for MemEngine {
                 }
                 Write::DeleteRange { table, start, end } => {
                     let map = &mut tables[slot(table)];
-                    let doomed: Vec<Vec<u8>> = map.range(start..end).map(|(k, _)| k.clone()).collect();
+                    let doomed = map.keys_between(&start, &end);
                     for key in doomed {
                         let before = map.remove(&key);
                         replaced(slot(table), &key, before);
@@ -288,7 +288,7 @@ impl Engine for MemEngine {
         out.extend_from_slice(DUMP_MAGIC);
         let tables = self.disk.lock();
         for table in Table::ALL {
-            for (key, value) in &tables[slot(table)] {
+            for (key, value) in tables[slot(table)].iter() {
                 out.push(slot(table) as u8);
                 out.extend_from_slice(&(key.len() as u32).to_le_bytes());
                 out.extend_from_slice(key);

@@ -23,6 +23,7 @@ mod error;
 mod lmdb;
 mod location;
 mod mem;
+mod mem_table;
 mod record;
 mod rocks;
 pub mod rot;
