@@ -20,7 +20,7 @@ pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States,
     let states = live(states);
     for node in nodes {
         let Some(state) = states.get(&node.name) else { continue };
-        let stats = state.with_store(|s| s.stats()).ok();
+        let stats = state.read_store(|s| s.stats()).ok();
         let metrics = &state.metrics;
         let bogus = state.read_counters.bogus_requests.load(Ordering::Relaxed);
         record(recorder, |at_ms| Event::NodeSummary {
@@ -36,7 +36,7 @@ pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States,
         });
     }
     let Some(root) = states.get("root") else { return };
-    let Ok(pairs) = root.with_store(|s| s.dump()) else { return };
+    let Ok(pairs) = root.read_store(|s| s.dump()) else { return };
     let reads = reads.lock();
     // prefix -> (keys, bytes, reads, never read)
     let mut usage: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
@@ -106,7 +106,7 @@ fn root_log(root: &NodeState) -> RootLog {
 /// the root's at its index, and its state is the root's.
 pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     let states = live(states);
-    let head = |state: &NodeState| state.with_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
+    let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
     let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
     let log = root_log(root);
     let (_, _, root_digest) = head(root);
@@ -132,7 +132,7 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
         for (key, fate) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             for node in nodes {
                 let Some(state) = states.get(&node.name) else { continue };
-                match state.with_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
+                match state.read_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
                     Ok(Ok(())) => {}
                     Ok(Err(Lost::Missing)) => {
                         out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name))

@@ -59,7 +59,7 @@ pub(super) async fn sampler(
         };
         let samples: Vec<(String, u64, u64)> = running
             .iter()
-            .map(|(name, state)| (name.clone(), state.lag_ms(), state.with_store(|s| s.applied_index())))
+            .map(|(name, state)| (name.clone(), state.lag_ms(), state.read_store(|s| s.applied_index())))
             .collect();
         let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
         {
@@ -138,9 +138,9 @@ fn resync(name: &str, state: &Arc<NodeState>, device: &SimDisk, synced: &mut BTr
         return;
     }
     synced.insert(name.to_string(), instance);
-    let Ok(stats) = state.with_store(|s| s.stats()) else { return };
+    let Ok(stats) = state.read_store(|s| s.stats()) else { return };
     let matches = device.with_model(|m| m.layout_matches(stats.key_count, stats.logical_bytes)).unwrap_or(true);
-    if !matches && let Ok(pairs) = state.with_store(|s| s.dump()) {
+    if !matches && let Ok(pairs) = state.read_store(|s| s.dump()) {
         device.with_model(|m| m.rebuild(pairs.into_iter().map(|(k, v)| (k, v.len()))));
     }
 }
