@@ -219,10 +219,16 @@ pub(crate) type Found<'a> = &'a mut dyn FnMut(usize, Option<&[u8]>) -> bool;
 pub(crate) trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
-    /// The length of the value under `key`, without copying the value out: what an apply's
-    /// bookkeeping needs of the value it replaces.
-    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
-        Ok(self.get(table, key)?.map(|value| value.len()))
+    /// The lengths of the values under `keys` (sorted and distinct), read in one view without
+    /// copying the values out: what an apply's bookkeeping needs of the values it replaces. One
+    /// length per key, in order.
+    fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        let mut lens = Vec::with_capacity(keys.len());
+        self.get_each(table, keys, &mut |_, value| {
+            lens.push(value.map(<[u8]>::len));
+            true
+        })?;
+        Ok(lens)
     }
     /// Looks up each of `keys` in order, in one view of the table (one read transaction where
     /// the engine has them), handing `found` each key's position in `keys` and its value, borrowed

@@ -235,10 +235,6 @@ impl Engine for LmdbEngine {
         })
     }
 
-    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
-        self.read(|txn| Ok(self.db(table).get(txn, key).map_err(lmdb_error)?.map(<[u8]>::len)))
-    }
-
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
         self.read(|txn| {
             // LMDB refuses a zero-length seek key (MDB_BAD_VALSIZE); an empty start means "all".

@@ -182,8 +182,9 @@ impl Engine for MemEngine {
         Ok(self.disk.lock()[slot(table)].get(key).cloned())
     }
 
-    fn value_len(&self, table: Table, key: &[u8]) -> Result<Option<usize>, EngineError> {
-        Ok(self.disk.lock()[slot(table)].get(key).map(Vec::len))
+    fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        let tables = self.disk.lock();
+        Ok(keys.iter().map(|key| tables[slot(table)].get(key).map(Vec::len)).collect())
     }
 
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {

@@ -361,22 +361,39 @@ impl Store {
             return Ok(());
         }
         let mut head = self.head;
+        // Every entry is checked (order, chain, database, limits, keys) before anything is read
+        // for it, so a bad entry is refused as such, never met first as a bad key by the engine.
+        let mut checked = head;
+        for &(entry, _) in entries {
+            if gap_check {
+                check_next(&checked, entry)?;
+            } else {
+                let unchained = Head { applied_index: entry.index - 1, chain_hash: entry.prev_hash, ..checked };
+                check_next(&unchained, entry)?;
+            }
+            checked.applied_index = entry.index;
+            checked.chain_hash = entry.hash;
+        }
+        // What the store holds under every key the batch touches, read at once.
+        let mut touched: Vec<&[u8]> = entries.iter().flat_map(|(entry, _)| entry.ops.iter().map(Op::key)).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let stored_lens = self.engine.value_lens(Table::Kv, &touched)?;
+        assert_eq!(stored_lens.len(), touched.len(), "one stored length per key asked for");
+        let stored_len = |key: &[u8]| {
+            let position = touched.binary_search(&key).expect("every key of the batch was read");
+            stored_lens[position].map(value_len_of_record)
+        };
         // The batch's view of the KV table: later operations see earlier ones.
         let mut overlay: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         let mut writes = Vec::with_capacity(entries.len() + 8);
         let mut logical_bytes_written = 0;
         for &(entry, stored) in entries {
-            if gap_check {
-                check_next(&head, entry)?;
-            } else {
-                let unchained = Head { applied_index: entry.index - 1, chain_hash: entry.prev_hash, ..head };
-                check_next(&unchained, entry)?;
-            }
             for op in &entry.ops {
                 let key = op.key();
                 let old_len = match overlay.get(key) {
                     Some(old) => old.map(|v| v.len() as u64),
-                    None => self.engine.value_len(Table::Kv, key)?.map(value_len_of_record),
+                    None => stored_len(key),
                 };
                 if let Some(old_len) = old_len {
                     head.key_count -= 1;
