@@ -153,6 +153,34 @@ fn trace(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("trace.jsonl")).expect("a trace")
 }
 
+/// `at_ms` of the first trace line containing every one of `needles`.
+fn first_at_ms(trace: &str, needles: &[&str]) -> Option<u64> {
+    let line = trace.lines().find(|line| needles.iter().all(|needle| line.contains(needle)))?;
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    event["at_ms"].as_u64()
+}
+
+#[test]
+fn a_triggered_fault_still_under_way_when_the_safety_phase_ends_is_healed_with_the_others() {
+    // interrupted-bootstrap's partition fires about 65 s in, in the middle of a transfer, and
+    // lasts 15 s: with a 70 s safety phase it is under way when the liveness phase begins.
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scenarios/interrupted-bootstrap.toml")).unwrap();
+    assert!(text.contains("duration = \"150s\""), "the scenario's safety phase changed: update this test");
+    let scenario = dir.path().join("short.toml");
+    std::fs::write(&scenario, text.replacen("duration = \"150s\"", "duration = \"70s\"", 1)).unwrap();
+    let out = dir.path().join("run");
+    let (code, stdout) = qsim(&["run", scenario.to_str().unwrap(), "--seed", "1", "--no-report"], &out);
+    assert_eq!(code, 0, "{stdout}");
+    let trace = trace(&out);
+    let started = first_at_ms(&trace, &[r#""kind":"partition""#, r#""phase":"start""#]).expect("the partition fired");
+    let liveness = first_at_ms(&trace, &[r#""phase":"liveness""#]).expect("a liveness phase");
+    let ended = first_at_ms(&trace, &[r#""kind":"partition""#, r#""phase":"end""#]).expect("the partition ended");
+    assert!(started < liveness && started + 15_000 > liveness, "the partition must straddle the phase change: {started} {liveness}");
+    assert!(ended <= liveness, "the partition ended at {ended} ms, after the liveness phase began at {liveness} ms");
+}
+
 #[test]
 fn every_fault_family_passes_on_the_fixed_node() {
     let dir = tempfile::tempdir().unwrap();

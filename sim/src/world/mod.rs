@@ -263,12 +263,62 @@ fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     recorder.record(event(at_ms));
 }
 
+/// The faults under way, shared by the scheduled faults and the triggered ones: what the
+/// liveness phase heals, and which nodes a fault holds down (the sampler takes no lag from them,
+/// and an OOM restart leaves them down).
+#[derive(Clone)]
+struct FaultBook {
+    nodes: Arc<Vec<SimNode>>,
+    recorder: SharedRecorder,
+    open: Arc<Mutex<Vec<FaultStep>>>,
+    down: Arc<Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl FaultBook {
+    /// Applies `step` and keeps the book.
+    fn apply(&self, step: &FaultStep) {
+        crate::faults::apply(step, &self.nodes, &self.recorder);
+        if step.fault.kind.stops_the_node() {
+            let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+            for node in step.fault.group_with_target() {
+                if step.start {
+                    down.insert(node);
+                } else {
+                    down.remove(&node);
+                }
+            }
+        }
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if step.start {
+            open.push(step.clone());
+        } else {
+            open.retain(|s| s.fault != step.fault);
+        }
+    }
+
+    /// Ends `started` unless it has ended already (healed when the liveness phase began).
+    fn end(&self, started: &FaultStep) {
+        let under_way = self.open.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|s| s.fault == started.fault);
+        if under_way {
+            self.apply(&FaultStep { start: false, ..started.clone() });
+        }
+    }
+
+    /// Ends every fault under way, in the order they started: the liveness phase's heal.
+    fn heal_all(&self) {
+        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|p| p.into_inner()));
+        for step in open {
+            crate::faults::apply(&FaultStep { start: false, ..step }, &self.nodes, &self.recorder);
+        }
+        self.down.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
 /// A fault that waits for its target to be in the middle of something (`Fault::during`).
 struct Triggered {
     fault: crate::scenario::Fault,
-    nodes: Arc<Vec<SimNode>>,
     states: States,
-    recorder: SharedRecorder,
+    book: FaultBook,
 }
 
 impl Triggered {
@@ -276,7 +326,8 @@ impl Triggered {
     const POLL: Duration = Duration::from_millis(1);
 
     /// From `at` until the safety phase ends, waits for the target to be transferring a
-    /// snapshot; then starts the fault and ends it `duration` later.
+    /// snapshot; then starts the fault and ends it `duration` later, or when the liveness phase
+    /// heals every fault, whichever comes first.
     async fn run(self, start: madsim::time::Instant, safety: Duration) {
         madsim::time::sleep_until(start + self.fault.at).await;
         let target = self.fault.target.get_ref().clone();
@@ -290,9 +341,9 @@ impl Triggered {
             madsim::time::sleep(Self::POLL).await;
         }
         let step = FaultStep { at: start.elapsed(), fault: self.fault.clone(), start: true };
-        crate::faults::apply(&step, &self.nodes, &self.recorder);
+        self.book.apply(&step);
         madsim::time::sleep(self.fault.duration).await;
-        crate::faults::apply(&FaultStep { start: false, ..step }, &self.nodes, &self.recorder);
+        self.book.end(&step);
     }
 }
 
@@ -375,44 +426,28 @@ async fn world(
         }
     }
 
-    let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+    let book = FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down: Arc::default() };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
         oom_restart: spec.oom_restart,
     });
     let interval = scenario.checks.sample_interval;
-    tokio::spawn(sampler(interval, states.clone(), devices, down.clone(), windows.clone(), recorder.clone(), resource_nodes));
+    tokio::spawn(sampler(interval, states.clone(), devices, book.down.clone(), windows.clone(), recorder.clone(), resource_nodes));
 
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
     record(&recorder, |at_ms| Event::Phase { at_ms, phase: crate::trace::RunPhase::Safety });
     for fault in scenario.faults_for(seed).into_iter().filter(|f| f.during.is_some()) {
-        let triggered = Triggered { fault, nodes: nodes.clone(), states: states.clone(), recorder: recorder.clone() };
+        let triggered = Triggered { fault, states: states.clone(), book: book.clone() };
         tokio::spawn(triggered.run(start, scenario.scenario.duration));
     }
-    let mut open: Vec<FaultStep> = Vec::new();
     for step in crate::faults::steps(&scenario.faults_for(seed)) {
         if step.at >= scenario.scenario.duration {
             continue; // ends after the safety phase: healed below
         }
         madsim::time::sleep_until(start + step.at).await;
-        crate::faults::apply(&step, &nodes, &recorder);
-        if step.fault.kind.stops_the_node() {
-            let mut down = down.lock().unwrap_or_else(|p| p.into_inner());
-            for node in step.fault.group_with_target() {
-                if step.start {
-                    down.insert(node);
-                } else {
-                    down.remove(&node);
-                }
-            }
-        }
-        if step.start {
-            open.push(step);
-        } else {
-            open.retain(|s| s.fault != step.fault);
-        }
+        book.apply(&step);
     }
     madsim::time::sleep_until(start + scenario.scenario.duration).await;
 
@@ -422,10 +457,7 @@ async fn world(
     for client in clients {
         handle.kill(client);
     }
-    for step in open {
-        crate::faults::apply(&FaultStep { start: false, ..step }, &nodes, &recorder);
-    }
-    down.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    book.heal_all();
     // Poll until converged; the last poll falls exactly on the deadline, so convergence that
     // comes later is a failure.
     let deadline = madsim::time::Instant::now() + scenario.checks.converge_within;
