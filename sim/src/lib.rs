@@ -10,6 +10,8 @@
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
 //! - [`sizing`]: one scenario over cache shares × key popularities, the miss-ratio curve;
 //! - [`shrink`]: a failing run reduced to the smallest scenario that fails the same way;
+//! - [`scratch`]: where runs keep their files, and a sweep's per-run folders removed however a
+//!   run ends;
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
 //!   scenario, its writers and readers, and the fault injectors.
 
@@ -20,6 +22,7 @@ pub mod faults;
 pub mod links;
 pub mod resources;
 pub mod scenario;
+pub mod scratch;
 pub mod shrink;
 pub mod sizing;
 pub mod sweep;

@@ -43,6 +43,33 @@ fn wrapper(dir: &Path, cases: &str) -> String {
 }
 
 #[test]
+fn what_a_killed_run_left_in_its_scratch_folder_is_removed_by_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    // Seed 2 writes into the scratch folder it was given, as a run's nodes do, and is killed
+    // before it can clean up; seed 1 runs.
+    let wrapper = wrapper(
+        dir.path(),
+        "  2) mkdir -p \"$QSIM_SCRATCH_DIR/qsim-run-killed/store\" && echo data > \"$QSIM_SCRATCH_DIR/qsim-run-killed/store/data.mdb\" && kill -KILL $$ ;;",
+    );
+    let out = dir.path().join("sweep");
+    let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
+        .current_dir(root())
+        .env("QSIM_SCRATCH_DIR", &scratch)
+        .args(["sweep", "scenarios/quickstart.toml", "--seeds", "1..=2", "--jobs", "1", "--run-wrapper", &wrapper, "--out"])
+        .arg(&out)
+        .output()
+        .expect("qsim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let s = summary(&out);
+    let outcome = |seed: u64| s.results.iter().find(|r| r.seed == seed).map(|r| r.outcome);
+    assert_eq!((outcome(1), outcome(2)), (Some(Outcome::Pass), Some(Outcome::Crash)), "{stdout}");
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "the sweep left scratch files behind: {left:?}");
+}
+
+#[test]
 fn a_hanging_and_a_crashing_run_are_recorded_while_the_sweep_finishes_and_group_by_signature() {
     let dir = tempfile::tempdir().unwrap();
     // Seed 2 never ends; seeds 3 and 5 die of SIGSEGV; the others run (the canary fails as it

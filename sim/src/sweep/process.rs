@@ -114,6 +114,12 @@ pub fn run_qsim(exe: &Path, wrapper: &[String], run_args: &[String], dir: &Path,
         }
         None => Command::new(exe),
     };
+    // A scratch folder of the run's own, removed below however the run ends: a killed run
+    // cannot remove what it wrote there.
+    let scratch = crate::scratch::RunScratch::new();
+    if let Some(scratch) = &scratch {
+        command.env("QSIM_SCRATCH_DIR", scratch.path());
+    }
     command
         .arg("run")
         .args(run_args)

@@ -110,7 +110,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let scenario = scenario.clone();
     let scratch = tempfile::Builder::new()
         .prefix("qsim-run-")
-        .tempdir_in(scratch_root())
+        .tempdir_in(crate::scratch::scratch_root())
         .expect("a scratch directory for the run");
     let path = scratch.path().to_path_buf();
     let outcome = match std::thread::Builder::new()
@@ -122,23 +122,6 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     };
     drop(scratch);
     outcome
-}
-
-/// Where runs keep their scratch directories: `QSIM_SCRATCH_DIR` if set, else `/dev/shm` where
-/// it is a writable directory, else the system's temporary directory.
-///
-/// In memory by default because nothing in the simulation needs the host's disk: durability is
-/// the simulated disk's to model (its latencies, power loss, SIGBUS), and a killed node's
-/// process is the simulator's own, so whatever LMDB and RocksDB wrote stays in the host's page
-/// cache either way. On a real disk every one of their commits waited for a host `fsync` that
-/// buys nothing here — most of an LMDB or RocksDB run's wall time.
-pub fn scratch_root() -> std::path::PathBuf {
-    if let Some(dir) = std::env::var_os("QSIM_SCRATCH_DIR").filter(|d| !d.is_empty()) {
-        return dir.into();
-    }
-    let shm = std::path::Path::new("/dev/shm");
-    let writable = shm.is_dir() && tempfile::Builder::new().prefix("qsim-probe-").tempfile_in(shm).is_ok();
-    if writable { shm.to_path_buf() } else { std::env::temp_dir() }
 }
 
 fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
