@@ -413,16 +413,6 @@ impl NodeState {
     }
 }
 
-impl NodeState {
-    /// What a client is told of a failed read; damage also marks this replica for re-bootstrap.
-    fn read_failed(&self, error: &StoreError) -> String {
-        if error.is_damage() {
-            self.found_damage();
-        }
-        error.to_string()
-    }
-}
-
 fn newest_timestamp(store: &Store) -> Option<u64> {
     let applied = store.applied_index();
     if applied == 0 || applied < store.first_retained_index() {
@@ -435,20 +425,17 @@ fn newest_timestamp(store: &Store) -> Option<u64> {
 }
 
 impl ReadBackend for NodeState {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        if !self.is_ready() {
-            return Err("not ready: this replica started empty and is still catching up".into());
-        }
-        let result = self.read_store(|store| store.get(key));
-        result.map_err(|e| self.read_failed(&e))
-    }
-
     fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
         if !self.is_ready() {
             return Err("not ready: this replica started empty and is still catching up".into());
         }
         let result = self.read_store(|store| store.get_each(keys, found));
-        result.map_err(|e| self.read_failed(&e))
+        result.map_err(|e| {
+            if e.is_damage() {
+                self.found_damage();
+            }
+            e.to_string()
+        })
     }
 
     fn read_latency(&self, keys: &[&[u8]]) -> std::time::Duration {

@@ -24,11 +24,16 @@ struct MemBackend {
 }
 
 impl ReadBackend for MemBackend {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        if self.failing.contains(key) {
-            return Err(format!("checksum mismatch for key {}", String::from_utf8_lossy(key)));
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
+        for (position, key) in keys.iter().enumerate() {
+            if self.failing.contains(*key) {
+                return Err(format!("checksum mismatch for key {}", String::from_utf8_lossy(key)));
+            }
+            if !found(position, self.values.get(*key).map(Vec::as_slice)) {
+                break;
+            }
         }
-        Ok(self.values.get(key).cloned())
+        Ok(())
     }
 
     fn cas_token(&self) -> u64 {

@@ -102,20 +102,10 @@ pub const READ_ONLY_REPLY: &str = "CLIENT_ERROR read-only: writes go through the
 
 /// What the protocol reads from: the node's store, as of its applied index.
 pub trait ReadBackend: Send + Sync {
-    /// The value under `key`, checksum-verified by the store. Err is reported as SERVER_ERROR and counted.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Looks up each of `keys` in order, in one view of the store, handing `found` each key's
-    /// position in `keys` and its verified value (None: absent), borrowed for the call; stops at
-    /// the first `false`. Err is reported as SERVER_ERROR and counted. By default one
-    /// [`get`](Self::get) per key; a store that can read them all at once should.
-    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
-        for (position, key) in keys.iter().enumerate() {
-            if !found(position, self.get(key)?.as_deref()) {
-                break;
-            }
-        }
-        Ok(())
-    }
+    /// position in `keys` and its checksum-verified value (None: absent), borrowed for the call;
+    /// stops at the first `false`. Err is reported as SERVER_ERROR and counted.
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String>;
     /// Token returned by `gets` as the cas unique: the node's applied index at read time.
     fn cas_token(&self) -> u64;
     /// How long one `get`'s reads of `keys` take beyond the work itself: a simulated disk's

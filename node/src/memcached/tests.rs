@@ -16,8 +16,14 @@ use crate::connections::Lifecycle;
 struct Map(BTreeMap<Vec<u8>, Result<Vec<u8>, String>>);
 
 impl ReadBackend for Map {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        self.0.get(key).cloned().transpose()
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
+        for (position, key) in keys.iter().enumerate() {
+            let value = self.0.get(*key).cloned().transpose()?;
+            if !found(position, value.as_deref()) {
+                break;
+            }
+        }
+        Ok(())
     }
     fn cas_token(&self) -> u64 {
         7
@@ -291,9 +297,9 @@ async fn a_reply_not_taken_times_out() {
 struct DrainsOnFirstGet(Map, watch::Sender<Lifecycle>);
 
 impl ReadBackend for DrainsOnFirstGet {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), String> {
         self.1.send_replace(Lifecycle::Draining);
-        self.0.get(key)
+        self.0.get_each(keys, found)
     }
     fn cas_token(&self) -> u64 {
         self.0.cas_token()

@@ -19,7 +19,7 @@ use std::io::{Read, Write as _};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::engine::{Engine, EngineError, EngineKind, EngineResources, Table, Visit, Write};
+use super::engine::{Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write};
 use super::mem_table::MemTable;
 
 type Tables = [MemTable; 3];
@@ -180,6 +180,18 @@ impl Engine for MemEngine {
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         Ok(self.disk.lock()[slot(table)].get(key).cloned())
+    }
+
+    fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        // Values lent under the lock: `found` only verifies and copies them (the store's and
+        // the read path's callers), never calls back into the engine.
+        let tables = self.disk.lock();
+        for (position, key) in keys.iter().enumerate() {
+            if !found(position, tables[slot(table)].get(key).map(Vec::as_slice)) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {

@@ -449,28 +449,12 @@ impl Store {
 
     /// The value under `key`, verified against its checksum.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let record = match self.engine.get(Table::Kv, key) {
-            Ok(record) => record,
-            Err(source @ EngineError::Corruption { .. }) => {
-                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::CorruptRead { key: escape(key), source });
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let Some(mut record) = record else { return Ok(None) };
-        match open_record(key, &record) {
-            Some(value) => {
-                // The value is the record's tail: keep the engine's buffer rather than copy it.
-                let crc_bytes = record.len() - value.len();
-                record.drain(..crc_bytes);
-                Ok(Some(record))
-            }
-            None => {
-                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(key = %escape(key), location = %self.location, "value checksum mismatch");
-                Err(StoreError::Checksum { key: escape(key) })
-            }
-        }
+        let mut held = None;
+        self.get_each(&[key], &mut |_, value| {
+            held = value.map(<[u8]>::to_vec);
+            false
+        })?;
+        Ok(held)
     }
 
     /// Looks up each of `keys` in order, in one view of the store, handing `found` each key's
