@@ -20,9 +20,11 @@
 //! a per-thread random generator seeded from the thread id). What a node reads never depends on
 //! either, but the shape of the LSM tree and the bytes it writes would. So under madsim the
 //! engine ([`SimFlushing`]) flushes a column family itself once `memtable_bytes` of keys and
-//! values were written to it, and after every operation that writes it waits, in wall time while
-//! simulated time stands still, for all background work to finish: the tree after each commit
-//! follows from the sequence of commits alone, and a seed replays to the same trace. The SST
+//! values were written to it, and before anything else touches the database (a read, a commit,
+//! a statistic, closing it) it waits, in wall time while simulated time stands still, for all
+//! background work to finish: every operation sees the tree that follows from the sequence of
+//! commits alone, and a seed replays to the same trace. The flush and the compactions it sets
+//! off run meanwhile on RocksDB's threads, beside the simulator's, while other nodes work. The SST
 //! files' host property (the machine's hostname by default) is left out for the same reason, and
 //! the info LOG keeps only errors (its lines carry wall-clock timings, and RocksDB counts the LOG
 //! bytes a flush's thread wrote as flush bytes).
@@ -37,12 +39,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, IteratorMode,
-    LogLevel, Options, ReadOptions, WaitForCompactOptions, WriteBatch, WriteOptions, properties,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType, Direction, ErrorKind, FlushOptions,
+    IteratorMode, LogLevel, Options, ReadOptions, WaitForCompactOptions, WriteBatch, WriteOptions, properties,
 };
 
 use super::OpenOptions;
@@ -94,12 +97,16 @@ pub(crate) struct RocksEngine {
 const READ_ONLY_CACHE_BYTES: usize = 8 << 20;
 
 /// How the engine flushes under the simulator: by bytes written, not by memory used, and with
-/// all background work finished after every write.
+/// all background work finished before the database is touched again.
 struct SimFlushing {
     /// Keys and values written to a column family before the engine flushes it.
     memtable_bytes: u64,
     /// Per column family (in [`Table::ALL`] order), bytes written since its last flush.
     unflushed: [u64; 3],
+    /// A flush was asked for and its background work not yet waited for. Only a flush sets
+    /// background work off here (file-age compactions are off, recovery's work is waited for
+    /// at open), so while this is false there is none.
+    unsettled: AtomicBool,
     /// The level-0 files already seen, and the bytes of those that flushes wrote since open.
     flushed: Mutex<FlushedFiles>,
 }
@@ -192,6 +199,7 @@ impl RocksEngine {
             engine.sim = Some(SimFlushing {
                 memtable_bytes: sim_memtable_bytes as u64,
                 unflushed: [0; 3],
+                unsettled: AtomicBool::new(false),
                 flushed: Mutex::new(FlushedFiles {
                     seen,
                     bytes: 0,
@@ -244,12 +252,17 @@ impl RocksEngine {
         Ok(())
     }
 
-    /// Under the simulator: waits until RocksDB has no flush or compaction queued or running
-    /// (see the module doc), then adds the level-0 files that appeared to the flushed bytes.
-    /// In a real node background work overlaps with commits, as it should.
+    /// Under the simulator, called before every use of the database: waits until RocksDB has
+    /// no flush or compaction queued or running (see the module doc), then adds the level-0
+    /// files that appeared to the flushed bytes. In a real node background work overlaps with
+    /// everything, as it should.
     fn settle(&self) -> Result<(), EngineError> {
         let Some(sim) = &self.sim else { return Ok(()) };
+        if !sim.unsettled.load(Ordering::Acquire) {
+            return Ok(());
+        }
         self.db.wait_for_compact(&WaitForCompactOptions::default()).map_err(rocks_error)?;
+        sim.unsettled.store(false, Ordering::Release);
         let mut flushed = sim.flushed.lock().unwrap_or_else(|p| p.into_inner());
         // Listing the live files walks every level under the DB mutex: most commits flush
         // nothing, and then the ticker says so for the price of a counter read.
@@ -266,8 +279,24 @@ impl RocksEngine {
         Ok(())
     }
 
-    /// Under the simulator: counts a commit's bytes per column family and flushes those that
-    /// reached `memtable_bytes`.
+    /// Under the simulator: the call just made may have set background work off, so the next
+    /// [`settle`](Self::settle) waits for it.
+    fn background_may_run(&self) {
+        if let Some(sim) = &self.sim {
+            sim.unsettled.store(true, Ordering::Release);
+        }
+    }
+
+    /// [`settle`](Self::settle) where no error can be returned: a background error shows again
+    /// at the next read or commit.
+    fn settle_or_warn(&self) {
+        if let Err(e) = self.settle() {
+            tracing::warn!(error = %e, "waiting for RocksDB's background work failed");
+        }
+    }
+
+    /// Under the simulator: counts a commit's bytes per column family and starts a flush of
+    /// those that reached `memtable_bytes`, without waiting for it (see [`settle`](Self::settle)).
     fn flush_full_memtables(&mut self, written: [u64; 3]) -> Result<(), EngineError> {
         let Some(sim) = &mut self.sim else { return Ok(()) };
         let mut full = Vec::new();
@@ -278,14 +307,24 @@ impl RocksEngine {
                 full.push(table);
             }
         }
+        if full.is_empty() {
+            return Ok(());
+        }
+        // The memtable is switched now, in this call; the flush and any compaction it sets off
+        // run on RocksDB's threads until the next settle.
+        sim.unsettled.store(true, Ordering::Release);
+        let mut background = FlushOptions::default();
+        background.set_wait(false);
         for table in full {
-            self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
+            self.db.flush_cf_opt(self.cf(table), &background).map_err(rocks_error)?;
         }
         Ok(())
     }
 
     /// Flushes every column family's memtable (and, under the simulator, settles).
     fn flush_all(&self) -> Result<(), EngineError> {
+        self.settle()?;
+        self.background_may_run();
         for table in Table::ALL {
             self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
         }
@@ -309,16 +348,26 @@ impl RocksEngine {
     }
 }
 
+impl Drop for RocksEngine {
+    /// Under the simulator a flush may still be under way: closing would cancel whatever of it
+    /// has not started, and what reached the files would depend on thread timing.
+    fn drop(&mut self) {
+        self.settle_or_warn();
+    }
+}
+
 impl Engine for RocksEngine {
     fn kind(&self) -> EngineKind {
         EngineKind::Rocksdb
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.settle()?;
         self.db.get_cf(self.cf(table), key).map_err(rocks_error)
     }
 
     fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        self.settle()?;
         // MultiGet reads every key at one sequence number, as LMDB's one read transaction does,
         // and pinned values lend the block cache's bytes instead of copying them.
         let values = self.db.batched_multi_get_cf_opt(self.cf(table), keys.iter().copied(), false, &ReadOptions::default());
@@ -332,6 +381,7 @@ impl Engine for RocksEngine {
 
     fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
         debug_assert!(keys.is_sorted(), "value_lens takes its keys sorted");
+        self.settle()?;
         // One MultiGet for a whole apply: one pass down the memtables and the tree, the keys in
         // order, where a Get per key walked it again each time (a quarter of a RocksDB run).
         let values = self.db.batched_multi_get_cf_opt(self.cf(table), keys.iter().copied(), true, &ReadOptions::default());
@@ -339,6 +389,7 @@ impl Engine for RocksEngine {
     }
 
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
+        self.settle()?;
         for item in self.db.iterator_cf(self.cf(table), IteratorMode::From(start, Direction::Forward)) {
             let (key, value) = item.map_err(rocks_error)?;
             if !visit(&key, &value) {
@@ -350,6 +401,7 @@ impl Engine for RocksEngine {
 
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
         self.refuse_if_read_only()?;
+        self.settle()?;
         let mut batch = WriteBatch::default();
         let mut written = [0u64; 3];
         let position = |table: Table| Table::ALL.iter().position(|t| *t == table).expect("every table is in ALL");
@@ -371,8 +423,7 @@ impl Engine for RocksEngine {
             written[position(table)] += bytes as u64;
         }
         self.db.write_opt(batch, &self.sync).map_err(rocks_error)?;
-        self.flush_full_memtables(written)?;
-        self.settle()
+        self.flush_full_memtables(written)
     }
 
     fn flush(&mut self) -> Result<(), EngineError> {
@@ -381,10 +432,12 @@ impl Engine for RocksEngine {
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
+        self.settle()?;
         dir_bytes(self.db.path()).map_err(|e| EngineError::failed(EngineKind::Rocksdb, e))
     }
 
     fn disk_bytes_written(&self) -> u64 {
+        self.settle_or_warn();
         let flushed = match &self.sim {
             // RocksDB's flush ticker counts whatever its thread wrote during the flush, MANIFEST
             // records batched with other flushes' included: it varies with thread scheduling.
@@ -405,10 +458,12 @@ impl Engine for RocksEngine {
         // `flush` has settled) no compaction it would trigger can race its listing of files.
         self.flush_all()?;
         Checkpoint::new(&self.db).and_then(|c| c.create_checkpoint(dir)).map_err(rocks_error)?;
+        self.background_may_run();
         self.settle()
     }
 
     fn resources(&self) -> EngineResources {
+        self.settle_or_warn();
         // The column families share one cache: its usage and capacity read from any of them.
         let cache = |name| self.db.property_int_value_cf(self.cf(Table::Kv), name).ok().flatten();
         EngineResources {
