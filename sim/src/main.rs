@@ -200,6 +200,7 @@ impl RunOptions {
 }
 
 fn main() -> ExitCode {
+    qs_sim::scratch::remove_on_interrupt();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

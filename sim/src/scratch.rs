@@ -4,7 +4,69 @@
 //! lives as long as the run. A run that ends removes its own; one killed (a sweep's budget, the
 //! OOM killer, a signal) cannot, so a sweep gives each run process a scratch folder of its own
 //! and removes it whatever the process's end ([`RunScratch`]): a nightly sweep of thousands of
-//! runs never fills `/dev/shm`, which is memory.
+//! runs never fills `/dev/shm`, which is memory. A `qsim` process interrupted (Ctrl-C, SIGTERM,
+//! SIGHUP) removes the scratch folders it made before it dies ([`remove_on_interrupt`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The scratch folders this process made and has not removed yet: what an interrupt removes.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Makes the process remove its live scratch folders on SIGINT, SIGTERM or SIGHUP, then die of
+/// that signal as it would have without this. Without it an interrupted run's stores stayed in
+/// `/dev/shm`, holding memory until the next reboot.
+///
+/// The signals are taken on a thread of their own, outside any simulation, so this changes
+/// nothing a run draws or records. The simulation may still be writing while the folders go;
+/// it is about to end with the process either way.
+pub fn remove_on_interrupt() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let watch = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).and_then(|mut signals| {
+        std::thread::Builder::new().name("qsim-interrupts".into()).spawn(move || {
+            let Some(signal) = signals.forever().next() else { return };
+            let dirs: Vec<PathBuf> = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            for dir in &dirs {
+                // A store still writing can add a file between the walk and the last rmdir.
+                if std::fs::remove_dir_all(dir).is_err() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            if !dirs.is_empty() {
+                eprintln!("qsim: interrupted; removed {} scratch folder(s)", dirs.len());
+            }
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        })
+    });
+    if let Err(e) = watch {
+        eprintln!("qsim: warning: cannot watch for interrupts ({e}); an interrupted run leaves its scratch folder");
+    }
+}
+
+/// A scratch folder under [`scratch_root`], removed with everything in it when dropped or when
+/// the process is interrupted ([`remove_on_interrupt`]).
+#[derive(Debug)]
+pub struct ScratchDir(tempfile::TempDir);
+
+impl ScratchDir {
+    /// Makes `<scratch root>/<prefix>XXXXXX`.
+    pub fn new(prefix: &str) -> std::io::Result<ScratchDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(scratch_root())?;
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(dir.path().to_path_buf());
+        Ok(ScratchDir(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|live| live != self.0.path());
+    }
+}
 
 /// Where runs keep their scratch directories: `QSIM_SCRATCH_DIR` if set, else `/dev/shm` where
 /// it is a writable directory, else the system's temporary directory.
@@ -14,11 +76,11 @@
 /// process is the simulator's own, so whatever LMDB and RocksDB wrote stays in the host's page
 /// cache either way. On a real disk every one of their commits waited for a host `fsync` that
 /// buys nothing here — most of an LMDB or RocksDB run's wall time.
-pub fn scratch_root() -> std::path::PathBuf {
+pub fn scratch_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("QSIM_SCRATCH_DIR").filter(|d| !d.is_empty()) {
         return dir.into();
     }
-    let shm = std::path::Path::new("/dev/shm");
+    let shm = Path::new("/dev/shm");
     let writable = shm.is_dir() && tempfile::Builder::new().prefix("qsim-probe-").tempfile_in(shm).is_ok();
     if writable { shm.to_path_buf() } else { std::env::temp_dir() }
 }
@@ -26,15 +88,15 @@ pub fn scratch_root() -> std::path::PathBuf {
 /// The scratch folder of one run process, under [`scratch_root`], handed to it through
 /// `QSIM_SCRATCH_DIR` and removed with everything in it when this is dropped.
 #[derive(Debug)]
-pub struct RunScratch(tempfile::TempDir);
+pub struct RunScratch(ScratchDir);
 
 impl RunScratch {
     /// Makes the folder; `None` if it cannot be made (the run then uses the shared root).
     pub fn new() -> Option<RunScratch> {
-        tempfile::Builder::new().prefix("qsim-sweep-run-").tempdir_in(scratch_root()).ok().map(RunScratch)
+        ScratchDir::new("qsim-sweep-run-").ok().map(RunScratch)
     }
 
-    pub fn path(&self) -> &std::path::Path {
+    pub fn path(&self) -> &Path {
         self.0.path()
     }
 }

@@ -488,3 +488,49 @@ fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_
     assert!(failed_naming(&out, Checker::Reads, &["landed at or before index"]), "{stdout}");
     assert!(trace(&out).contains("unsynced commits"), "the root lost nothing");
 }
+
+#[test]
+fn an_interrupted_run_removes_its_scratch_folder_and_dies_of_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    // quickstart on LMDB, ten simulated hours: still running whenever the signal comes.
+    let quickstart = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"))
+        .unwrap()
+        .replacen("duration = \"2m\"", "duration = \"10h\"", 1)
+        .replacen("engine = \"memory\"", "engine = \"lmdb\"", 1);
+    assert!(quickstart.contains("10h") && quickstart.contains("lmdb"), "quickstart's header changed");
+    let scenario = dir.path().join("long.toml");
+    std::fs::write(&scenario, quickstart).unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_qsim"))
+        .env("QSIM_SCRATCH_DIR", &scratch)
+        .arg("run")
+        .arg(&scenario)
+        .args(["--seed", "1", "--no-report", "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("qsim starts");
+    // Wait until a node's store is on disk in the run's scratch folder.
+    let has_store = || {
+        std::fs::read_dir(&scratch).unwrap().flatten().any(|run| {
+            std::fs::read_dir(run.path()).is_ok_and(|mut nodes| nodes.next().is_some())
+        })
+    };
+    let waited = std::time::Instant::now();
+    while !has_store() {
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before it was interrupted");
+        assert!(waited.elapsed() < std::time::Duration::from_secs(300), "no store appeared in {}", scratch.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let sent = Command::new("kill").args(["-INT", &run.id().to_string()]).status().expect("kill runs");
+    assert!(sent.success());
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(2), "qsim must die of the SIGINT it got; {stderr}");
+    assert!(stderr.contains("interrupted; removed 1 scratch folder"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "the interrupted run left its scratch behind: {left:?}");
+}

@@ -108,10 +108,7 @@ impl RunOutcome {
 /// and that reseed come from the OS and never touch the run's stream.
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let scenario = scenario.clone();
-    let scratch = tempfile::Builder::new()
-        .prefix("qsim-run-")
-        .tempdir_in(crate::scratch::scratch_root())
-        .expect("a scratch directory for the run");
+    let scratch = crate::scratch::ScratchDir::new("qsim-run-").expect("a scratch directory for the run");
     let path = scratch.path().to_path_buf();
     let outcome = match std::thread::Builder::new()
         .name(format!("qsim-seed-{seed}"))
