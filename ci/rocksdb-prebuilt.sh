@@ -4,7 +4,7 @@
 #
 # The library is built once per machine, with `cargo build --release -p librocksdb-sys`, into a
 # cache outside the clone keyed by the librocksdb-sys version in Cargo.lock:
-#     ${QSIM_CACHE_DIR:-~/.cache/qsim}/rocksdb-<version>/lib/{librocksdb.a,libsnappy.a}
+#     ${QSIM_CACHE_DIR:-~/.cache/qsim}/rocksdb-<version>-snappy[-crc]/lib/{librocksdb.a,libsnappy.a}
 # then exported through the variables librocksdb-sys honours (ROCKSDB_LIB_DIR, ROCKSDB_STATIC,
 # SNAPPY_LIB_DIR, SNAPPY_STATIC). Set QSIM_ROCKSDB_PREBUILT=0 to skip all of this.
 #
