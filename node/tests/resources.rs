@@ -198,6 +198,14 @@ fn a_small_rocksdb_block_cache_hits_misses_and_stays_within_its_capacity() {
     assert!(usage > 0.0 && usage <= CACHE, "block cache usage {usage} outside (0, {CACHE}]");
     assert!(get("qs_resident_bytes") > usage, "the process holds at least its cache");
     assert_eq!(get("qs_memory_limit_bytes"), 0.0, "no limit configured");
+    // Every key written is in the length cache (1000 keys, well within its capacity): their
+    // bytes and the estimated overhead of each entry.
+    let key_bytes: usize = written.iter().map(|(key, _)| key.len()).sum();
+    assert_eq!(
+        get("qs_memory_accounted_bytes{component=\"length_cache\"}"),
+        (key_bytes as u64 + 1_000 * qs_node::store::LENGTH_CACHE_ENTRY_OVERHEAD_BYTES) as f64,
+        "the length cache holds the 1000 keys written"
+    );
     assert!(node.child.try_wait().unwrap().is_none(), "a node without a memory limit keeps running");
 }
 

@@ -249,7 +249,7 @@ mod real {
         }
     }
 
-    const COMPONENTS: [&str; 3] = ["block_cache", "memtables", "table_readers"];
+    const COMPONENTS: [&str; 4] = ["block_cache", "memtables", "table_readers", "length_cache"];
 
     fn status_field(pid: u32, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -578,7 +578,7 @@ mod real {
             "VmRSS and RssAnon from /proc/PID/status at the sample (anon: the heap side of RSS, the rest is code and libraries);"
         );
         println!(
-            "acct = qs_memory_accounted_bytes summed (block cache + memtables + table readers); heaps = glibc arena heaps"
+            "acct = qs_memory_accounted_bytes summed (block cache + memtables + table readers + length cache); heaps = glibc arena heaps"
         );
         println!("estimated from /proc/PID/maps (64 MiB-aligned reservations); keys/s = keys read over memcached.");
         println!(

@@ -143,6 +143,9 @@ pub struct EngineResources {
     pub table_readers_bytes: Option<u64>,
     /// RocksDB: active and immutable memtables (`rocksdb.cur-size-all-mem-tables`, summed).
     pub memtables_bytes: Option<u64>,
+    /// RocksDB: the engine's cache of recently written keys' value lengths (an estimate from
+    /// its keys and entries; see `store/length_cache.rs`).
+    pub length_cache_bytes: Option<u64>,
     /// LMDB: major page faults of the process (a page read from the disk on access).
     pub major_faults: Option<u64>,
     /// LMDB: resident bytes of the `data.mdb` mapping (pages the OS page cache holds for it).
@@ -163,6 +166,8 @@ pub enum MemoryComponent {
     Memtables,
     /// RocksDB's table readers outside the cache.
     TableReaders,
+    /// The RocksDB engine's cache of value lengths.
+    LengthCache,
     /// Resident pages of LMDB's memory-mapped data file.
     LmdbMapped,
     /// The memory engine's data.
@@ -180,6 +185,7 @@ impl MemoryComponent {
             MemoryComponent::BlockCache => "block_cache",
             MemoryComponent::Memtables => "memtables",
             MemoryComponent::TableReaders => "table_readers",
+            MemoryComponent::LengthCache => "length_cache",
             MemoryComponent::LmdbMapped => "lmdb_mapped",
             MemoryComponent::MemoryStore => "memory_store",
             MemoryComponent::Buffers => "buffers",
@@ -201,6 +207,7 @@ impl EngineResources {
             (MemoryComponent::BlockCache, self.block_cache_usage_bytes),
             (MemoryComponent::Memtables, self.memtables_bytes),
             (MemoryComponent::TableReaders, self.table_readers_bytes),
+            (MemoryComponent::LengthCache, self.length_cache_bytes),
             (MemoryComponent::LmdbMapped, self.mapped_resident_bytes),
             (MemoryComponent::MemoryStore, self.held_bytes),
         ]

@@ -20,6 +20,7 @@
 
 mod engine;
 mod error;
+mod length_cache;
 mod lmdb;
 mod location;
 mod mem;
@@ -34,6 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
+pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
 pub use error::{ApplyRefusal, StoreError};
 pub use location::{OpenOptions, StoreLocation};
 pub(crate) use location::{describe_path, detect_engine};

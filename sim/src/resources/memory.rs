@@ -9,6 +9,7 @@
 //! Guarantees: pure arithmetic on the inputs (no clock, no randomness); every component is
 //! reported separately, so a report can show which one grew.
 
+use qs_node::store::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
 use serde::{Deserialize, Serialize};
 
 /// FoundationDB's byte sample keeps a pair with probability `(k + v) / ((k + 100) × 250)`
@@ -76,8 +77,9 @@ pub enum EngineShape {
     /// LMDB: data and branch pages live in the OS page cache (the cache term), which outlives a
     /// process restart; nothing else grows with data in the process.
     Lmdb,
-    /// RocksDB: index blocks (table readers) grow with the data; memtables. No filter blocks:
-    /// qs-node sets no filter policy (`store/rocks.rs`), so none are counted.
+    /// RocksDB: index blocks (table readers) grow with the data; memtables; the engine's
+    /// value-length cache, up to its capacity. No filter blocks: qs-node sets no filter policy
+    /// (`store/rocks.rs`), so none are counted.
     Rocksdb,
 }
 
@@ -109,7 +111,7 @@ pub struct Breakdown {
     /// The page cache as filled so far (it grows to its capacity as pages are read).
     pub cache: u64,
     pub byte_sample: u64,
-    /// RocksDB's index blocks.
+    /// RocksDB's index blocks and value-length cache.
     pub engine: u64,
     pub memtables: u64,
     pub buffers: u64,
@@ -141,14 +143,20 @@ pub fn byte_sampled(key_bytes: u64, value_bytes: u64, key_hash: u64) -> bool {
     (key_hash as f64 / u64::MAX as f64) < p
 }
 
-/// Index blocks (RocksDB); B-trees keep no per-key structure outside their pages.
+/// Index blocks and the value-length cache (RocksDB); B-trees keep no per-key structure
+/// outside their pages.
 pub fn engine_bytes(engine: EngineShape, data: &Data) -> u64 {
     match engine {
         EngineShape::Redwood | EngineShape::Lmdb => 0,
         EngineShape::Rocksdb => {
             let blocks = data.bytes / ROCKSDB_BLOCK_BYTES as f64;
             let mean_key = if data.keys > 0.0 { data.key_bytes / data.keys } else { 0.0 };
-            (blocks * (mean_key + ROCKSDB_INDEX_ENTRY_OVERHEAD as f64)) as u64
+            let index = blocks * (mean_key + ROCKSDB_INDEX_ENTRY_OVERHEAD as f64);
+            // qs-node's RocksDB engine remembers the lengths of its most recently used keys
+            // (`store/length_cache.rs`), full once it has met that many.
+            let cached_keys = data.keys.min(LENGTH_CACHE_KEYS as f64);
+            let length_cache = cached_keys * (mean_key + LENGTH_CACHE_ENTRY_OVERHEAD_BYTES as f64);
+            (index + length_cache) as u64
         }
     }
 }
@@ -231,9 +239,10 @@ mod tests {
         let heap = GIB + 2 * GIB + 10_000_000_000 + (64 << 20);
         assert_eq!(b.heap(), heap);
         assert_eq!(b.allocator_overhead, (heap as f64 * 0.15) as u64);
-        // RocksDB: no filters; 2 TB / 4 KiB blocks × (30 + 16) B of index.
+        // RocksDB: no filters; 2 TB / 4 KiB blocks × (30 + 16) B of index, and a full length
+        // cache: 16 Ki keys × (30 + 96) B.
         let rocks = engine_bytes(EngineShape::Rocksdb, &data);
-        let expected = 2.0 * TB / 4096.0 * 46.0;
+        let expected = 2.0 * TB / 4096.0 * 46.0 + 16384.0 * 126.0;
         assert!((rocks as f64 - expected).abs() < 1.0, "{rocks}");
     }
 }
