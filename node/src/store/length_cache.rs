@@ -31,19 +31,23 @@ pub const LENGTH_CACHE_KEYS: usize = 16 * 1024;
 pub const LENGTH_CACHE_ENTRY_OVERHEAD_BYTES: u64 = 96;
 
 pub(crate) struct LengthCache {
+    /// Unbounded in the `lru` crate's terms, and held to `capacity` here: a bounded one
+    /// allocates its hash table for the full capacity at once, and probing a table sized for
+    /// 16 Ki keys that holds a few thousand misses the CPU cache far more often.
     entries: LruCache<Box<[u8]>, Option<usize>, FxBuildHasher>,
+    capacity: usize,
     key_bytes: u64,
 }
 
 impl LengthCache {
     pub(crate) fn new(capacity: NonZeroUsize) -> LengthCache {
-        LengthCache { entries: LruCache::with_hasher(capacity, FxBuildHasher), key_bytes: 0 }
+        LengthCache { entries: LruCache::unbounded_with_hasher(FxBuildHasher), capacity: capacity.get(), key_bytes: 0 }
     }
 
     /// What the database holds under `key`, if known: `Some(None)` for a key known absent.
-    /// A hit counts as a use.
-    pub(crate) fn get(&mut self, key: &[u8]) -> Option<Option<usize>> {
-        self.entries.get(key).copied()
+    /// Only [`record`](Self::record) counts as a use: an apply records every key it looked up.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<usize>> {
+        self.entries.peek(key).copied()
     }
 
     /// Remembers that the database now holds a record of `len` bytes under `key` (`None`:
@@ -54,10 +58,13 @@ impl LengthCache {
             return;
         }
         self.key_bytes += key.len() as u64;
-        if let Some((evicted, _)) = self.entries.push(key, len) {
+        self.entries.push(key, len);
+        if self.entries.len() > self.capacity
+            && let Some((evicted, _)) = self.entries.pop_lru()
+        {
             self.key_bytes -= evicted.len() as u64;
         }
-        debug_assert!(self.entries.len() <= self.entries.cap().get(), "the cache stays within its capacity");
+        debug_assert!(self.entries.len() <= self.capacity, "the cache stays within its capacity");
     }
 
     /// Forgets every key: after a write whose outcome is unknown, or one the cache cannot follow.
@@ -99,7 +106,9 @@ mod tests {
         let mut c = cache(2);
         c.record(b"old".as_slice().into(), Some(1));
         c.record(b"used".as_slice().into(), Some(2));
-        assert_eq!(c.get(b"old"), Some(Some(1)), "a read is a use: `used` is now the oldest");
+        assert_eq!(c.get(b"old"), Some(Some(1)), "a lookup is not a use");
+        c.record(b"old".as_slice().into(), Some(1));
+        // Recorded again: `used` is now the oldest.
         c.record(b"new".as_slice().into(), Some(3));
         assert_eq!(c.get(b"used"), None, "evicted");
         assert_eq!((c.get(b"old"), c.get(b"new")), (Some(Some(1)), Some(Some(3))));
