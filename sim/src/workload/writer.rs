@@ -14,6 +14,10 @@
 //!   reads checker forgets its deletes;
 //! - anything else (a timeout, a broken connection, another status): unknown, so each operation
 //!   stays a possible ending of its key.
+//!
+//! Requests travel over kept-alive connections, as a producer's do: an idle one is reused, a new
+//! one opened when none is open. A connection the root closed, or lost with its process, is
+//! found closed before use or fails its request (unknown, as any broken connection).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -22,6 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use qs_node::connections::FlushWhenWritten;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -66,6 +71,11 @@ struct Operation {
     version: u64,
 }
 
+/// Keep-alive connections to the root with no request on them, the most recently used last:
+/// a producer keeps its connections open, and a fresh TCP connection and HTTP handshake per
+/// write were a tenth of a simulated run.
+type IdleConnections = Arc<Mutex<Vec<SendRequest<Full<Bytes>>>>>;
+
 /// How the root answered a request.
 enum Answer {
     /// Committed at this root index.
@@ -81,6 +91,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
     let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
     let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let idle: IdleConnections = Arc::default();
     let mut versions: BTreeMap<String, u64> = BTreeMap::new();
     let start = madsim::time::Instant::now();
     let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
@@ -168,9 +179,9 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
             }
         }
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
-        let root = spec.root;
+        let (root, idle) = (spec.root, idle.clone());
         tokio::spawn(async move {
-            let answer = madsim::time::timeout(WRITE_TIMEOUT, send(root, &ops)).await.unwrap_or(Answer::Unknown);
+            let answer = madsim::time::timeout(WRITE_TIMEOUT, send(root, &ops, &idle)).await.unwrap_or(Answer::Unknown);
             match answer {
                 Answer::Acknowledged(index) => {
                     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
@@ -217,20 +228,35 @@ fn chance(rng: &mut ChaCha8Rng, share: f64) -> bool {
     share > 0.0 && rng.random_bool(share)
 }
 
-/// One request: a `PUT` or `DELETE` for a single operation, a `POST /v1/batch` for several.
-async fn send(root: SocketAddr, ops: &[Operation]) -> Answer {
+/// An idle connection to the root that is still open, or else a new one.
+async fn connection(root: SocketAddr, idle: &IdleConnections) -> Option<SendRequest<Full<Bytes>>> {
+    loop {
+        let Some(mut sender) = idle.lock().unwrap_or_else(|p| p.into_inner()).pop() else { break };
+        // Closed by the root (or its death) while idle: dropped, and the next one tried.
+        if !sender.is_closed() && sender.ready().await.is_ok() {
+            return Some(sender);
+        }
+    }
     let Ok(Ok(stream)) = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await else {
-        return Answer::Unknown;
+        return None;
     };
-    let Ok((mut sender, connection)) =
+    let Ok((sender, connection)) =
         // A flush with nothing written would send madsim an empty message (see FlushWhenWritten).
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(FlushWhenWritten::new(stream))).await
     else {
-        return Answer::Unknown;
+        return None;
     };
     tokio::spawn(async move {
         let _ = connection.await;
     });
+    Some(sender)
+}
+
+/// One request: a `PUT` or `DELETE` for a single operation, a `POST /v1/batch` for several, on
+/// a kept-alive connection when one is idle. A connection goes back to `idle` only after an
+/// answer read to its end; one whose request failed or timed out is dropped with its state.
+async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> Answer {
+    let Some(mut sender) = connection(root, idle).await else { return Answer::Unknown };
     let request = match ops {
         [op] => {
             let uri = format!("http://{root}/v1/keys/{}", op.key);
@@ -260,8 +286,9 @@ async fn send(root: SocketAddr, ops: &[Operation]) -> Answer {
     headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
+    let Ok(body) = response.into_body().collect().await else { return Answer::Unknown };
+    idle.lock().unwrap_or_else(|p| p.into_inner()).push(sender);
     if status.is_success() {
-        let Ok(body) = response.into_body().collect().await else { return Answer::Unknown };
         let index = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok().and_then(|v| v["index"].as_u64());
         return index.map_or(Answer::Unknown, Answer::Acknowledged);
     }
