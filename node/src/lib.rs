@@ -39,7 +39,7 @@ pub mod root;
 pub mod store;
 pub mod testkit;
 
-pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, VerifiedEntry};
+pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, StoredEntry, VerifiedEntry};
 pub use store::{
     ApplyRefusal, EngineKind, EngineResources, GcOutcome, LogRead, LogReadLimits, MemDisk, MemoryComponent,
     OpenOptions, PrefixUsage, RetentionPolicy, StateDigest, Store, StoreError, StoreLocation, StoreStats,

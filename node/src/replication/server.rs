@@ -29,7 +29,7 @@ use super::protocol::{
     ClientHello, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message, write_message,
 };
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
-use crate::entry::VerifiedEntry;
+use crate::entry::StoredEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
 use crate::fault_points::FaultPoint;
@@ -173,7 +173,7 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
             return Ok(());
         }
         state.disk_io(DiskOp::Read).await;
-        let read = state.read_store(|store| store.read_verified_log_after(last, FRAME_LIMITS));
+        let read = state.read_store(|store| store.read_stored_log_after(last, FRAME_LIMITS));
         let read = match read {
             Ok(read) => read,
             Err(e) => {
@@ -188,11 +188,11 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         match read {
             LogRead::Entries(entries) if !entries.is_empty() => {
                 let stop = hello.stop_index.unwrap_or(u64::MAX);
-                let entries: Vec<_> = entries.into_iter().take_while(|e| e.index <= stop).collect();
-                last = entries.last().map_or(last, |e| e.index);
-                // Forwarded as stored: each entry decoded and verified on the way out of the
-                // store, never compressed again.
-                let frames = entries.into_iter().map(VerifiedEntry::into_compressed).collect();
+                let entries: Vec<_> = entries.into_iter().take_while(|e| e.index() <= stop).collect();
+                last = entries.last().map_or(last, StoredEntry::index);
+                // Forwarded as stored: each entry checked (decompressed, parsed, hash verified)
+                // on the way out of the store, never built or compressed again.
+                let frames = entries.into_iter().map(StoredEntry::into_compressed).collect();
                 write_message(&mut stream, &Message::Entries { entries: frames }).await?;
             }
             LogRead::Collected { first_retained } if state.config.legacy.serve_nearest_when_collected => {

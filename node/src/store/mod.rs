@@ -27,14 +27,15 @@ mod mem;
 mod mem_table;
 mod record;
 mod rocks;
+mod log;
 pub mod rot;
 pub mod snapshot;
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
+pub use log::{GcOutcome, LogRead, LogReadLimits, RetentionPolicy};
 pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
 pub use error::{ApplyRefusal, StoreError};
 pub use location::{OpenOptions, StoreLocation};
@@ -46,50 +47,7 @@ use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, VerifiedEntry, escape};
-use crate::limits::GC_ENTRIES_PER_PASS_MAX;
 use engine::{Engine, Table, Write};
-
-/// A log retention policy. An entry is collected only when every rule that is set allows it:
-/// it is not among the newest `keep_entries_min`, and it is older than `keep_age_ms`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RetentionPolicy {
-    /// Always keep at least this many of the newest entries.
-    pub keep_entries_min: Option<u64>,
-    /// Keep every entry whose root timestamp is younger than this.
-    pub keep_age_ms: Option<u64>,
-}
-
-/// What one garbage-collection pass did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcOutcome {
-    pub collected: u64,
-    /// The oldest index still readable after the pass.
-    pub first_retained: u64,
-    /// True when the pass stopped at [`GC_ENTRIES_PER_PASS_MAX`] with more to collect.
-    pub more: bool,
-}
-
-/// Answer to a log read for replication: entries as [`LogEntry`], or as [`VerifiedEntry`]
-/// with their stored bytes ([`Store::read_verified_log_after`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogRead<E = LogEntry> {
-    /// Entries from the requested index on, in order (empty when the reader is caught up).
-    Entries(Vec<E>),
-    /// The requested index was garbage-collected; the oldest entry still held is
-    /// `first_retained`. The reader must find another source or a snapshot.
-    Collected { first_retained: u64 },
-    /// The reader claims to have applied past this store's `applied` index.
-    Ahead { applied: u64 },
-}
-
-/// Bounds on one log read.
-#[derive(Clone, Copy, Debug)]
-pub struct LogReadLimits {
-    pub entries_max: usize,
-    /// Compressed bytes; at least one entry is returned even if it alone is larger.
-    pub bytes_max: usize,
-}
-
 
 /// Sizes and counters of a store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -497,123 +455,6 @@ impl Store {
         Ok(())
     }
 
-    /// Log entries after `last_index` (the reader's last applied index), within `limits`.
-    /// Every entry is decoded and its hash verified before it is returned.
-    pub fn read_log_after(&self, last_index: u64, limits: LogReadLimits) -> Result<LogRead, StoreError> {
-        self.read_log_as(last_index, limits, LogEntry::decompress)
-    }
-
-    /// [`read_log_after`](Self::read_log_after), each entry with the bytes it is stored as:
-    /// what a source forwards.
-    pub fn read_verified_log_after(
-        &self,
-        last_index: u64,
-        limits: LogReadLimits,
-    ) -> Result<LogRead<VerifiedEntry>, StoreError> {
-        self.read_log_as(last_index, limits, |stored| VerifiedEntry::decompress(stored.to_vec()))
-    }
-
-    /// A log read whose entries `decode` makes from their stored bytes (verifying them).
-    fn read_log_as<E: Borrow<LogEntry>>(
-        &self,
-        last_index: u64,
-        limits: LogReadLimits,
-        decode: fn(&[u8]) -> Result<E, EntryError>,
-    ) -> Result<LogRead<E>, StoreError> {
-        if last_index > self.head.applied_index {
-            return Ok(LogRead::Ahead { applied: self.head.applied_index });
-        }
-        let from = last_index + 1;
-        if from < self.head.first_retained_index {
-            return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
-        }
-        let mut entries: Vec<E> = Vec::new();
-        let mut bytes = 0usize;
-        let mut misplaced = None;
-        self.scan_entries(from, decode, &mut |index, compressed_len, entry| {
-            if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + compressed_len > limits.bytes_max)
-            {
-                return false;
-            }
-            let expected = from + entries.len() as u64;
-            let found = entry.borrow().index;
-            if index != expected || found != expected {
-                misplaced = Some(StoreError::CorruptLog {
-                    index: expected,
-                    reason: format!("found entry {found} under key {index} where {expected} belongs"),
-                });
-                return false;
-            }
-            bytes += compressed_len;
-            entries.push(entry);
-            true
-        })?;
-        if let Some(failure) = misplaced {
-            return Err(failure);
-        }
-        if entries.is_empty() && from <= self.head.applied_index {
-            return Err(StoreError::CorruptLog { index: from, reason: "entry is missing from the log".into() });
-        }
-        // A reply stays within its limits (one entry may pass the byte limit alone: an entry is
-        // never split), and never reaches past what this store applied.
-        assert!(
-            entries.len() <= limits.entries_max && (entries.len() <= 1 || bytes <= limits.bytes_max),
-            "a log read of {} entries, {bytes} bytes, passed its limits {limits:?}",
-            entries.len()
-        );
-        assert!(
-            entries.last().is_none_or(|e| e.borrow().index <= self.head.applied_index),
-            "a log read past the applied index"
-        );
-        Ok(LogRead::Entries(entries))
-    }
-
-    /// Collects the oldest log entries the policy allows, as one bounded commit.
-    pub fn collect_garbage(&mut self, policy: RetentionPolicy, now_ms: u64) -> Result<GcOutcome, StoreError> {
-        let first = self.head.first_retained_index;
-        let mut new_first = first;
-        if policy.keep_entries_min.is_some() || policy.keep_age_ms.is_some() {
-            let protected_from =
-                policy.keep_entries_min.map_or(u64::MAX, |n| (self.head.applied_index + 1).saturating_sub(n));
-            let limit = first.saturating_add(GC_ENTRIES_PER_PASS_MAX);
-            let end = protected_from.min(self.head.applied_index + 1).min(limit);
-            match policy.keep_age_ms {
-                None => new_first = end.max(first),
-                Some(age) => {
-                    self.scan_entries(first, LogEntry::decompress, &mut |index, _, entry| {
-                        let collectable = index < end && entry.timestamp_ms.saturating_add(age) <= now_ms;
-                        if collectable {
-                            new_first = index + 1;
-                        }
-                        collectable
-                    })?;
-                }
-            }
-        }
-        // GC never passes the applied index: the newest entry stays until the next is applied
-        // (a follower resuming at applied + 1 must find the chain's end).
-        assert!(
-            new_first <= self.head.applied_index + 1 && new_first >= first,
-            "garbage collection moved the first retained index to {new_first} (was {first}, applied {})",
-            self.head.applied_index
-        );
-        let collected = new_first - first;
-        if collected > 0 {
-            let mut head = self.head;
-            head.first_retained_index = new_first;
-            let mut writes = vec![Write::DeleteRange {
-                table: Table::Log,
-                start: log_key(first).to_vec(),
-                end: log_key(new_first).to_vec(),
-            }];
-            writes.extend(head.writes());
-            self.engine.commit(writes)?;
-            self.head = head;
-        }
-        let more = collected == GC_ENTRIES_PER_PASS_MAX;
-        Ok(GcOutcome { collected, first_retained: new_first, more })
-    }
-
     /// Digest of the whole KV state, verifying every value's checksum on the way.
     pub fn state_digest(&self) -> Result<StateDigest, StoreError> {
         let mut hasher = blake3::Hasher::new();
@@ -654,29 +495,6 @@ impl Store {
             }
             None => Ok(()),
         }
-    }
-
-    /// Visits log entries from index `from` on, each made by `decode` from its stored bytes
-    /// (which verifies it), with its stored (compressed) length, until `visit` returns false; an
-    /// undecodable entry is [`StoreError::CorruptLog`].
-    fn scan_entries<E>(
-        &self,
-        from: u64,
-        decode: fn(&[u8]) -> Result<E, EntryError>,
-        visit: &mut dyn FnMut(u64, usize, E) -> bool,
-    ) -> Result<(), StoreError> {
-        let mut damaged = None;
-        self.engine.scan(Table::Log, &log_key(from), &mut |key, value| {
-            let index = key.try_into().map(u64::from_be_bytes).unwrap_or(0);
-            match decode(value) {
-                Ok(entry) => visit(index, value.len(), entry),
-                Err(e) => {
-                    damaged = Some(StoreError::CorruptLog { index, reason: e.to_string() });
-                    false
-                }
-            }
-        })?;
-        damaged.map_or(Ok(()), Err)
     }
 
     /// Keys and bytes grouped by prefix (the part of the key before the first `:`; a key with

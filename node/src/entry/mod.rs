@@ -33,10 +33,15 @@
 //! ```
 //!
 //! Entries are stored and sent Snappy-compressed ([`LogEntry::compress`]), as in the seed: log
-//! entries are much larger than the values they carry, and compress well.
+//! entries are much larger than the values they carry, and compress well. Reading them back —
+//! as an entry, as an entry with its bytes, or as checked bytes alone — is in `decode.rs`.
+
+mod decode;
 
 use std::fmt;
 use std::str::FromStr;
+
+pub use decode::{StoredEntry, VerifiedEntry};
 
 use crate::limits::{self, ENTRY_BYTES_MAX, KEY_BYTES_MAX, LimitExceeded, OPS_PER_ENTRY_MAX, VALUE_BYTES_MAX};
 
@@ -312,157 +317,9 @@ impl LogEntry {
         snappy(&self.encode())
     }
 
-    /// Inverse of [`compress`](Self::compress): checks the claimed size before allocating.
-    pub fn decompress(compressed: &[u8]) -> Result<LogEntry, EntryError> {
-        let claimed = snap::raw::decompress_len(compressed)
-            .map_err(|e| EntryError::Malformed { index: None, reason: format!("snappy header: {e}") })?;
-        limits::check("ENTRY_BYTES_MAX", ENTRY_BYTES_MAX, claimed)?;
-        let bytes = snap::raw::Decoder::new()
-            .decompress_vec(compressed)
-            .map_err(|e| EntryError::Malformed { index: None, reason: format!("snappy: {e}") })?;
-        LogEntry::decode(&bytes)
-    }
-
-    /// Parses [`encode`](Self::encode)'s output, verifying every length and the hash.
-    pub fn decode(bytes: &[u8]) -> Result<LogEntry, EntryError> {
-        limits::check("ENTRY_BYTES_MAX", ENTRY_BYTES_MAX, bytes.len())?;
-        let mut r = Reader { bytes, pos: 0, index: None };
-        let version = r.u8("format version")?;
-        if version != FORMAT_VERSION {
-            return Err(EntryError::UnknownVersion { found: version });
-        }
-        let index = r.u64("index")?;
-        r.index = Some(index);
-        let db_id = DatabaseId(u128::from_le_bytes(r.array::<16>("database id")?));
-        let timestamp_ms = r.u64("timestamp")?;
-        let prev_hash = ChainHash(r.array::<32>("previous hash")?);
-        let op_count = r.u32("operation count")? as usize;
-        limits::check("OPS_PER_ENTRY_MAX", OPS_PER_ENTRY_MAX, op_count)?;
-        let mut ops = Vec::with_capacity(op_count);
-        for _ in 0..op_count {
-            let tag = r.u8("operation tag")?;
-            let key_len = u16::from_le_bytes(r.array::<2>("key length")?) as usize;
-            limits::check("KEY_BYTES_MAX", KEY_BYTES_MAX, key_len)?;
-            let key = r.take(key_len, "key")?.to_vec();
-            let op = match tag {
-                TAG_SET => {
-                    let value_len = r.u32("value length")? as usize;
-                    limits::check("VALUE_BYTES_MAX", VALUE_BYTES_MAX, value_len)?;
-                    let value = r.take(value_len, "value")?.to_vec();
-                    Op::Set { key, value }
-                }
-                TAG_DELETE => Op::Delete { key },
-                other => return Err(r.malformed(format!("unknown operation tag {other}"))),
-            };
-            op.validate()?;
-            ops.push(op);
-        }
-        let hash = ChainHash(r.array::<32>("hash")?);
-        if r.pos != bytes.len() {
-            return Err(r.malformed(format!("{} trailing bytes after the hash", bytes.len() - r.pos)));
-        }
-        if index == 0 {
-            return Err(r.malformed("index 0 is reserved; the first entry is 1".into()));
-        }
-        let entry = LogEntry { index, db_id, timestamp_ms, prev_hash, ops, hash };
-        // The encoding is canonical (fixed field order, exact lengths, two tags, nothing
-        // trailing), so the bytes before the hash are the entry's canonical bytes: hashing them
-        // here checks the entry without encoding it again.
-        let canonical = &bytes[..bytes.len() - HASH_BYTES];
-        debug_assert_eq!(canonical, entry.canonical_bytes(), "a decoded entry re-encodes to its bytes");
-        if *blake3::hash(canonical).as_bytes() != entry.hash.0 {
-            return Err(EntryError::HashMismatch { index });
-        }
-        Ok(entry)
-    }
-
     /// Sum of key and value bytes this entry writes: the "logical bytes" of write amplification.
     pub fn logical_bytes(&self) -> u64 {
         self.ops.iter().map(Op::logical_bytes).sum()
-    }
-}
-
-/// A log entry together with its stored and transmitted form — the Snappy-compressed
-/// [`LogEntry::encode`] bytes it was decoded from, its hash verified on the way. The only way
-/// to build one is [`VerifiedEntry::decompress`], so holding one means the bytes and the entry
-/// agree: a replica stores the bytes a frame brought, and a source forwards the bytes it
-/// stored, without encoding and compressing the entry again at every hop of the tree.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VerifiedEntry {
-    entry: LogEntry,
-    compressed: Vec<u8>,
-}
-
-impl VerifiedEntry {
-    /// [`LogEntry::decompress`], keeping the bytes.
-    pub fn decompress(compressed: Vec<u8>) -> Result<VerifiedEntry, EntryError> {
-        let entry = LogEntry::decompress(&compressed)?;
-        Ok(VerifiedEntry { entry, compressed })
-    }
-
-    /// The stored form: what [`decompress`](Self::decompress) was given.
-    pub fn compressed(&self) -> &[u8] {
-        &self.compressed
-    }
-
-    pub fn into_compressed(self) -> Vec<u8> {
-        self.compressed
-    }
-
-}
-
-impl std::borrow::Borrow<LogEntry> for VerifiedEntry {
-    fn borrow(&self) -> &LogEntry {
-        &self.entry
-    }
-}
-
-impl std::ops::Deref for VerifiedEntry {
-    type Target = LogEntry;
-
-    fn deref(&self) -> &LogEntry {
-        &self.entry
-    }
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    index: Option<u64>,
-}
-
-impl<'a> Reader<'a> {
-    fn malformed(&self, reason: String) -> EntryError {
-        EntryError::Malformed { index: self.index, reason }
-    }
-
-    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], EntryError> {
-        if self.bytes.len() - self.pos < n {
-            return Err(self.malformed(format!(
-                "truncated in {field} at byte {}: needs {n} bytes, {} left",
-                self.pos,
-                self.bytes.len() - self.pos
-            )));
-        }
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], EntryError> {
-        Ok(self.take(N, field)?.try_into().expect("take returned N bytes"))
-    }
-
-    fn u8(&mut self, field: &str) -> Result<u8, EntryError> {
-        Ok(self.array::<1>(field)?[0])
-    }
-
-    fn u32(&mut self, field: &str) -> Result<u32, EntryError> {
-        Ok(u32::from_le_bytes(self.array(field)?))
-    }
-
-    fn u64(&mut self, field: &str) -> Result<u64, EntryError> {
-        Ok(u64::from_le_bytes(self.array(field)?))
     }
 }
 
