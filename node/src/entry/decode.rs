@@ -29,15 +29,14 @@ struct Header {
     db_id: DatabaseId,
     timestamp_ms: u64,
     prev_hash: ChainHash,
-    op_count: usize,
 }
 
-/// Parses `bytes` (an [`encode`](LogEntry::encode)d entry), handing each operation's tag, key
-/// and value (for a set) to `on_op` as it is read, and checks the hash over the canonical bytes.
+/// Parses `bytes` (an [`encode`](LogEntry::encode)d entry), handing each operation's key and,
+/// for a set, its value to `on_op` as it is read, and checks the hash over the canonical bytes.
 /// Returns the header and the hash.
 fn parse<'a>(
     bytes: &'a [u8],
-    mut on_op: impl FnMut(u8, &'a [u8], Option<&'a [u8]>),
+    mut on_op: impl FnMut(&'a [u8], Option<&'a [u8]>),
 ) -> Result<(Header, ChainHash), EntryError> {
     limits::check("ENTRY_BYTES_MAX", ENTRY_BYTES_MAX, bytes.len())?;
     let mut r = Reader { bytes, pos: 0, index: None };
@@ -68,7 +67,7 @@ fn parse<'a>(
         };
         // Op::validate's checks, on the borrowed bytes.
         validate_key(key)?;
-        on_op(tag, key, value);
+        on_op(key, value);
     }
     let hash = ChainHash(r.array::<32>("hash")?);
     if r.pos != bytes.len() {
@@ -84,7 +83,7 @@ fn parse<'a>(
     if *blake3::hash(canonical).as_bytes() != hash.0 {
         return Err(EntryError::HashMismatch { index });
     }
-    Ok((Header { index, db_id, timestamp_ms, prev_hash, op_count }, hash))
+    Ok((Header { index, db_id, timestamp_ms, prev_hash }, hash))
 }
 
 /// The decompressed size `compressed` claims, within [`ENTRY_BYTES_MAX`]: checked before any
@@ -111,16 +110,18 @@ impl LogEntry {
     /// Parses [`encode`](Self::encode)'s output, verifying every length and the hash.
     pub fn decode(bytes: &[u8]) -> Result<LogEntry, EntryError> {
         let mut ops = Vec::new();
-        let (header, hash) = parse(bytes, |tag, key, value| {
-            ops.push(match (tag, value) {
-                (TAG_SET, Some(value)) => Op::Set { key: key.to_vec(), value: value.to_vec() },
-                _ => Op::Delete { key: key.to_vec() },
+        let (Header { index, db_id, timestamp_ms, prev_hash }, hash) = parse(bytes, |key, value| {
+            ops.push(match value {
+                Some(value) => Op::Set { key: key.to_vec(), value: value.to_vec() },
+                None => Op::Delete { key: key.to_vec() },
             });
         })?;
-        debug_assert_eq!(ops.len(), header.op_count, "one operation per count");
-        let Header { index, db_id, timestamp_ms, prev_hash, .. } = header;
         let entry = LogEntry { index, db_id, timestamp_ms, prev_hash, ops, hash };
-        debug_assert_eq!(&bytes[..bytes.len() - HASH_BYTES], entry.canonical_bytes(), "a decoded entry re-encodes to its bytes");
+        debug_assert_eq!(
+            &bytes[..bytes.len() - HASH_BYTES],
+            entry.canonical_bytes(),
+            "a decoded entry re-encodes to its bytes"
+        );
         Ok(entry)
     }
 }
@@ -184,7 +185,7 @@ impl StoredEntry {
             bytes.resize(claimed, 0);
             let len = snap::raw::Decoder::new().decompress(&compressed, bytes).map_err(snappy_error)?;
             bytes.truncate(len);
-            parse(bytes, |_, _, _| {}).map(|(header, _)| header.index)
+            parse(bytes, |_, _| {}).map(|(header, _)| header.index)
         })?;
         Ok(StoredEntry { index, compressed })
     }

@@ -23,11 +23,11 @@ mod error;
 mod length_cache;
 mod lmdb;
 mod location;
+mod log;
 mod mem;
 mod mem_table;
 mod record;
 mod rocks;
-mod log;
 pub mod rot;
 pub mod snapshot;
 
@@ -35,11 +35,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
-pub use log::{GcOutcome, LogRead, LogReadLimits, RetentionPolicy};
-pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
 pub use error::{ApplyRefusal, StoreError};
+pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
 pub use location::{OpenOptions, StoreLocation};
 pub(crate) use location::{describe_path, detect_engine};
+pub use log::{GcOutcome, LogRead, LogReadLimits, RetentionPolicy};
 pub use mem::MemDisk;
 pub use record::{STORE_FORMAT_VERSION, meta};
 pub(crate) use record::{record_value_len, verified_value};

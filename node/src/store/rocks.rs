@@ -42,10 +42,10 @@
 //! writer's compactions deleting files later cannot take one from under the reads.
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 use std::num::NonZeroUsize;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::statistics::Ticker;
@@ -204,7 +204,8 @@ impl RocksEngine {
         })?;
         let mut sync = WriteOptions::default();
         sync.set_sync(true);
-        let mut engine = RocksEngine { db, options, _cache: cache, sync, sim: None, read_only: false, lengths: new_lengths() };
+        let mut engine =
+            RocksEngine { db, options, _cache: cache, sync, sim: None, read_only: false, lengths: new_lengths() };
         if cfg!(madsim) {
             // Recovery may have scheduled flushes and compactions; the files they and earlier
             // processes wrote are not this engine's flushes.
@@ -395,7 +396,8 @@ impl Engine for RocksEngine {
         self.settle()?;
         // MultiGet reads every key at one sequence number, as LMDB's one read transaction does,
         // and pinned values lend the block cache's bytes instead of copying them.
-        let values = self.db.batched_multi_get_cf_opt(self.cf(table), keys.iter().copied(), false, &ReadOptions::default());
+        let values =
+            self.db.batched_multi_get_cf_opt(self.cf(table), keys.iter().copied(), false, &ReadOptions::default());
         for (position, value) in values.into_iter().enumerate() {
             if !found(position, value.map_err(rocks_error)?.as_deref()) {
                 break;
@@ -416,8 +418,12 @@ impl Engine for RocksEngine {
         if !unknown.is_empty() {
             // One MultiGet for the keys left: one pass down the memtables and the tree, the keys
             // in order, where a Get per key walked it again each time.
-            let values =
-                self.db.batched_multi_get_cf_opt(self.cf(table), unknown.iter().copied(), true, &ReadOptions::default());
+            let values = self.db.batched_multi_get_cf_opt(
+                self.cf(table),
+                unknown.iter().copied(),
+                true,
+                &ReadOptions::default(),
+            );
             let mut read = values.into_iter();
             for (key, slot) in keys.iter().zip(known.iter_mut()).filter(|(_, slot)| slot.is_none()) {
                 let len = read.next().expect("one value per key asked for").map_err(rocks_error)?.map(|v| v.len());

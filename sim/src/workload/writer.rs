@@ -286,9 +286,13 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
-    let Ok(body) = response.into_body().collect().await else { return Answer::Unknown };
-    idle.lock().unwrap_or_else(|p| p.into_inner()).push(sender);
+    let body = response.into_body().collect().await;
+    if body.is_ok() {
+        // Answered to its end: the connection is free for the next request.
+        idle.lock().unwrap_or_else(|p| p.into_inner()).push(sender);
+    }
     if status.is_success() {
+        let Ok(body) = body else { return Answer::Unknown };
         let index = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok().and_then(|v| v["index"].as_u64());
         return index.map_or(Answer::Unknown, Answer::Acknowledged);
     }
