@@ -179,7 +179,7 @@ impl Store {
                 start: log_key(first).to_vec(),
                 end: log_key(new_first).to_vec(),
             }];
-            writes.extend(head.writes());
+            head.changes_from(&self.head, &mut writes);
             self.engine.commit(writes)?;
             self.head = head;
         }

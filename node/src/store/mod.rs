@@ -400,7 +400,7 @@ impl Store {
             !gap_check || head.applied_index == self.head.applied_index + entries.len() as u64,
             "a checked apply advances the index by exactly the entries applied"
         );
-        writes.extend(head.writes());
+        head.changes_from(&self.head, &mut writes);
         self.engine.commit(writes)?;
         self.head = head;
         self.logical_bytes_written += logical_bytes_written;

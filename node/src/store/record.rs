@@ -30,6 +30,10 @@ pub(crate) struct Head {
     pub(crate) logical_bytes: u64,
 }
 
+fn meta_put(key: &[u8], value: Vec<u8>) -> Write {
+    Write::Put { table: Table::Meta, key: key.to_vec(), value }
+}
+
 impl Head {
     pub(crate) fn fresh(db_id: DatabaseId) -> Head {
         Head {
@@ -42,17 +46,40 @@ impl Head {
         }
     }
 
+    /// Every field of the head, as a new store's first commit writes them.
     pub(crate) fn writes(&self) -> Vec<Write> {
-        let put = |key: &[u8], value: Vec<u8>| Write::Put { table: Table::Meta, key: key.to_vec(), value };
-        vec![
-            put(meta::FORMAT, STORE_FORMAT_VERSION.to_be_bytes().to_vec()),
-            put(meta::DB_ID, self.db_id.0.to_be_bytes().to_vec()),
-            put(meta::APPLIED_INDEX, self.applied_index.to_be_bytes().to_vec()),
-            put(meta::CHAIN_HASH, self.chain_hash.0.to_vec()),
-            put(meta::FIRST_RETAINED_INDEX, self.first_retained_index.to_be_bytes().to_vec()),
-            put(meta::KEY_COUNT, self.key_count.to_be_bytes().to_vec()),
-            put(meta::LOGICAL_BYTES, self.logical_bytes.to_be_bytes().to_vec()),
-        ]
+        let mut writes = vec![
+            meta_put(meta::FORMAT, STORE_FORMAT_VERSION.to_be_bytes().to_vec()),
+            meta_put(meta::DB_ID, self.db_id.0.to_be_bytes().to_vec()),
+        ];
+        self.push_fields(None, &mut writes);
+        writes
+    }
+
+    /// The fields that differ from `stored`, the head the `meta` table holds now: what a commit
+    /// that moves the head from `stored` to `self` writes. An apply moves four fields and a
+    /// garbage collection one, and every write a commit spares is a B-tree descent (LMDB) or
+    /// a memtable insert and WAL record (RocksDB) spared, on every replica.
+    pub(crate) fn changes_from(&self, stored: &Head, writes: &mut Vec<Write>) {
+        assert_eq!(self.db_id, stored.db_id, "a store's database id never changes");
+        self.push_fields(Some(stored), writes);
+    }
+
+    /// The fields a commit rewrites, those equal in `stored` (when given) left out.
+    fn push_fields(&self, stored: Option<&Head>, writes: &mut Vec<Write>) {
+        let changed = |field: fn(&Head) -> u64| stored.is_none_or(|stored| field(stored) != field(self));
+        let mut u64_field = |key: &[u8], field: fn(&Head) -> u64| {
+            if changed(field) {
+                writes.push(meta_put(key, field(self).to_be_bytes().to_vec()));
+            }
+        };
+        u64_field(meta::APPLIED_INDEX, |head| head.applied_index);
+        u64_field(meta::FIRST_RETAINED_INDEX, |head| head.first_retained_index);
+        u64_field(meta::KEY_COUNT, |head| head.key_count);
+        u64_field(meta::LOGICAL_BYTES, |head| head.logical_bytes);
+        if stored.is_none_or(|stored| stored.chain_hash != self.chain_hash) {
+            writes.push(meta_put(meta::CHAIN_HASH, self.chain_hash.0.to_vec()));
+        }
     }
 
     /// Reads the head from `meta`; `None` for an empty (never initialised) store.
@@ -122,4 +149,58 @@ pub(crate) fn record_value_len(record: &[u8]) -> u64 {
 /// Length of the value inside a record of `record_len` bytes.
 pub(crate) fn value_len_of_record(record_len: usize) -> u64 {
     record_len.saturating_sub(4) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::mem::{MemDisk, MemEngine};
+
+    fn put_keys(writes: &[Write]) -> Vec<&[u8]> {
+        writes
+            .iter()
+            .map(|write| match write {
+                Write::Put { table: Table::Meta, key, .. } => key.as_slice(),
+                other => panic!("a head writes only meta puts, not {other:?}"),
+            })
+            .collect()
+    }
+
+    /// A commit writes the head fields that moved, and no others; what it leaves alone is
+    /// still there, so the store reads back exactly the new head.
+    #[test]
+    fn a_commit_writes_the_fields_that_moved_and_reads_back_whole() {
+        let mut engine = MemEngine::open(MemDisk::default(), true);
+        let stored = Head::fresh(DatabaseId(7));
+        engine.commit(stored.writes()).unwrap();
+        assert_eq!(Head::load(&engine, "test").unwrap(), Some(stored));
+        let moves: [(&[u8], fn(&mut Head)); 5] = [
+            (meta::APPLIED_INDEX, |head| head.applied_index += 1),
+            (meta::CHAIN_HASH, |head| head.chain_hash = ChainHash([9; 32])),
+            (meta::FIRST_RETAINED_INDEX, |head| head.first_retained_index += 3),
+            (meta::KEY_COUNT, |head| head.key_count += 2),
+            (meta::LOGICAL_BYTES, |head| head.logical_bytes += 100),
+        ];
+        let mut stored = stored;
+        for (key, change) in moves {
+            let mut head = stored;
+            change(&mut head);
+            let mut writes = Vec::new();
+            head.changes_from(&stored, &mut writes);
+            assert_eq!(put_keys(&writes), vec![key], "only {} moved", String::from_utf8_lossy(key));
+            engine.commit(writes).unwrap();
+            assert_eq!(Head::load(&engine, "test").unwrap(), Some(head));
+            stored = head;
+        }
+        let mut unchanged = Vec::new();
+        stored.changes_from(&stored, &mut unchanged);
+        assert!(unchanged.is_empty(), "an unmoved head writes nothing: {unchanged:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "database id never changes")]
+    fn a_head_of_another_database_is_not_a_change() {
+        let mut writes = Vec::new();
+        Head::fresh(DatabaseId(1)).changes_from(&Head::fresh(DatabaseId(2)), &mut writes);
+    }
 }
