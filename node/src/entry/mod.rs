@@ -174,6 +174,14 @@ impl Op {
         }
     }
 
+    /// The value a set leaves under its key; None for a delete.
+    pub fn value(&self) -> Option<&[u8]> {
+        match self {
+            Op::Set { value, .. } => Some(value),
+            Op::Delete { .. } => None,
+        }
+    }
+
     /// Key and value bytes this operation writes (its share of an entry's logical bytes).
     pub fn logical_bytes(&self) -> u64 {
         match self {

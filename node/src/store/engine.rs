@@ -65,6 +65,23 @@ pub(crate) enum Write {
     },
 }
 
+impl Write {
+    /// A put or delete in the `kv` table as its key and what it leaves there (None: deleted);
+    /// None for every other write.
+    pub(crate) fn kv_change(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        match self {
+            Write::Put { table: Table::Kv, key, value } => Some((key, Some(value))),
+            Write::Delete { table: Table::Kv, key } => Some((key, None)),
+            _ => None,
+        }
+    }
+
+    /// The key of a put or delete in the `kv` table; None for every other write.
+    pub(crate) fn kv_key(&self) -> Option<&[u8]> {
+        self.kv_change().map(|(key, _)| key)
+    }
+}
+
 /// Which engine a store runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -223,6 +240,10 @@ pub(crate) type Visit<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> bool;
 /// (None: absent). Returns false to stop.
 pub(crate) type Found<'a> = &'a mut dyn FnMut(usize, Option<&[u8]>) -> bool;
 
+/// What [`Engine::commit_replacing`] hands the lengths of the records its `kv` writes replace,
+/// to get the rest of the commit.
+pub(crate) type Complete<'a> = &'a mut dyn FnMut(&[Option<usize>]) -> Vec<Write>;
+
 pub(crate) trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError>;
@@ -253,6 +274,22 @@ pub(crate) trait Engine: Send + Sync {
     /// false or the table ends.
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError>;
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError>;
+    /// One atomic commit of `writes` and of the writes `complete` makes from what the `kv`
+    /// writes among them replace: the length of the record each `kv` put or delete replaces
+    /// (None: absent), in their order. The `kv` writes' keys must be sorted and distinct (an
+    /// apply writes each key it touches once). What an apply needs: its head counts keys and
+    /// bytes, so it cannot be written before the replaced records are known. By default the
+    /// lengths are read first ([`value_lens`](Self::value_lens)); an engine that finds each old
+    /// record while writing the new one (LMDB) reads nothing twice.
+    fn commit_replacing(&mut self, mut writes: Vec<Write>, complete: Complete<'_>) -> Result<(), EngineError> {
+        let keys: Vec<&[u8]> = writes.iter().filter_map(Write::kv_key).collect();
+        assert!(keys.is_sorted_by(|a, b| a < b), "the kv writes of a commit are sorted and distinct");
+        let lens = self.value_lens(Table::Kv, &keys)?;
+        assert_eq!(lens.len(), keys.len(), "one stored length per key asked for");
+        let completion = complete(&lens);
+        writes.extend(completion);
+        self.commit(writes)
+    }
     /// Makes every commit durable that is not yet: a no-op on engines whose commits are synced
     /// when they return (all of them, unless a memory store was opened with `sync_commits` off).
     fn sync(&mut self) -> Result<(), EngineError> {

@@ -320,10 +320,9 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut head = self.head;
         // Every entry is checked (order, chain, database, limits, keys) before anything is read
         // for it, so a bad entry is refused as such, never met first as a bad key by the engine.
-        let mut checked = head;
+        let mut checked = self.head;
         for &(entry, _) in entries {
             if gap_check {
                 check_next(&checked, entry)?;
@@ -334,40 +333,14 @@ impl Store {
             checked.applied_index = entry.index;
             checked.chain_hash = entry.hash;
         }
-        // What the store holds under every key the batch touches, read at once.
-        let mut touched: Vec<&[u8]> = entries.iter().flat_map(|(entry, _)| entry.ops.iter().map(Op::key)).collect();
-        touched.sort_unstable();
-        touched.dedup();
-        let stored_lens = self.engine.value_lens(Table::Kv, &touched)?;
-        assert_eq!(stored_lens.len(), touched.len(), "one stored length per key asked for");
-        let stored_len = |key: &[u8]| {
-            let position = touched.binary_search(&key).expect("every key of the batch was read");
-            stored_lens[position].map(value_len_of_record)
-        };
-        // The batch's view of the KV table: later operations see earlier ones.
-        let mut overlay: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        // What the batch leaves under each key it touches: later operations win. The keys in
+        // order, each written once.
+        let mut after: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         let mut writes = Vec::with_capacity(entries.len() + 8);
         let mut logical_bytes_written = 0;
         for &(entry, stored) in entries {
             for op in &entry.ops {
-                let key = op.key();
-                let old_len = match overlay.get(key) {
-                    Some(old) => old.map(|v| v.len() as u64),
-                    None => stored_len(key),
-                };
-                if let Some(old_len) = old_len {
-                    head.key_count -= 1;
-                    head.logical_bytes -= key.len() as u64 + old_len;
-                }
-                let new = match op {
-                    Op::Set { value, .. } => {
-                        head.key_count += 1;
-                        head.logical_bytes += (key.len() + value.len()) as u64;
-                        Some(value.as_slice())
-                    }
-                    Op::Delete { .. } => None,
-                };
-                overlay.insert(key, new);
+                after.insert(op.key(), op.value());
             }
             // The hash check happens on the bytes that are stored: here, or when the entry was
             // decoded from them (a `VerifiedEntry`).
@@ -379,30 +352,25 @@ impl Store {
             };
             writes.push(Write::Put { table: Table::Log, key: log_key(entry.index).to_vec(), value: compressed });
             logical_bytes_written += entry.logical_bytes();
-            head.applied_index = entry.index;
-            head.chain_hash = entry.hash;
         }
-        for (key, value) in overlay {
+        let touched: Vec<&[u8]> = after.keys().copied().collect();
+        for (key, value) in after {
             writes.push(match value {
                 Some(value) => Write::Put { table: Table::Kv, key: key.to_vec(), value: value_record(key, value) },
                 None => Write::Delete { table: Table::Kv, key: key.to_vec() },
             });
         }
-        // Invariants of an apply, asserted where they hold so a broken one stops the run at the
-        // point of damage (under the simulator: with its seed): the head is the last entry's.
-        let (last, _) = entries.last().expect("not empty: returned above");
-        assert_eq!(
-            (head.applied_index, head.chain_hash),
-            (last.index, last.hash),
-            "after an apply the head must be the last entry applied"
-        );
-        assert!(
-            !gap_check || head.applied_index == self.head.applied_index + entries.len() as u64,
-            "a checked apply advances the index by exactly the entries applied"
-        );
-        head.changes_from(&self.head, &mut writes);
-        self.engine.commit(writes)?;
-        self.head = head;
+        // The head follows from what the batch replaces, which the engine finds as it writes.
+        let stored_head = self.head;
+        let mut moved = None;
+        self.engine.commit_replacing(writes, &mut |stored_records| {
+            let head = head_after(stored_head, entries, &touched, stored_records, gap_check);
+            let mut head_writes = Vec::new();
+            head.changes_from(&stored_head, &mut head_writes);
+            moved = Some(head);
+            head_writes
+        })?;
+        self.head = moved.expect("a commit that succeeded asked for the head it wrote");
         self.logical_bytes_written += logical_bytes_written;
         Ok(())
     }
@@ -545,6 +513,52 @@ impl Store {
 
 /// The checks `apply` makes on each entry, against the head as it stands before that entry
 /// (all but the entry's own hash, which `apply` checks while encoding it for storage).
+/// The head after `entries` are applied over `stored`: the last entry's index and hash, and
+/// the keys and bytes held, counted operation by operation from the records the batch replaces
+/// (`stored_records`, one per key of `touched`, which is sorted).
+fn head_after(
+    stored: Head,
+    entries: &[(&LogEntry, Option<&[u8]>)],
+    touched: &[&[u8]],
+    stored_records: &[Option<usize>],
+    gap_check: bool,
+) -> Head {
+    assert_eq!(stored_records.len(), touched.len(), "one stored record per key the batch touches");
+    // The length of the value under each touched key as the batch goes.
+    let mut held: Vec<Option<u64>> = stored_records.iter().map(|record| record.map(value_len_of_record)).collect();
+    let mut head = stored;
+    for &(entry, _) in entries {
+        for op in &entry.ops {
+            let key = op.key();
+            let position = touched.binary_search(&key).expect("every key of the batch was touched");
+            if let Some(old_len) = held[position] {
+                head.key_count -= 1;
+                head.logical_bytes -= key.len() as u64 + old_len;
+            }
+            held[position] = op.value().map(|value| value.len() as u64);
+            if let Some(new_len) = held[position] {
+                head.key_count += 1;
+                head.logical_bytes += key.len() as u64 + new_len;
+            }
+        }
+        head.applied_index = entry.index;
+        head.chain_hash = entry.hash;
+    }
+    // Invariants of an apply, asserted where they hold so a broken one stops the run at the
+    // point of damage (under the simulator: with its seed): the head is the last entry's.
+    let (last, _) = entries.last().expect("an apply has entries");
+    assert_eq!(
+        (head.applied_index, head.chain_hash),
+        (last.index, last.hash),
+        "after an apply the head must be the last entry applied"
+    );
+    assert!(
+        !gap_check || head.applied_index == stored.applied_index + entries.len() as u64,
+        "a checked apply advances the index by exactly the entries applied"
+    );
+    head
+}
+
 fn check_next(head: &Head, entry: &LogEntry) -> Result<(), ApplyRefusal> {
     let expected = head.applied_index + 1;
     if entry.index != expected {

@@ -174,7 +174,8 @@ mod tests {
         let stored = Head::fresh(DatabaseId(7));
         engine.commit(stored.writes()).unwrap();
         assert_eq!(Head::load(&engine, "test").unwrap(), Some(stored));
-        let moves: [(&[u8], fn(&mut Head)); 5] = [
+        type Move = (&'static [u8], fn(&mut Head));
+        let moves: [Move; 5] = [
             (meta::APPLIED_INDEX, |head| head.applied_index += 1),
             (meta::CHAIN_HASH, |head| head.chain_hash = ChainHash([9; 32])),
             (meta::FIRST_RETAINED_INDEX, |head| head.first_retained_index += 3),
