@@ -172,7 +172,11 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());
         }
-        state.disk_io(DiskOp::Read).await;
+        // A client that has everything this node applied needs no read: the applied index is
+        // the store's head, in memory. Only a read that returns entries touches the disk.
+        if state.read_store(|store| last < store.applied_index()) {
+            state.disk_io(DiskOp::Read).await;
+        }
         let read = state.read_store(|store| store.read_stored_log_after(last, FRAME_LIMITS));
         let read = match read {
             Ok(read) => read,

@@ -100,6 +100,10 @@ impl Store {
         if from < self.head.first_retained_index {
             return Ok(LogRead::Collected { first_retained: self.head.first_retained_index });
         }
+        if from > self.head.applied_index {
+            // Caught up: the head says there is nothing after, and the engine is not asked.
+            return Ok(LogRead::Entries(Vec::new()));
+        }
         let mut entries: Vec<E> = Vec::new();
         let mut bytes = 0usize;
         let mut misplaced = None;
