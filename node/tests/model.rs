@@ -43,7 +43,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => prop::collection::vec(entry, 1..4).prop_map(Step::Apply),
         3 => (0..KEYS.len()).prop_map(Step::Get),
-        2 => (0u64..12, 1usize..6).prop_map(|(after_back, entries_max)| Step::ReadLog { after_back, entries_max }),
+        2 => (0u64..40, 1usize..40).prop_map(|(after_back, entries_max)| Step::ReadLog { after_back, entries_max }),
         2 => (prop::option::of(0u64..6), prop::option::of(0u64..80))
             .prop_map(|(keep_entries_min, keep_age_ms)| Step::Gc { keep_entries_min, keep_age_ms }),
         1 => (0u64..4).prop_map(|interrupt_after| Step::Snapshot { interrupt_after }),
@@ -254,4 +254,57 @@ fn usage_by_prefix_groups_keys_before_the_first_colon() {
     let usage = store.usage_by_prefix().unwrap();
     let summary: Vec<(&str, u64, u64)> = usage.iter().map(|(p, u)| (p.as_str(), u.keys, u.bytes)).collect();
     assert_eq!(summary, vec![("dns", 2, 30), ("plain", 1, 15), ("waf", 1, 17)]);
+}
+
+/// A log read stops at its entry limit or just before the entry that would pass its byte limit
+/// (one entry always goes), on every engine, however far that is from where it started:
+/// 40 entries, read with limits that end the reply at each of them.
+#[test]
+fn log_reads_stop_exactly_at_their_limits_on_every_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = OpenOptions { lmdb_map_bytes: 64 << 20, ..OpenOptions::new(DB) };
+    let mut log = Vec::new();
+    let mut prev = ChainHash::GENESIS;
+    for index in 1..=40u64 {
+        let ops = vec![Op::Set {
+            key: KEYS[index as usize % KEYS.len()].into(),
+            value: vec![index as u8; 50 * index as usize],
+        }];
+        let entry = LogEntry::seal(index, DB, timestamp(index), prev, ops).unwrap();
+        prev = entry.hash;
+        log.push(entry);
+    }
+    for kind in [EngineKind::Lmdb, EngineKind::Rocksdb, EngineKind::Memory] {
+        let location = StoreLocation::new(kind, &dir.path().join(format!("{kind}-limits")));
+        let mut store = Store::open(&location, &options).unwrap();
+        store.apply(&log).unwrap();
+        let unlimited = LogReadLimits { entries_max: usize::MAX, bytes_max: usize::MAX };
+        let LogRead::Entries(stored) = store.read_stored_log_after(0, unlimited).unwrap() else { panic!("{kind}") };
+        let sizes: Vec<usize> = stored.into_iter().map(|e| e.into_compressed().len()).collect();
+        assert_eq!(sizes.len(), 40, "{kind}: every entry");
+        for after in [0u64, 3, 15, 16, 17, 39, 40] {
+            for entries_max in [1usize, 2, 15, 16, 17, 33, 100] {
+                let expected: Vec<LogEntry> = log.iter().skip(after as usize).take(entries_max).cloned().collect();
+                let limits = LogReadLimits { entries_max, bytes_max: usize::MAX };
+                assert_eq!(
+                    store.read_log_after(after, limits).unwrap(),
+                    LogRead::Entries(expected),
+                    "{kind} {after} {entries_max}"
+                );
+            }
+            for ends_after in 1..=(40 - after as usize) {
+                let first = after as usize;
+                let bytes: usize = sizes[first..first + ends_after].iter().sum();
+                // The byte limit falls inside the next entry: the reply ends just before it.
+                let next = sizes.get(first + ends_after).map_or(0, |s| s - 1);
+                let limits = LogReadLimits { entries_max: 100, bytes_max: bytes + next };
+                let LogRead::Entries(read) = store.read_log_after(after, limits).unwrap() else { panic!("{kind}") };
+                assert_eq!(read.len(), ends_after, "{kind}: after {after}, {} bytes", bytes + next);
+            }
+        }
+        // One entry goes even when it alone passes the byte limit.
+        let tiny = LogReadLimits { entries_max: 100, bytes_max: 1 };
+        let LogRead::Entries(read) = store.read_log_after(20, tiny).unwrap() else { panic!("{kind}") };
+        assert_eq!(read.iter().map(|e| e.index).collect::<Vec<_>>(), vec![21], "{kind}");
+    }
 }

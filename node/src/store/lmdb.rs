@@ -28,7 +28,9 @@ use std::sync::Mutex;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
-use super::engine::{Complete, Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write, dir_bytes};
+use super::engine::{
+    Complete, Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write, dir_bytes,
+};
 
 type Db = Database<'static, Bytes, Bytes>;
 
@@ -82,7 +84,7 @@ impl LmdbEngine {
             }
             options.open(path)
         }
-            .map_err(|e| failed(format!("opening LMDB environment {}: {e}", path.display())))?;
+        .map_err(|e| failed(format!("opening LMDB environment {}: {e}", path.display())))?;
         let txn = env.write_txn().map_err(lmdb_error)?;
         let tables = env
             .create_databases_and_commit(txn, |opener, txn| -> Result<_, heed::Error> {

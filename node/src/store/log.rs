@@ -52,6 +52,10 @@ pub struct LogReadLimits {
     pub bytes_max: usize,
 }
 
+/// Log entries a read asks the engine for at once: a caught-up reader wants one or two, and a
+/// read that stops at its byte limit leaves at most this many unread.
+const LOG_READ_CHUNK: u64 = 16;
+
 /// What a log read needs of the entries it returns: their index.
 trait Indexed {
     fn log_index(&self) -> u64;
@@ -104,28 +108,53 @@ impl Store {
             // Caught up: the head says there is nothing after, and the engine is not asked.
             return Ok(LogRead::Entries(Vec::new()));
         }
+        // Every index from `from` to the head's is in the log, so the engine is asked for them
+        // by key, a few at a time, up to the entry limit: an entry just written is a point read
+        // RocksDB answers from its memtable, where a scan opened an iterator over every
+        // memtable and level-0 file to reach it.
+        let last = self.head.applied_index.min(from.saturating_add(limits.entries_max as u64).saturating_sub(1));
         let mut entries: Vec<E> = Vec::new();
         let mut bytes = 0usize;
-        let mut misplaced = None;
-        self.scan_entries(from, decode, &mut |index, compressed_len, entry| {
-            if entries.len() >= limits.entries_max || (!entries.is_empty() && bytes + compressed_len > limits.bytes_max)
-            {
-                return false;
+        let mut failure = None;
+        let mut next = from;
+        while next <= last && failure.is_none() {
+            let chunk_last = last.min(next.saturating_add(LOG_READ_CHUNK - 1));
+            let keys: Vec<[u8; 8]> = (next..=chunk_last).map(log_key).collect();
+            let keys: Vec<&[u8]> = keys.iter().map(<[u8; 8]>::as_slice).collect();
+            let mut full = false;
+            self.engine.get_each(Table::Log, &keys, &mut |position, stored| {
+                let expected = next + position as u64;
+                let corrupt = |reason: String| Some(StoreError::CorruptLog { index: expected, reason });
+                let Some(stored) = stored else {
+                    failure = corrupt("entry is missing from the log".into());
+                    return false;
+                };
+                if !entries.is_empty() && bytes + stored.len() > limits.bytes_max {
+                    full = true;
+                    return false;
+                }
+                match decode(stored) {
+                    Ok(entry) if entry.log_index() == expected => {
+                        bytes += stored.len();
+                        entries.push(entry);
+                        true
+                    }
+                    Ok(entry) => {
+                        failure = corrupt(format!("found entry {} where {expected} belongs", entry.log_index()));
+                        false
+                    }
+                    Err(e) => {
+                        failure = corrupt(e.to_string());
+                        false
+                    }
+                }
+            })?;
+            if full {
+                break;
             }
-            let expected = from + entries.len() as u64;
-            let found = entry.log_index();
-            if index != expected || found != expected {
-                misplaced = Some(StoreError::CorruptLog {
-                    index: expected,
-                    reason: format!("found entry {found} under key {index} where {expected} belongs"),
-                });
-                return false;
-            }
-            bytes += compressed_len;
-            entries.push(entry);
-            true
-        })?;
-        if let Some(failure) = misplaced {
+            next = chunk_last + 1;
+        }
+        if let Some(failure) = failure {
             return Err(failure);
         }
         if entries.is_empty() && from <= self.head.applied_index {
