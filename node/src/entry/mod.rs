@@ -163,7 +163,7 @@ impl fmt::Display for ChainHash {
 impl fmt::Debug for ChainHash {
     /// The first 8 bytes are enough to tell hashes apart in test output.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ChainHash({}…)", &self.to_hex()[..16])
+        write!(f, "ChainHash({}…)", &self.hex()[..16])
     }
 }
 

@@ -511,8 +511,6 @@ impl Store {
     }
 }
 
-/// The checks `apply` makes on each entry, against the head as it stands before that entry
-/// (all but the entry's own hash, which `apply` checks while encoding it for storage).
 /// The head after `entries` are applied over `stored`: the last entry's index and hash, and
 /// the keys and bytes held, counted operation by operation from the records the batch replaces
 /// (`stored_records`, one per key of `touched`, which is sorted).
@@ -559,6 +557,8 @@ fn head_after(
     head
 }
 
+/// The checks `apply` makes on each entry, against the head as it stands before that entry
+/// (all but the entry's own hash, which `apply` checks while encoding it for storage).
 fn check_next(head: &Head, entry: &LogEntry) -> Result<(), ApplyRefusal> {
     let expected = head.applied_index + 1;
     if entry.index != expected {
