@@ -17,6 +17,9 @@
 //! Then the cost per simulated message: each memory-engine run's wall time over the messages
 //! its network carried, against a bare madsim world of the same shape carrying as many
 //! messages over the same simulated time with no qsim code ([`bare_world`]).
+//!
+//! Last, seeds per hour per core on the small `quickstart` scenario, start-up included (ten
+//! seeds per reference seed), with the speed-up over the baseline when one is given.
 
 #[cfg(madsim)]
 mod bare_world;
@@ -199,6 +202,40 @@ fn main() {
         qsim_total / bare_total.max(f64::MIN_POSITIVE),
         bare_world::NODES
     );
+    println!();
+    small_scenario(&builds, seeds * QUICKSTART_SEEDS_PER_SEED, out.path());
+}
+
+/// `quickstart` seeds run per reference seed: a quickstart run is short enough that start-up
+/// is a large part of it, which is what this row measures.
+#[cfg(madsim)]
+const QUICKSTART_SEEDS_PER_SEED: u64 = 10;
+
+/// Seeds per hour per core on the small `quickstart` scenario (7 nodes, two simulated minutes),
+/// each seed in its own process, start-up included, on each build (alternately, as above).
+#[cfg(madsim)]
+fn small_scenario(builds: &[(&str, &std::path::Path)], seeds: u64, out: &std::path::Path) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml");
+    let mut walls = vec![0.0; builds.len()];
+    for seed in 1..=seeds {
+        for (position, (build, bin)) in builds.iter().enumerate() {
+            let run = run_once(bin, &path, "memory", seed, &out.join(format!("quickstart-{build}-seed-{seed}")));
+            if !run.passed {
+                println!("quickstart {build} seed {seed}: FAIL");
+            }
+            walls[position] += run.wall_s;
+        }
+    }
+    for (position, (build, _)) in builds.iter().enumerate() {
+        println!(
+            "quickstart ({build}): {seeds} seeds in {:.2}s, start-up included: {:.0} seeds per hour per core",
+            walls[position],
+            3600.0 * seeds as f64 / walls[position]
+        );
+    }
+    if let [baseline, this] = walls[..] {
+        println!("quickstart speed-up: {:.2}x the baseline's seeds per hour", baseline / this);
+    }
 }
 
 #[cfg(not(madsim))]
