@@ -303,7 +303,7 @@ fn default_skew() -> f64 {
 
 /// How a writer's requests reach what the node promises. The default is one `PUT` of a new
 /// value per request. Each share is a probability per operation.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WriterModes {
     /// Operations per request: above 1, each request is a `POST /v1/batch` (all or nothing).
@@ -462,7 +462,7 @@ pub struct Fault {
 }
 
 /// What a fault with `during` waits for its target to be doing.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum During {
     Bootstrap,
@@ -663,7 +663,8 @@ impl Scenario {
         let mut total = 0.0;
         for workload in &self.workload {
             if let Workload::Writer { keys, value_bytes, .. } = workload {
-                total += *keys as f64 * (crate::resources::mean_key_bytes(writer, *keys) + version_bytes + value_bytes.mean());
+                total += *keys as f64
+                    * (crate::resources::mean_key_bytes(writer, *keys) + version_bytes + value_bytes.mean());
                 writer += 1;
             }
         }
@@ -703,7 +704,6 @@ impl Scenario {
         }
         nodes
     }
-
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::scenario::{Fault, Scenario};
+use crate::scenario::{Fault, Scenario, Workload};
 
 /// Shortest fault a shrink leaves: shorter than a heartbeat, a fault stops meaning much.
 pub const FAULT_DURATION_MIN: Duration = Duration::from_secs(1);
@@ -84,12 +84,15 @@ fn fault_table(fault: &Fault) -> Table {
     if let Some(rate) = fault.rate {
         t.insert("rate".into(), Value::Float(rate));
     }
+    if let Some(during) = fault.during {
+        t.insert("during".into(), Value::try_from(during).expect("`during` serializes"));
+    }
     t
 }
 
-/// The run's scenario with the seed's faults written out (`[swarm]` gone), its engine pinned
-/// and its name marked: a scenario that runs the same faults under the same seed without
-/// drawing them.
+/// The run's scenario with everything the seed draws in swarm mode written out — the faults,
+/// whether the fault points are on, each writer's modes — `[swarm]` gone, and its engine
+/// pinned: a scenario that runs the same run under the same seed without drawing anything.
 pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     let mut table = original.clone();
     let faults: Vec<Value> = scenario.faults_for(seed).iter().map(|f| Value::Table(fault_table(f))).collect();
@@ -101,6 +104,29 @@ pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     }
     if let Some(Value::Table(head)) = table.get_mut("scenario") {
         head.insert("engine".into(), Value::String(scenario.scenario.engine.get_ref().clone()));
+        if scenario.buggify_for(seed) {
+            head.insert("buggify".into(), Value::Boolean(true));
+        }
+    }
+    // The loader kept `[[workload]]`'s order, so the n-th writer there is the n-th table here.
+    let writers = scenario.workload.iter().filter_map(|w| match w {
+        Workload::Writer { modes, .. } => Some(*modes),
+        _ => None,
+    });
+    let writer_tables = match table.get_mut("workload") {
+        Some(Value::Array(items)) => items
+            .iter_mut()
+            .filter_map(Value::as_table_mut)
+            .filter(|w| w.get("kind").and_then(Value::as_str) == Some("writer"))
+            .collect(),
+        _ => Vec::new(),
+    };
+    assert_eq!(writer_tables.len(), writers.clone().count(), "a loaded scenario's writers are its table's");
+    for ((writer, modes), written) in writers.enumerate().zip(writer_tables) {
+        let drawn = scenario.writer_modes_for(seed, writer, modes);
+        if drawn != modes {
+            written.insert("modes".into(), Value::try_from(drawn).expect("writer modes serialize"));
+        }
     }
     table
 }
@@ -176,10 +202,15 @@ fn fewer_faults(table: &Table, out: &mut Vec<(String, Table)>) {
 fn shorter_faults(table: &Table, out: &mut Vec<(String, Table)>) {
     let all = faults(table);
     for (i, fault) in all.iter().enumerate() {
-        let Some(duration) = fault.get("duration").and_then(Value::as_str).and_then(|d| humantime_serde::re::humantime::parse_duration(d).ok()) else {
+        let Some(duration) = fault
+            .get("duration")
+            .and_then(Value::as_str)
+            .and_then(|d| humantime_serde::re::humantime::parse_duration(d).ok())
+        else {
             continue;
         };
-        let halved = Duration::from_millis((duration.as_millis() as u64 / 2).max(FAULT_DURATION_MIN.as_millis() as u64));
+        let halved =
+            Duration::from_millis((duration.as_millis() as u64 / 2).max(FAULT_DURATION_MIN.as_millis() as u64));
         if halved < duration {
             let mut shorter = all.clone();
             shorter[i].insert("duration".into(), millis(halved));
@@ -264,14 +295,16 @@ fn lighter_workload(table: &Table, out: &mut Vec<(String, Table)>) {
 /// The table as a scenario file: sections in the order people write them, the header comment
 /// first.
 pub fn render(table: &Table, header: &str) -> String {
-    const ORDER: [&str; 9] = ["scenario", "topology", "node", "legacy", "workload", "fault", "swarm", "resources", "checks"];
+    const ORDER: [&str; 9] =
+        ["scenario", "topology", "node", "legacy", "workload", "fault", "swarm", "resources", "checks"];
     let mut text = String::new();
     for line in header.lines() {
         text.push_str(if line.is_empty() { "#" } else { "# " });
         text.push_str(line);
         text.push('\n');
     }
-    let keys = ORDER.iter().map(|k| k.to_string()).chain(table.keys().filter(|k| !ORDER.contains(&k.as_str())).cloned());
+    let keys =
+        ORDER.iter().map(|k| k.to_string()).chain(table.keys().filter(|k| !ORDER.contains(&k.as_str())).cloned());
     for key in keys {
         if let Some(value) = table.get(&key) {
             let mut one = Table::new();
@@ -281,4 +314,52 @@ pub fn render(table: &Table, header: &str) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// The explicit schedule is the same run: every scenario file, across seeds, draws nothing
+    /// once written out, and its faults, fault points and writer modes are the drawn ones.
+    #[test]
+    fn the_explicit_schedule_is_the_run_the_seed_drew() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut files: Vec<_> =
+            std::fs::read_dir(&dir).expect("the scenarios folder").flatten().map(|e| e.path()).collect();
+        files.sort();
+        let mut drew = [false; 3];
+        for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "toml")) {
+            let text = std::fs::read_to_string(path).expect("a scenario file");
+            let scenario = Scenario::parse(&text, path).expect("a valid scenario");
+            let original: Table = toml::from_str(&text).expect("TOML");
+            for seed in 1..=40 {
+                let table = explicit(&original, &scenario, seed);
+                let written = toml::to_string(&table).expect("a table serializes");
+                let again = Scenario::parse(&written, path).unwrap_or_else(|e| panic!("{e}\n{written}"));
+                let shown = format!("{} seed {seed}", path.display());
+                assert!(again.swarm.is_none(), "{shown}: nothing is drawn any more");
+                assert_eq!(again.faults_for(seed), scenario.faults_for(seed), "{shown}: faults");
+                assert_eq!(again.buggify_for(seed), scenario.buggify_for(seed), "{shown}: fault points");
+                let writers = |s: &Scenario| -> Vec<_> {
+                    s.workload
+                        .iter()
+                        .filter_map(|w| match w {
+                            Workload::Writer { modes, .. } => Some(*modes),
+                            _ => None,
+                        })
+                        .enumerate()
+                        .map(|(i, modes)| s.writer_modes_for(seed, i, modes))
+                        .collect()
+                };
+                assert_eq!(writers(&again), writers(&scenario), "{shown}: writer modes");
+                drew[0] |= scenario.swarm.is_some() && !scenario.faults_for(seed).is_empty();
+                drew[1] |= !scenario.scenario.buggify && scenario.buggify_for(seed);
+                drew[2] |= scenario.faults_for(seed).iter().any(|f| f.during.is_some());
+            }
+        }
+        assert_eq!(drew, [true; 3], "drawn faults, drawn fault points and `during` faults were all covered");
+    }
 }
