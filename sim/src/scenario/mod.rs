@@ -68,6 +68,7 @@
 //! count_max = 6
 //! duration_min = "2s"
 //! duration_max = "40s"
+//! # interrupt_bootstraps = true    # and kill, pause or cut off nodes those faults send to a snapshot
 //!
 //! [resources]                      # optional: cache and memory models (crate::resources)
 //! stands_for = "1 TiB"             # the data the full key space stands for (scale; default 1)
@@ -536,6 +537,14 @@ pub struct Swarm {
     /// rewrites, keys outside the prefixes), wherever the file leaves them at their defaults.
     #[serde(default)]
     pub writer_modes: bool,
+    /// After each drawn fault that sends its node back to a snapshot (`sigbus`, from when its
+    /// disk is replaced; `bit_rot`, from when it strikes), draw on half of them a `kill`,
+    /// `pause` or `partition` of that node that waits for the transfer to be under way
+    /// (`during = "bootstrap"`). Such a fault may overlap others on its node: its time is the
+    /// transfer's. Transfers of one chunk are never caught: give the nodes small
+    /// `snapshot_chunk_bytes`.
+    #[serde(default)]
+    pub interrupt_bootstraps: bool,
 }
 
 /// What a fault does: one definition, shared with the trace (`fault` events).

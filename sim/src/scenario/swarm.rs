@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::{DiskModelKind, Fault, FaultKind, Scenario, WriterModes};
+use super::{DiskModelKind, During, Fault, FaultKind, Scenario, WriterModes};
 
 impl Scenario {
     /// Whether the node's fault points are on in a run under `seed`: the file's `buggify`, or
@@ -45,6 +45,7 @@ impl Scenario {
         use rand::{RngExt, SeedableRng};
         let mut faults: Vec<Fault> = self.fault.iter().map(|f| f.get_ref().clone()).collect();
         let Some(swarm) = &self.swarm else { return faults };
+        let from_file = faults.len();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7377_6172_6d00_0000);
         // Which kinds are on for this seed: each with probability 1/2, at least one.
         let mut kinds: Vec<FaultKind> = swarm.kinds.iter().copied().filter(|_| rng.random_bool(0.5)).collect();
@@ -99,6 +100,103 @@ impl Scenario {
                 faults.push(fault);
             }
         }
+        if swarm.interrupt_bootstraps {
+            // Each from its own stream: turning this on leaves the faults drawn above as they were.
+            let span = swarm.duration_min.as_millis() as u64..=swarm.duration_max.as_millis() as u64;
+            let interrupts: Vec<Fault> = faults[from_file..]
+                .iter()
+                .enumerate()
+                .filter_map(|(drawn, f)| {
+                    let from = rebootstrap_from(f)?;
+                    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x696e_7465_7272_7570 ^ drawn as u64);
+                    if !rng.random_bool(0.5) {
+                        return None;
+                    }
+                    let kind = [FaultKind::Kill, FaultKind::Pause, FaultKind::Partition][rng.random_range(0..3)];
+                    let duration = Duration::from_millis(rng.random_range(span.clone()));
+                    let mut interrupt = Fault::new(from, kind, f.target.get_ref(), duration);
+                    interrupt.during = Some(During::Bootstrap);
+                    Some(interrupt)
+                })
+                .collect();
+            faults.extend(interrupts);
+        }
         faults
+    }
+}
+
+/// When `fault` starts sending its target back to a snapshot, if it does: a `sigbus` node's disk
+/// is replaced (empty) when the fault ends; `bit_rot` damage is found by a read or the scrub
+/// some time after it strikes.
+fn rebootstrap_from(fault: &Fault) -> Option<Duration> {
+    match fault.kind {
+        FaultKind::Sigbus => Some(fault.at + fault.duration),
+        FaultKind::BitRot => Some(fault.at),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn swarm(interrupt: bool) -> Scenario {
+        let text = format!(
+            r#"
+[scenario]
+name = "s"
+description = "d"
+duration = "3m"
+
+[topology]
+tiers = [{{ name = "edge", count = 4 }}]
+
+[swarm]
+kinds = ["sigbus", "bit_rot", "latency", "kill"]
+count_min = 2
+count_max = 6
+duration_min = "2s"
+duration_max = "40s"
+interrupt_bootstraps = {interrupt}
+
+[checks]
+lag_max = "30s"
+converge_within = "90s"
+"#
+        );
+        Scenario::parse(&text, Path::new("s.toml")).expect("a valid swarm scenario")
+    }
+
+    #[test]
+    fn interrupts_follow_the_faults_that_send_a_node_to_a_snapshot_and_change_no_other_draw() {
+        let (plain, interrupting) = (swarm(false), swarm(true));
+        let (mut rebootstraps, mut interrupts, mut kinds) = (0, 0, Vec::new());
+        for seed in 0..300 {
+            let before = plain.faults_for(seed);
+            let after = interrupting.faults_for(seed);
+            assert_eq!(after[..before.len()], before[..], "seed {seed}: the other draws stay");
+            assert!(before.iter().all(|f| f.during.is_none()));
+            let causes: Vec<&Fault> = before.iter().filter(|f| rebootstrap_from(f).is_some()).collect();
+            rebootstraps += causes.len();
+            for interrupt in &after[before.len()..] {
+                interrupts += 1;
+                if !kinds.contains(&interrupt.kind) {
+                    kinds.push(interrupt.kind);
+                }
+                assert_eq!(interrupt.during, Some(During::Bootstrap), "seed {seed}");
+                assert!(matches!(interrupt.kind, FaultKind::Kill | FaultKind::Pause | FaultKind::Partition));
+                assert!((Duration::from_secs(2)..=Duration::from_secs(40)).contains(&interrupt.duration));
+                let cause =
+                    causes.iter().any(|c| c.target == interrupt.target && rebootstrap_from(c) == Some(interrupt.at));
+                assert!(cause, "seed {seed}: {interrupt:?} follows a sigbus or bit_rot of its node");
+            }
+            assert!(after.len() - before.len() <= causes.len());
+        }
+        // About half of the causes are followed, and every interrupting kind is drawn.
+        assert!(rebootstraps > 100, "{rebootstraps}");
+        assert!((rebootstraps / 3..=rebootstraps * 2 / 3).contains(&interrupts), "{interrupts} of {rebootstraps}");
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
     }
 }
