@@ -94,6 +94,10 @@ impl FromStr for DatabaseId {
         if hex.is_empty() || hex.len() > 32 {
             return Err(format!("database id {s:?} must be 1 to 32 hex digits (a UUID is fine)"));
         }
+        // `from_str_radix` alone would also take a leading `+`.
+        if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("database id {s:?} is not hexadecimal"));
+        }
         u128::from_str_radix(&hex, 16).map(DatabaseId).map_err(|_| format!("database id {s:?} is not hexadecimal"))
     }
 }
@@ -123,15 +127,14 @@ impl FromStr for ChainHash {
     type Err = String;
     /// Parses 64 hex digits.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() != 64 || !s.is_ascii() {
+        if s.len() != 64 {
             return Err(format!("chain hash {s:?} must be 64 hex digits"));
         }
-        let mut out = [0u8; 32];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-                .map_err(|_| format!("chain hash {s:?} is not hexadecimal"))?;
-        }
-        Ok(ChainHash(out))
+        // A chain hash is a BLAKE3 hash: blake3 parses its hex (and refuses a `+` that
+        // `u8::from_str_radix` would take).
+        blake3::Hash::from_hex(s)
+            .map(|hash| ChainHash(*hash.as_bytes()))
+            .map_err(|_| format!("chain hash {s:?} is not hexadecimal"))
     }
 }
 
@@ -455,6 +458,10 @@ mod tests {
             assert_eq!(hash.to_hex(), expected);
             assert_eq!(hash.to_string(), expected);
             assert_eq!(expected.parse::<ChainHash>(), Ok(hash));
+            assert_eq!(expected.to_uppercase().parse::<ChainHash>(), Ok(hash));
+        }
+        for bad in ["+f".repeat(32), "0".repeat(63), "0".repeat(65), format!("{}g", "0".repeat(63)), "é".repeat(32)] {
+            assert!(bad.parse::<ChainHash>().is_err(), "{bad:?}");
         }
     }
 
@@ -463,6 +470,7 @@ mod tests {
         assert_eq!("2a".parse::<DatabaseId>().unwrap(), DatabaseId(42));
         assert_eq!("00000000-0000-0000-0000-00000000002a".parse::<DatabaseId>().unwrap(), DatabaseId(42));
         assert!("xyz".parse::<DatabaseId>().is_err());
+        assert!("+2a".parse::<DatabaseId>().is_err(), "hex digits only");
         assert!("".parse::<DatabaseId>().is_err());
     }
 }
