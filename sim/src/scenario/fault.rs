@@ -1,0 +1,128 @@
+//! The faults a scenario injects, what a fault may wait for, and swarm mode's settings (the
+//! drawing itself is `swarm.rs`).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    #[serde(with = "humantime_serde")]
+    pub at: Duration,
+    pub kind: FaultKind,
+    /// A node, or `network` for the network-wide kinds (`latency`, `loss`).
+    pub target: Spanned<String>,
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// `clog_link`: the node at the other end of the link.
+    #[serde(default)]
+    pub peer: Option<Spanned<String>>,
+    /// `split`: the nodes on the target's side; every link between them and the rest is cut.
+    /// `power_loss`: the nodes that lose power with the target (a rack, a data center).
+    #[serde(default)]
+    pub group: Vec<String>,
+    /// `slow_disk`: the latency model.
+    #[serde(default)]
+    pub model: Option<DiskModelKind>,
+    /// `latency`: the added one-way delay of every message (each draws from latency..2×latency).
+    #[serde(default, with = "humantime_serde")]
+    pub latency: Option<Duration>,
+    /// `loss`: the share of messages lost (TCP retransmits them, with backoff).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Start not at `at` but at the first moment after it that the target is in the middle of
+    /// something: `bootstrap` — a snapshot transfer with a chunk stored and more to come (for
+    /// `kill`, `pause` and `partition`). If that never happens, the fault never starts.
+    #[serde(default)]
+    pub during: Option<During>,
+}
+
+/// What a fault with `during` waits for its target to be doing.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum During {
+    Bootstrap,
+}
+
+impl Fault {
+    /// A fault of `kind` on `target` with no parameters.
+    pub fn new(at: Duration, kind: FaultKind, target: &str, duration: Duration) -> Fault {
+        Fault {
+            at,
+            kind,
+            target: Spanned::new(0..0, target.to_string()),
+            duration,
+            peer: None,
+            group: Vec::new(),
+            model: None,
+            latency: None,
+            rate: None,
+            during: None,
+        }
+    }
+
+    /// The parameters in words (empty when the kind has none), for the trace and the settings.
+    pub fn detail(&self) -> String {
+        match self.kind {
+            FaultKind::ClogLink => format!("link to {}", self.peer.as_ref().map_or("?", |p| p.get_ref().as_str())),
+            FaultKind::Split => format!("[{}] cut off from the rest", self.group_with_target().join(", ")),
+            FaultKind::SlowDisk => format!("{:?}", self.model.unwrap_or(DiskModelKind::Aging)).to_lowercase(),
+            FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),
+            FaultKind::Loss => format!("{:.1}% lost", self.rate.unwrap_or_default() * 100.0),
+            FaultKind::Sigbus => "crash loop until the disk is replaced".into(),
+            _ if self.during == Some(During::Bootstrap) => "in the middle of a snapshot transfer".into(),
+            _ => String::new(),
+        }
+    }
+
+    /// `split`'s side: the target and its group.
+    pub fn group_with_target(&self) -> Vec<String> {
+        let mut side = vec![self.target.get_ref().clone()];
+        side.extend(self.group.iter().filter(|n| *n != self.target.get_ref()).cloned());
+        side
+    }
+}
+
+/// A slow SSD's latency model (healthy disks answer in tens to hundreds of microseconds).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskModelKind {
+    /// Mostly healthy, with tail stalls of hundreds of milliseconds (worn flash, GC pauses).
+    Aging,
+    /// Every commit queues behind the last; batch commits take seconds.
+    Saturated,
+}
+
+/// Swarm mode: the seed picks which of `kinds` are on (a non-empty subset), how many faults
+/// there are, and each one's time, target (any node but the root) and duration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Swarm {
+    pub kinds: Vec<FaultKind>,
+    pub count_min: usize,
+    pub count_max: usize,
+    #[serde(with = "humantime_serde")]
+    pub duration_min: Duration,
+    #[serde(with = "humantime_serde")]
+    pub duration_max: Duration,
+    /// Draw whether the node's fault points are on from the seed too (half the seeds).
+    #[serde(default)]
+    pub buggify: bool,
+    /// Draw each writer's modes from the seed too (batches, repeated keys, deletes, identical
+    /// rewrites, keys outside the prefixes), wherever the file leaves them at their defaults.
+    #[serde(default)]
+    pub writer_modes: bool,
+    /// After each drawn fault that sends its node back to a snapshot (`sigbus`, from when its
+    /// disk is replaced; `bit_rot`, from when it strikes), draw on half of them a `kill`,
+    /// `pause` or `partition` of that node that waits for the transfer to be under way
+    /// (`during = "bootstrap"`). Such a fault may overlap others on its node: its time is the
+    /// transfer's. Transfers of one chunk are never caught: give the nodes small
+    /// `snapshot_chunk_bytes`.
+    #[serde(default)]
+    pub interrupt_bootstraps: bool,
+}
+
+/// What a fault does: one definition, shared with the trace (`fault` events).
+pub use qs_reports::schema::FaultKind;
