@@ -315,7 +315,9 @@ impl Triggered {
             if start.elapsed() >= safety {
                 return; // never caught in the act: the fault does not happen
             }
-            if live(&self.states).get(&target).is_some_and(|s| s.is_transferring()) {
+            // Only the target is looked up: this runs every millisecond until the transfer.
+            let state = self.states.lock().unwrap_or_else(|p| p.into_inner()).get(&target).and_then(|s| s.upgrade());
+            if state.is_some_and(|s| s.is_transferring()) {
                 break;
             }
             madsim::time::sleep(Self::POLL).await;
