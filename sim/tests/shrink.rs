@@ -7,7 +7,7 @@ use std::path::Path;
 
 mod common;
 use common::qsim;
-use qs_sim::scenario::{Scenario, Workload};
+use qs_sim::scenario::Scenario;
 
 /// `bug-replay` (a replica replays entries after a restart; the sequence checker catches it)
 /// with swarm mode drawing a fault, the fault points and the writer's modes.
@@ -19,19 +19,6 @@ fn swarm_bug_replay() -> String {
     text.replacen("[checks]", swarm, 1)
 }
 
-fn writer_modes(scenario: &Scenario, seed: u64) -> Vec<qs_sim::scenario::WriterModes> {
-    scenario
-        .workload
-        .iter()
-        .filter_map(|w| match w {
-            Workload::Writer { modes, .. } => Some(*modes),
-            _ => None,
-        })
-        .enumerate()
-        .map(|(i, modes)| scenario.writer_modes_for(seed, i, modes))
-        .collect()
-}
-
 #[test]
 fn a_shrunk_swarm_run_keeps_what_its_seed_drew_and_fails_the_same_way() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,7 +27,7 @@ fn a_shrunk_swarm_run_keeps_what_its_seed_drew_and_fails_the_same_way() {
     let original = Scenario::load(&path).expect("a valid scenario");
     // A seed that draws the fault points on and modes other than the defaults.
     let seed = (1..100)
-        .find(|&s| original.buggify_for(s) && writer_modes(&original, s).iter().any(|m| *m != Default::default()))
+        .find(|&s| original.buggify_for(s) && original.writer_modes_for(s).iter().any(|m| *m != Default::default()))
         .expect("half the seeds draw the fault points, most draw some mode");
 
     let shrunk = dir.path().join("shrunk.toml");
@@ -52,7 +39,7 @@ fn a_shrunk_swarm_run_keeps_what_its_seed_drew_and_fails_the_same_way() {
     let written = Scenario::load(&shrunk).expect("the shrunk scenario loads");
     assert!(written.swarm.is_none(), "nothing is drawn any more");
     assert!(written.scenario.buggify, "the drawn fault points are on");
-    assert_eq!(writer_modes(&written, seed), writer_modes(&original, seed), "the drawn writer modes");
+    assert_eq!(written.writer_modes_for(seed), original.writer_modes_for(seed), "the drawn writer modes");
     let latency = |s: &Scenario| s.faults_for(seed).into_iter().filter(|f| f.kind.as_str() == "latency").count();
     assert_eq!((latency(&original), latency(&written)), (1, 1), "the drawn fault is written out");
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::{DiskModelKind, During, Fault, FaultKind, Scenario, WriterModes};
+use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Workload, WriterModes};
 
 impl Scenario {
     /// Whether the node's fault points are on in a run under `seed`: the file's `buggify`, or
@@ -18,25 +18,24 @@ impl Scenario {
             && rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6275_6767_6966_7900).random_bool(0.5)
     }
 
-    /// Writer `writer`'s modes under `seed`: the file's, or (in swarm mode with
-    /// `writer_modes`, for a writer left at the defaults) drawn from the seed — each mode on
-    /// with probability 1/2. The quota is never drawn: it is the root's configuration.
-    pub fn writer_modes_for(&self, seed: u64, writer: usize, modes: WriterModes) -> WriterModes {
-        use rand::{RngExt, SeedableRng};
-        if !self.swarm.as_ref().is_some_and(|s| s.writer_modes) || modes != WriterModes::default() {
-            return modes;
-        }
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_6465_7300_0000 ^ writer as u64);
-        let batch_ops = if rng.random_bool(0.5) { rng.random_range(2..=8) } else { 1 };
-        let mut share = |on: bool, share: f64| if on && rng.random_bool(0.5) { share } else { 0.0 };
-        WriterModes {
-            batch_ops,
-            repeat_share: share(batch_ops > 1, 0.3),
-            delete_share: share(true, 0.1),
-            rewrite_share: share(true, 0.1),
-            outside_prefix_share: share(true, 0.02),
-            quota_per_s: None,
-        }
+    /// Each writer's modes under `seed`, in `[[workload]]` order: the file's, or (in swarm mode
+    /// with `writer_modes`, for a writer left at the defaults) drawn from the seed — each mode
+    /// on with probability 1/2. The quota is never drawn: it is the root's configuration.
+    pub fn writer_modes_for(&self, seed: u64) -> Vec<WriterModes> {
+        let draws = self.swarm.as_ref().is_some_and(|s| s.writer_modes);
+        self.workload
+            .iter()
+            .filter_map(|w| match w {
+                Workload::Writer { modes, .. } => Some(*modes),
+                _ => None,
+            })
+            .enumerate()
+            .map(
+                |(writer, modes)| {
+                    if draws && modes == WriterModes::default() { drawn_modes(seed, writer) } else { modes }
+                },
+            )
+            .collect()
     }
 
     /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.
@@ -122,6 +121,22 @@ impl Scenario {
             faults.extend(interrupts);
         }
         faults
+    }
+}
+
+/// Writer `writer`'s modes drawn from `seed`.
+fn drawn_modes(seed: u64, writer: usize) -> WriterModes {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_6465_7300_0000 ^ writer as u64);
+    let batch_ops = if rng.random_bool(0.5) { rng.random_range(2..=8) } else { 1 };
+    let mut share = |on: bool, share: f64| if on && rng.random_bool(0.5) { share } else { 0.0 };
+    WriterModes {
+        batch_ops,
+        repeat_share: share(batch_ops > 1, 0.3),
+        delete_share: share(true, 0.1),
+        rewrite_share: share(true, 0.1),
+        outside_prefix_share: share(true, 0.02),
+        quota_per_s: None,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
-use crate::scenario::{Fault, Scenario, Workload};
+use crate::scenario::{Fault, Scenario};
 
 /// Shortest fault a shrink leaves: shorter than a heartbeat, a fault stops meaning much.
 pub const FAULT_DURATION_MIN: Duration = Duration::from_secs(1);
@@ -108,24 +108,21 @@ pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
             head.insert("buggify".into(), Value::Boolean(true));
         }
     }
-    // The loader kept `[[workload]]`'s order, so the n-th writer there is the n-th table here.
-    let writers = scenario.workload.iter().filter_map(|w| match w {
-        Workload::Writer { modes, .. } => Some(*modes),
-        _ => None,
-    });
-    let writer_tables = match table.get_mut("workload") {
-        Some(Value::Array(items)) => items
-            .iter_mut()
-            .filter_map(Value::as_table_mut)
-            .filter(|w| w.get("kind").and_then(Value::as_str) == Some("writer"))
-            .collect(),
-        _ => Vec::new(),
-    };
-    assert_eq!(writer_tables.len(), writers.clone().count(), "a loaded scenario's writers are its table's");
-    for ((writer, modes), written) in writers.enumerate().zip(writer_tables) {
-        let drawn = scenario.writer_modes_for(seed, writer, modes);
-        if drawn != modes {
-            written.insert("modes".into(), Value::try_from(drawn).expect("writer modes serialize"));
+    // In swarm mode each writer's modes are written out, drawn or the file's; the loader kept
+    // `[[workload]]`'s order, so the n-th writer there is the n-th table here.
+    if scenario.swarm.as_ref().is_some_and(|s| s.writer_modes) {
+        let modes = scenario.writer_modes_for(seed);
+        let writer_tables: Vec<&mut Table> = match table.get_mut("workload") {
+            Some(Value::Array(items)) => items
+                .iter_mut()
+                .filter_map(Value::as_table_mut)
+                .filter(|w| w.get("kind").and_then(Value::as_str) == Some("writer"))
+                .collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(writer_tables.len(), modes.len(), "a loaded scenario's writers are its table's");
+        for (written, modes) in writer_tables.into_iter().zip(modes) {
+            written.insert("modes".into(), Value::try_from(modes).expect("writer modes serialize"));
         }
     }
     table
@@ -343,18 +340,7 @@ mod tests {
                 assert!(again.swarm.is_none(), "{shown}: nothing is drawn any more");
                 assert_eq!(again.faults_for(seed), scenario.faults_for(seed), "{shown}: faults");
                 assert_eq!(again.buggify_for(seed), scenario.buggify_for(seed), "{shown}: fault points");
-                let writers = |s: &Scenario| -> Vec<_> {
-                    s.workload
-                        .iter()
-                        .filter_map(|w| match w {
-                            Workload::Writer { modes, .. } => Some(*modes),
-                            _ => None,
-                        })
-                        .enumerate()
-                        .map(|(i, modes)| s.writer_modes_for(seed, i, modes))
-                        .collect()
-                };
-                assert_eq!(writers(&again), writers(&scenario), "{shown}: writer modes");
+                assert_eq!(again.writer_modes_for(seed), scenario.writer_modes_for(seed), "{shown}: writer modes");
                 drew[0] |= scenario.swarm.is_some() && !scenario.faults_for(seed).is_empty();
                 drew[1] |= !scenario.scenario.buggify && scenario.buggify_for(seed);
                 drew[2] |= scenario.faults_for(seed).iter().any(|f| f.during.is_some());

@@ -356,8 +356,9 @@ async fn world(
     // Each writer's key count, in writer order.
     let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
+    let writer_modes = scenario.writer_modes_for(seed);
     for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes } = workload.clone() {
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } = workload.clone() {
             key_spaces.push(keys);
             let spec = WriterSpec {
                 writer_id: writers,
@@ -367,7 +368,7 @@ async fn world(
                 value_bytes,
                 burst,
                 preload_rate_per_s,
-                modes: scenario.writer_modes_for(seed, writers, modes),
+                modes: writer_modes[writers],
                 seed: seed + i as u64,
             };
             producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));
