@@ -1,0 +1,155 @@
+use super::*;
+
+const ROOT: &str = r#"
+    name = "root"
+    role = "root"
+    database_id = "2a"
+    [storage]
+    engine = "memory"
+    [listen]
+    replication = "127.0.0.1:7000"
+    memcached = "127.0.0.1:11000"
+    http = "127.0.0.1:8000"
+    [root]
+    batch_window = "50ms"
+    [[root.producers]]
+    name = "dns"
+    token = "dns-token-1"
+    prefixes = ["dns:"]
+    writes_per_s = 10
+    burst = 20
+"#;
+
+#[test]
+fn accepts_a_complete_root() {
+    let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+    assert_eq!(config.role, Role::Root);
+    assert_eq!(config.root.unwrap().batch_window, Duration::from_millis(50));
+    assert_eq!(config.replication.staleness_failover, Duration::from_secs(30));
+}
+
+fn refused(text: &str) -> String {
+    NodeConfig::parse(text, "bad.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn names_the_field_that_is_wrong() {
+    let err = refused(&ROOT.replace("role = \"root\"", "role = \"replica\""));
+    assert!(err.contains("replication.primaries") && err.contains("at least one source"), "{err}");
+    let err = refused(&ROOT.replace("\"50ms\"", "\"5 fortnights\""));
+    assert!(err.contains("bad.toml") && err.contains("batch_window"), "{err}");
+    let err = refused(&ROOT.replace("name = \"root\"", "name = \"root\"\ncolour = \"blue\""));
+    assert!(err.contains("colour") && err.contains("line"), "{err}");
+    let err = refused(&ROOT.replace("\"memory\"", "\"lmdb\""));
+    assert!(err.contains("storage.path"), "{err}");
+    let err = refused(&ROOT.replace("\"memory\"", "\"leveldb\""));
+    assert!(err.contains("unknown engine") && err.contains("lmdb, rocksdb, memory"), "{err}");
+    let err = refused(&ROOT.replace("dns-token-1", "short"));
+    assert!(err.contains("root.producers.token"), "{err}");
+}
+
+#[test]
+fn the_shipped_examples_are_valid() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            NodeConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "found only {checked} example configs in {}", examples.display());
+}
+
+fn with_storage(engine: &str, storage: &str, memory: &str) -> String {
+    let storage_section = format!("[storage]\nengine = \"{engine}\"\npath = \"/tmp/qs\"\n{storage}\n");
+    ROOT.replace("[storage]\n    engine = \"memory\"", &storage_section) + "\n[memory]\n" + memory
+}
+
+#[test]
+fn reads_cache_and_memory_sizes_as_strings_or_integers() {
+    let text = with_storage("rocksdb", "cache_bytes = \"256 KiB\"\nblock_bytes = 8192", "limit_bytes = \"4 GiB\"");
+    let config = NodeConfig::parse(&text, "ok.toml").unwrap();
+    assert_eq!(config.storage.cache_bytes, Some(ByteSize(256 << 10)));
+    assert_eq!(config.memory.limit_bytes, Some(ByteSize(4 << 30)));
+    let options = config.store_options();
+    assert_eq!((options.rocksdb_cache_bytes, options.rocksdb_block_bytes), (Some(256 << 10), Some(8192)));
+    // Unset: RocksDB's defaults, and no limit.
+    let config = NodeConfig::parse(&with_storage("rocksdb", "", ""), "ok.toml").unwrap();
+    assert_eq!(config.storage.rocksdb_cache_bytes(), ROCKSDB_CACHE_BYTES_DEFAULT as u64);
+    assert_eq!(config.memory.limit_bytes, None);
+}
+
+#[test]
+fn refuses_cache_settings_an_engine_does_not_have() {
+    let err = refused(&with_storage("lmdb", "cache_bytes = \"64 MiB\"", ""));
+    assert!(err.contains("bad.toml") && err.contains("storage.cache_bytes") && err.contains("OS page cache"), "{err}");
+    let err = refused(&with_storage("memory", "block_bytes = \"4 KiB\"", ""));
+    assert!(err.contains("storage.block_bytes") && err.contains("rocksdb only"), "{err}");
+}
+
+#[test]
+fn read_path_switches_apply_to_their_own_engine_only() {
+    let options =
+        NodeConfig::parse(&with_storage("rocksdb", "direct_reads = true", ""), "ok.toml").unwrap().store_options();
+    assert!(options.rocksdb_direct_reads && options.lmdb_read_ahead);
+    let options =
+        NodeConfig::parse(&with_storage("lmdb", "read_ahead = false", ""), "ok.toml").unwrap().store_options();
+    assert!(!options.lmdb_read_ahead && !options.rocksdb_direct_reads);
+    let err = refused(&with_storage("lmdb", "direct_reads = true", ""));
+    assert!(err.contains("bad.toml") && err.contains("storage.direct_reads") && err.contains("rocksdb only"), "{err}");
+    for engine in ["rocksdb", "memory"] {
+        let err = refused(&with_storage(engine, "read_ahead = false", ""));
+        assert!(err.contains("storage.read_ahead") && err.contains("lmdb only"), "{err}");
+    }
+}
+
+#[test]
+fn refuses_zero_and_absurd_sizes() {
+    for (storage, memory, field) in [
+        ("cache_bytes = 0", "", "storage.cache_bytes"),
+        ("cache_bytes = \"2 TiB\"", "", "storage.cache_bytes"),
+        ("block_bytes = \"0 B\"", "", "storage.block_bytes"),
+        ("block_bytes = \"16 MiB\"", "", "storage.block_bytes"),
+        ("", "limit_bytes = 0", "memory.limit_bytes"),
+        ("", "limit_bytes = \"100 TiB\"", "memory.limit_bytes"),
+    ] {
+        let err = refused(&with_storage("rocksdb", storage, memory));
+        assert!(err.contains("bad.toml") && err.contains(field) && err.contains("allowed"), "{field}: {err}");
+    }
+    let err = refused(&with_storage("rocksdb", "cache_bytes = \"64 mebibytes\"", ""));
+    assert!(err.contains("cache_bytes") && err.contains("line"), "{err}");
+    let err = refused(&with_storage("rocksdb", "cache_bytes = \"64 KiB\"\nblock_bytes = \"128 KiB\"", ""));
+    assert!(err.contains("storage.block_bytes") && err.contains("no block would fit"), "{err}");
+}
+
+#[test]
+fn refuses_a_cache_as_large_as_the_memory_limit() {
+    let err = refused(&with_storage("rocksdb", "cache_bytes = \"2 GiB\"", "limit_bytes = \"2 GiB\""));
+    assert!(err.contains("storage.cache_bytes") && err.contains("memory.limit_bytes"), "{err}");
+    // The default cache counts too.
+    let err = refused(&with_storage("rocksdb", "", "limit_bytes = \"16 MiB\""));
+    assert!(err.contains("memory.limit_bytes") && err.contains("default storage.cache_bytes"), "{err}");
+    // LMDB's page cache is not a setting: any limit above the minimum goes.
+    NodeConfig::parse(&with_storage("lmdb", "", "limit_bytes = \"1 MiB\""), "ok.toml").unwrap();
+}
+
+#[test]
+fn refuses_a_replica_that_lists_itself() {
+    let replica = r#"
+        name = "edge"
+        role = "replica"
+        database_id = "2a"
+        [storage]
+        engine = "memory"
+        [listen]
+        replication = "127.0.0.1:7001"
+        memcached = "127.0.0.1:11001"
+        http = "127.0.0.1:8001"
+        [replication]
+        primaries = ["127.0.0.1:7001"]
+    "#;
+    let err = refused(replica);
+    assert!(err.contains("own replication address"), "{err}");
+}

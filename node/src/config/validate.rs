@@ -1,0 +1,204 @@
+//! Validation of a parsed configuration: every rule [`NodeConfig::parse`] enforces, each
+//! refusal naming the field and what is allowed.
+
+use super::*;
+
+impl NodeConfig {
+    pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.name.is_empty() || self.name.len() > 64 || self.name.chars().any(|c| c.is_whitespace()) {
+            return Err(("name", "must be 1 to 64 characters with no whitespace".into()));
+        }
+        if self.storage.engine != EngineKind::Memory && self.storage.path.as_os_str().is_empty() {
+            return Err(("storage.path", format!("is required for the {} engine", self.storage.engine)));
+        }
+        if let Some(bytes) = self.storage.memtable_bytes {
+            if self.storage.engine != EngineKind::Rocksdb {
+                return Err((
+                    "storage.memtable_bytes",
+                    format!("applies to rocksdb only, not {}", self.storage.engine),
+                ));
+            }
+            if !(MEMTABLE_BYTES_MIN..=MEMTABLE_BYTES_MAX).contains(&bytes) {
+                return Err((
+                    "storage.memtable_bytes",
+                    format!("{bytes} is out of range; allowed {MEMTABLE_BYTES_MIN} to {MEMTABLE_BYTES_MAX}"),
+                ));
+            }
+        }
+        self.validate_memory()?;
+        self.connections.validate()?;
+        let r = &self.replication;
+        let sources = r.primaries.len() + r.secondaries.len();
+        match self.role {
+            Role::Replica if sources == 0 => {
+                return Err(("replication.primaries", "a replica needs at least one source".into()));
+            }
+            Role::Replica if self.root.is_some() => {
+                return Err(("root", "is only allowed with role = \"root\"".into()));
+            }
+            Role::Root if sources > 0 => {
+                return Err(("replication.primaries", "the root has no sources; it is the top of the tree".into()));
+            }
+            Role::Root if self.root.is_none() => {
+                return Err(("root", "role = \"root\" needs a [root] section (batch_window, producers)".into()));
+            }
+            _ => {}
+        }
+        if sources > SOURCES_MAX {
+            return Err(("replication.primaries", format!("{sources} sources listed; at most {SOURCES_MAX}")));
+        }
+        let mut all: Vec<_> = r.primaries.iter().chain(&r.secondaries).collect();
+        all.sort();
+        if all.windows(2).any(|w| w[0] == w[1]) {
+            return Err(("replication.secondaries", "a source is listed twice".into()));
+        }
+        if all.contains(&&self.listen.replication) {
+            return Err(("replication.primaries", "lists this node's own replication address".into()));
+        }
+        if r.staleness_failover < Duration::from_millis(100) {
+            return Err(("replication.staleness_failover", "must be at least 100ms".into()));
+        }
+        if r.reconnect_backoff_min.is_zero() || r.reconnect_backoff_min > r.reconnect_backoff_max {
+            return Err((
+                "replication.reconnect_backoff_min",
+                "must be above zero and at most reconnect_backoff_max".into(),
+            ));
+        }
+        if r.bootstraps_served_max == 0 {
+            return Err(("replication.bootstraps_served_max", "must be at least 1".into()));
+        }
+        if !(SNAPSHOT_CHUNK_BYTES_MIN..=crate::store::snapshot::CHUNK_BYTES_MAX)
+            .contains(&r.snapshot_chunk_bytes.as_u64())
+        {
+            return Err((
+                "replication.snapshot_chunk_bytes",
+                format!("must be 4 KiB to {}", bytesize::ByteSize(crate::store::snapshot::CHUNK_BYTES_MAX)),
+            ));
+        }
+        if r.apply_batch_entries_max == 0 || r.apply_batch_entries_max > 100_000 {
+            return Err(("replication.apply_batch_entries_max", "must be 1 to 100000".into()));
+        }
+        if self.retention.gc_interval < Duration::from_millis(10) {
+            return Err(("retention.gc_interval", "must be at least 10ms".into()));
+        }
+        if let Some(root) = &self.root {
+            if root.batch_window.is_zero() || root.batch_window > Duration::from_secs(60) {
+                return Err(("root.batch_window", "must be above zero and at most 60s".into()));
+            }
+            if root.heartbeat_interval < Duration::from_millis(10) {
+                return Err(("root.heartbeat_interval", "must be at least 10ms".into()));
+            }
+            if root.producers.len() > PRODUCERS_MAX {
+                return Err(("root.producers", format!("at most {PRODUCERS_MAX} producers")));
+            }
+            let mut tokens: Vec<&str> = root.producers.iter().map(|p| p.token.as_str()).collect();
+            tokens.sort_unstable();
+            if tokens.windows(2).any(|w| w[0] == w[1]) {
+                return Err(("root.producers.token", "two producers share a token".into()));
+            }
+            for p in &root.producers {
+                if p.token.len() < 8 {
+                    return Err((
+                        "root.producers.token",
+                        format!("producer {}: token must be at least 8 characters", p.name),
+                    ));
+                }
+                if p.prefixes.is_empty() || p.prefixes.iter().any(String::is_empty) {
+                    return Err(("root.producers.prefixes", format!("producer {}: needs non-empty prefixes", p.name)));
+                }
+                if p.writes_per_s == 0 || p.burst == 0 {
+                    return Err((
+                        "root.producers.writes_per_s",
+                        format!("producer {}: quota must be above zero", p.name),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The cache settings of `[storage]` and the `[memory]` budget.
+    fn validate_memory(&self) -> Result<(), (&'static str, String)> {
+        let storage = &self.storage;
+        let not_here = match storage.engine {
+            EngineKind::Rocksdb => None,
+            EngineKind::Lmdb => Some("LMDB reads through the OS page cache, whose size is the machine's free memory"),
+            EngineKind::Memory => Some("the memory engine holds everything in memory and has no cache"),
+        };
+        for (field, value) in
+            [("storage.cache_bytes", storage.cache_bytes), ("storage.block_bytes", storage.block_bytes)]
+        {
+            if let (Some(_), Some(why)) = (value, not_here) {
+                return Err((field, format!("applies to rocksdb only, not {}: {why}", storage.engine)));
+            }
+        }
+        if self.legacy.acknowledge_before_sync && storage.engine != EngineKind::Memory {
+            return Err((
+                "legacy.acknowledge_before_sync",
+                format!(
+                    "applies to the memory engine only, not {}: the simulator's power loss drops unsynced \
+                     memory commits, not a real file's page cache",
+                    storage.engine
+                ),
+            ));
+        }
+        if storage.direct_reads.is_some() && storage.engine != EngineKind::Rocksdb {
+            return Err((
+                "storage.direct_reads",
+                format!("applies to rocksdb only, not {}: it is RocksDB's use_direct_reads", storage.engine),
+            ));
+        }
+        if storage.read_ahead.is_some() && storage.engine != EngineKind::Lmdb {
+            return Err((
+                "storage.read_ahead",
+                format!("applies to lmdb only, not {}: it is LMDB's MDB_NORDAHEAD", storage.engine),
+            ));
+        }
+        let in_range = |field: &'static str, value: Option<ByteSize>, min: u64, max: u64| match value {
+            Some(bytes) if !(min..=max).contains(&bytes.as_u64()) => Err((
+                field,
+                format!(
+                    "{} ({bytes}) is out of range; allowed {} ({}) to {} ({})",
+                    bytes.as_u64(),
+                    min,
+                    ByteSize(min),
+                    max,
+                    ByteSize(max)
+                ),
+            )),
+            _ => Ok(()),
+        };
+        in_range("storage.cache_bytes", storage.cache_bytes, CACHE_BYTES_MIN, CACHE_BYTES_MAX)?;
+        in_range("storage.block_bytes", storage.block_bytes, BLOCK_BYTES_MIN, BLOCK_BYTES_MAX)?;
+        in_range("memory.limit_bytes", self.memory.limit_bytes, MEMORY_LIMIT_BYTES_MIN, MEMORY_LIMIT_BYTES_MAX)?;
+        if storage.engine != EngineKind::Rocksdb {
+            return Ok(());
+        }
+        let cache = storage.rocksdb_cache_bytes();
+        let block = storage.block_bytes.map_or(ROCKSDB_BLOCK_BYTES_DEFAULT as u64, |b| b.as_u64());
+        if block > cache {
+            return Err((
+                "storage.block_bytes",
+                format!("{} is larger than the block cache ({}): no block would fit", ByteSize(block), ByteSize(cache)),
+            ));
+        }
+        if let Some(limit) = self.memory.limit_bytes
+            && cache >= limit.as_u64()
+        {
+            // The cache fills up to its capacity in normal operation: a node whose cache alone
+            // reaches the limit would be restarted over and over.
+            let (field, which) = match storage.cache_bytes {
+                Some(_) => ("storage.cache_bytes", "storage.cache_bytes"),
+                None => ("memory.limit_bytes", "the default storage.cache_bytes"),
+            };
+            return Err((
+                field,
+                format!(
+                    "{which} ({}) is not below memory.limit_bytes ({limit}): the cache alone would reach the limit",
+                    ByteSize(cache)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
