@@ -133,7 +133,7 @@ fn main() {
                 case.name,
                 kind.to_string(),
                 mib(stats.logical_bytes_written),
-                mib(stats.disk_bytes_written),
+                stats.disk_bytes_written.map_or("not measured".to_string(), mib),
                 amp,
                 mib(stats.disk_bytes),
                 commits / seconds

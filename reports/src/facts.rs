@@ -21,7 +21,8 @@ pub struct NodeCounters {
     pub bootstraps: u64,
     pub bogus_requests: u64,
     pub logical_bytes: u64,
-    pub engine_bytes_written: u64,
+    /// `None`: the engine does not measure what it writes.
+    pub engine_bytes_written: Option<u64>,
 }
 
 /// One upstream connection: at `at_ms`, connected to `source`; `reason` why it left the one before.

@@ -114,8 +114,10 @@ pub enum Event {
         bogus_requests: u64,
         /// Bytes of keys and values applied (what producers asked to store).
         logical_bytes: u64,
-        /// Bytes the engine wrote to its disk for them.
-        engine_bytes_written: u64,
+        /// Bytes the engine wrote to its disk for them; absent where the engine cannot tell
+        /// (LMDB with `storage.write_map`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        engine_bytes_written: Option<u64>,
     },
     /// End of run, per key prefix (the text before the first `:`), on the root.
     KeyUsage { at_ms: u64, prefix: String, keys: u64, bytes: u64, reads: u64, never_read: u64 },

@@ -342,7 +342,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                 bootstraps: u64::from(node.name == "edge-4"),
                 bogus_requests: if node.depth == 0 { 3 } else { 0 },
                 logical_bytes: logical,
-                engine_bytes_written: logical * (3 + node.depth as u64),
+                engine_bytes_written: Some(logical * (3 + node.depth as u64)),
             });
         }
         for (i, prefix) in ["cfg0", "cfg1", "dns", "waf"].iter().enumerate() {

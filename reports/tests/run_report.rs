@@ -223,3 +223,35 @@ fn outlying_lag_is_clipped_and_said() {
     let lag = text(chart(&doc, "lag"));
     assert!(lag.contains("clipped at the top edge"), "{lag}");
 }
+
+/// An engine that does not measure what it writes (LMDB with `storage.write_map`) leaves
+/// `engine_bytes_written` out of its node summary: its tier's row and the run's total say so,
+/// and never add the unknown bytes up as nothing; the other tiers keep their figures.
+#[test]
+fn unmeasured_bytes_written_are_shown_as_such_not_as_zero() {
+    let (s, mut events) = generate(&Options { end_of_run: true, ..Options::reference() });
+    for event in &mut events {
+        if let Event::NodeSummary { node, engine_bytes_written, .. } = event
+            && node == "edge-7"
+        {
+            *engine_bytes_written = None;
+        }
+    }
+    let line = serde_json::to_string(events.iter().find(|e| matches!(e, Event::NodeSummary { .. })).unwrap()).unwrap();
+    assert!(line.contains(r#""engine_bytes_written":"#), "a measured figure is written as before: {line}");
+    let unmeasured = line.replace(r#","engine_bytes_written":"#, r#","was":"#);
+    let unmeasured: serde_json::Value = serde_json::from_str(&unmeasured).unwrap();
+    let mut unmeasured = unmeasured.as_object().unwrap().clone();
+    unmeasured.remove("was");
+    let parsed: Event = serde_json::from_value(serde_json::Value::Object(unmeasured)).unwrap();
+    assert!(matches!(parsed, Event::NodeSummary { engine_bytes_written: None, .. }), "{parsed:?}");
+
+    let doc = Html::parse_document(&qs_reports::render_run(&s, &events));
+    let amp = rows(&doc, "table.write-amp");
+    let tier = |name: &str| amp.iter().find(|r| r[1] == name).unwrap_or_else(|| panic!("no {name} row: {amp:?}"));
+    for unknown in ["edge", "all"] {
+        assert_eq!(tier(unknown)[4..], ["not measured", "—"], "{amp:?}");
+    }
+    assert!(tier("region")[5].ends_with('×'), "{amp:?}");
+    assert!(text(one(&doc, "#write-amp-section")).contains("storage.write_map"));
+}

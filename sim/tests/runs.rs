@@ -177,7 +177,10 @@ fn a_triggered_fault_still_under_way_when_the_safety_phase_ends_is_healed_with_t
     let started = first_at_ms(&trace, &[r#""kind":"partition""#, r#""phase":"start""#]).expect("the partition fired");
     let liveness = first_at_ms(&trace, &[r#""phase":"liveness""#]).expect("a liveness phase");
     let ended = first_at_ms(&trace, &[r#""kind":"partition""#, r#""phase":"end""#]).expect("the partition ended");
-    assert!(started < liveness && started + 15_000 > liveness, "the partition must straddle the phase change: {started} {liveness}");
+    assert!(
+        started < liveness && started + 15_000 > liveness,
+        "the partition must straddle the phase change: {started} {liveness}"
+    );
     assert!(ended <= liveness, "the partition ended at {ended} ms, after the liveness phase began at {liveness} ms");
 }
 
@@ -229,6 +232,39 @@ fn same_seed_same_trace_on_memory_and_on_lmdb() {
     let lmdb = trace(&dir.path().join("scenarios_quickstart-lmdb.toml-1"));
     assert!(lmdb.contains(r#""event":"node_summary","#), "no node totals");
     assert!(!lmdb.contains(r#""engine_bytes_written":0"#), "an LMDB node wrote nothing");
+}
+
+/// `[node] lmdb_write_map = true` runs every LMDB node with `MDB_WRITEMAP`. It is the same run:
+/// the trace equals the one without the flag in every event, but the node totals leave the
+/// bytes written out (not measured, never 0), and the report says so. It stays deterministic.
+#[test]
+fn lmdb_write_map_changes_nothing_but_what_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scenarios/quickstart-lmdb.toml")).unwrap();
+    let scenario = dir.path().join("write-map.toml");
+    std::fs::write(&scenario, text.replacen("[node]\n", "[node]\nlmdb_write_map = true\n", 1)).unwrap();
+    let plain = dir.path().join("plain");
+    let (code, stdout) = qsim(&["run", "scenarios/quickstart-lmdb.toml", "--seed", "1", "--no-report"], &plain);
+    assert_eq!(code, 0, "{stdout}");
+    let mapped = dir.path().join("mapped");
+    let (code, stdout) = qsim(&["run", scenario.to_str().unwrap(), "--seed", "1", "--check-determinism"], &mapped);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("determinism pass"), "{stdout}");
+    let (plain, mapped_trace) = (trace(&plain), trace(&mapped));
+    assert_eq!(plain.matches(r#""engine_bytes_written":"#).count(), 7, "every node measured without the flag");
+    assert!(!mapped_trace.contains("engine_bytes_written"), "bytes written left out with the flag");
+    let measured_left_out: String = plain
+        .lines()
+        .map(|line| match line.find(r#","engine_bytes_written":"#) {
+            Some(at) => format!("{}}}", &line[..at]),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(measured_left_out, mapped_trace.trim_end(), "the same run but for the bytes written");
+    let report = std::fs::read_to_string(mapped.join("report.html")).unwrap();
+    assert!(report.contains("not measured"), "the report says the bytes written were not measured");
 }
 
 /// The first `node_summary` of `node` in a trace: (logical bytes, engine bytes written).
@@ -360,7 +396,8 @@ fn a_replica_that_never_leaves_its_paused_source_is_caught_during_the_fault_and_
     let fixed = text.split("[legacy]").next().unwrap().replace("expect = \"violation\"", "expect = \"pass\"");
     let path = dir.path().join("fixed.toml");
     std::fs::write(&path, fixed).unwrap();
-    let (code, stdout) = qsim(&["run", path.to_str().unwrap(), "--seed", "1", "--no-report"], &dir.path().join("fixed"));
+    let (code, stdout) =
+        qsim(&["run", path.to_str().unwrap(), "--seed", "1", "--no-report"], &dir.path().join("fixed"));
     assert_eq!(code, 0, "{stdout}");
 }
 
@@ -496,10 +533,11 @@ fn an_interrupted_run_removes_its_scratch_folder_and_dies_of_the_signal() {
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch).unwrap();
     // quickstart on LMDB, ten simulated hours: still running whenever the signal comes.
-    let quickstart = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"))
-        .unwrap()
-        .replacen("duration = \"2m\"", "duration = \"10h\"", 1)
-        .replacen("engine = \"memory\"", "engine = \"lmdb\"", 1);
+    let quickstart =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"))
+            .unwrap()
+            .replacen("duration = \"2m\"", "duration = \"10h\"", 1)
+            .replacen("engine = \"memory\"", "engine = \"lmdb\"", 1);
     assert!(quickstart.contains("10h") && quickstart.contains("lmdb"), "quickstart's header changed");
     let scenario = dir.path().join("long.toml");
     std::fs::write(&scenario, quickstart).unwrap();
@@ -515,9 +553,10 @@ fn an_interrupted_run_removes_its_scratch_folder_and_dies_of_the_signal() {
         .expect("qsim starts");
     // Wait until a node's store is on disk in the run's scratch folder.
     let has_store = || {
-        std::fs::read_dir(&scratch).unwrap().flatten().any(|run| {
-            std::fs::read_dir(run.path()).is_ok_and(|mut nodes| nodes.next().is_some())
-        })
+        std::fs::read_dir(&scratch)
+            .unwrap()
+            .flatten()
+            .any(|run| std::fs::read_dir(run.path()).is_ok_and(|mut nodes| nodes.next().is_some()))
     };
     let waited = std::time::Instant::now();
     while !has_store() {

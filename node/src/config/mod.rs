@@ -18,6 +18,7 @@
 //! # block_bytes = "4 KiB"             # rocksdb only: SST data block size
 //! # direct_reads = false              # rocksdb only: read SST files with O_DIRECT
 //! # read_ahead = true                 # lmdb only: false sets MDB_NORDAHEAD
+//! # write_map = false                 # lmdb only: true sets MDB_WRITEMAP
 //! # scrub_interval = "1h"             # read back every value against its checksum; "0s" off
 //!
 //! [memory]
@@ -74,7 +75,11 @@
 //! (RocksDB's `use_direct_reads`; default off) makes a block-cache miss a device read instead of
 //! a page-cache read, so the cache's hit ratio is what the disk sees; `read_ahead = false`
 //! (LMDB's `MDB_NORDAHEAD`; default on) makes a page fault read its page alone, which keeps a
-//! store larger than memory from evicting hot pages with read-ahead around cold ones.
+//! store larger than memory from evicting hot pages with read-ahead around cold ones. One
+//! write-path switch, LMDB only: `write_map = true` (`MDB_WRITEMAP`; default off) writes each
+//! commit's pages into LMDB's map instead of through `pwrite`, saving a copy of every page a
+//! commit touches; the data file is then extended to the map size (sparse), and the engine no
+//! longer measures the bytes it writes (write amplification reads "not measured").
 //!
 //! `[memory] limit_bytes` works like fdbserver's `--memory`: the node samples its resident set
 //! size once a second and, past the limit, logs why (resident size, limit, and the memory the
@@ -219,6 +224,10 @@ pub struct StorageConfig {
     /// LMDB only: `false` opens the environment with `MDB_NORDAHEAD`. Unset: on.
     #[serde(default)]
     pub read_ahead: Option<bool>,
+    /// LMDB only: `true` opens the environment with `MDB_WRITEMAP` (see the module doc).
+    /// Unset: off.
+    #[serde(default)]
+    pub write_map: Option<bool>,
     /// How often every stored value is read back and checked against its CRC32C (a scrub); a
     /// replica that finds damage re-bootstraps from a source. Default 1 h; 0 turns it off.
     #[serde(default = "default_scrub_interval", with = "humantime_serde")]
@@ -379,6 +388,7 @@ impl NodeConfig {
             rocksdb_block_bytes: size(self.storage.block_bytes),
             rocksdb_direct_reads: self.storage.direct_reads.unwrap_or(false),
             lmdb_read_ahead: self.storage.read_ahead.unwrap_or(true),
+            lmdb_write_map: self.storage.write_map.unwrap_or(false),
             sync_commits: !self.legacy.acknowledge_before_sync,
             ..OpenOptions::new(self.database_id)
         }

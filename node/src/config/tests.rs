@@ -102,7 +102,17 @@ fn read_path_switches_apply_to_their_own_engine_only() {
     for engine in ["rocksdb", "memory"] {
         let err = refused(&with_storage(engine, "read_ahead = false", ""));
         assert!(err.contains("storage.read_ahead") && err.contains("lmdb only"), "{err}");
+        let err = refused(&with_storage(engine, "write_map = true", ""));
+        assert!(err.contains("storage.write_map") && err.contains("MDB_WRITEMAP"), "{err}");
     }
+}
+
+#[test]
+fn write_map_is_off_unless_asked_for() {
+    let options = NodeConfig::parse(&with_storage("lmdb", "", ""), "ok.toml").unwrap().store_options();
+    assert!(!options.lmdb_write_map);
+    let options = NodeConfig::parse(&with_storage("lmdb", "write_map = true", ""), "ok.toml").unwrap().store_options();
+    assert!(options.lmdb_write_map && options.lmdb_read_ahead);
 }
 
 #[test]

@@ -148,11 +148,13 @@ impl NodeConfig {
                 format!("applies to rocksdb only, not {}: it is RocksDB's use_direct_reads", storage.engine),
             ));
         }
-        if storage.read_ahead.is_some() && storage.engine != EngineKind::Lmdb {
-            return Err((
-                "storage.read_ahead",
-                format!("applies to lmdb only, not {}: it is LMDB's MDB_NORDAHEAD", storage.engine),
-            ));
+        for (field, value, flag) in [
+            ("storage.read_ahead", storage.read_ahead, "MDB_NORDAHEAD"),
+            ("storage.write_map", storage.write_map, "MDB_WRITEMAP"),
+        ] {
+            if value.is_some() && storage.engine != EngineKind::Lmdb {
+                return Err((field, format!("applies to lmdb only, not {}: it is LMDB's {flag}", storage.engine)));
+            }
         }
         let in_range = |field: &'static str, value: Option<ByteSize>, min: u64, max: u64| match value {
             Some(bytes) if !(min..=max).contains(&bytes.as_u64()) => Err((

@@ -8,6 +8,14 @@
 //! the meta page from the committing thread, so this is exactly LMDB's write volume (and 0 on
 //! systems without `/proc`).
 //!
+//! `storage.write_map` opens the environment with `MDB_WRITEMAP`: a commit writes its pages
+//! straight into the writable map instead of copying each through `pwrite` (the kernel's copy
+//! was a quarter of an LMDB run in the simulator). LMDB's own trade-offs come with it: the data
+//! file is extended to the map size at open (a sparse file), and a stray write through the map
+//! would land in the database. No write syscall carries the pages, so `disk_bytes_written` is
+//! `None`: not measured, never 0. `disk_bytes` then counts `data.mdb` up to LMDB's last used
+//! page, which is the whole file without the flag.
+//!
 //! LMDB has no cache of its own: it reads through its memory map, so its cache is the OS page
 //! cache and a miss is a major page fault. `resources` measures that from the process, safely
 //! (no `mincore`): the process's major faults, the resident bytes of the `data.mdb` mapping
@@ -28,6 +36,7 @@ use std::sync::Mutex;
 use heed::types::Bytes;
 use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
+use super::OpenOptions;
 use super::engine::{
     Complete, Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write, dir_bytes,
 };
@@ -38,10 +47,31 @@ type Db = Database<'static, Bytes, Bytes>;
 /// node's runtime workers), well within LMDB's default 126 reader slots.
 const READERS_REUSED: usize = 4;
 
+/// How a writable environment is opened (from the store's `OpenOptions`).
+pub(crate) struct LmdbSettings {
+    /// The map size: the most the environment can grow to.
+    pub map_bytes: usize,
+    /// `false` sets `MDB_NORDAHEAD`.
+    pub read_ahead: bool,
+    /// `true` sets `MDB_WRITEMAP` (see the module doc).
+    pub write_map: bool,
+}
+
+impl From<&OpenOptions> for LmdbSettings {
+    fn from(options: &OpenOptions) -> Self {
+        LmdbSettings {
+            map_bytes: options.lmdb_map_bytes,
+            read_ahead: options.lmdb_read_ahead,
+            write_map: options.lmdb_write_map,
+        }
+    }
+}
+
 pub(crate) struct LmdbEngine {
     env: Env<WithoutTls>,
     tables: [Db; 3],
-    bytes_written: u64,
+    /// Bytes the commits passed to write syscalls; `None` with `MDB_WRITEMAP`, where none do.
+    bytes_written: Option<u64>,
     /// The data file as the kernel names its mapping in `/proc/self/smaps` (symlinks resolved).
     data_file: PathBuf,
     /// Read-only engines only: the one read transaction every read goes through.
@@ -67,20 +97,25 @@ fn lmdb_error(e: heed::Error) -> EngineError {
 }
 
 impl LmdbEngine {
-    /// Opens (or creates) the environment at `path`; `read_ahead: false` sets `MDB_NORDAHEAD`.
-    pub(crate) fn open(path: &Path, map_bytes: usize, read_ahead: bool) -> Result<LmdbEngine, EngineError> {
+    /// Opens (or creates) the environment at `path` with `settings`.
+    pub(crate) fn open(path: &Path, settings: &LmdbSettings) -> Result<LmdbEngine, EngineError> {
         std::fs::create_dir_all(path).map_err(|e| failed(format!("creating {}: {e}", path.display())))?;
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options.map_size(map_bytes).max_dbs(Table::ALL.len() as u32);
+        options.map_size(settings.map_bytes).max_dbs(Table::ALL.len() as u32);
         // SAFETY: heed requires that the environment not be opened twice in one process (it
         // checks and refuses) and that the file not be truncated or replaced underneath it while
         // open; a store directory belongs to exactly one Store. `flags` is unsafe only for the
         // flags that turn off syncing or locking; NO_READ_AHEAD is neither (it is an
-        // `madvise(MADV_RANDOM)` on the map).
+        // `madvise(MADV_RANDOM)` on the map), nor is WRITE_MAP: commits still sync (`msync`), and
+        // this engine writes the map only through LMDB's calls — it never holds a value read
+        // from a page across a write (heed's lifetimes tie every value to its transaction).
         #[allow(unsafe_code)]
         let env = unsafe {
-            if !read_ahead {
+            if !settings.read_ahead {
                 options.flags(EnvFlags::NO_READ_AHEAD);
+            }
+            if settings.write_map {
+                options.flags(EnvFlags::WRITE_MAP);
             }
             options.open(path)
         }
@@ -95,7 +130,8 @@ impl LmdbEngine {
             .unwrap_commit();
         let data_file = path.join("data.mdb");
         let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
-        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None, readers: Default::default() })
+        let bytes_written = (!settings.write_map).then_some(0);
+        Ok(LmdbEngine { env, tables, bytes_written, data_file, snapshot: None, readers: Default::default() })
     }
 
     /// Opens the existing environment at `path` read-only, with one read transaction for every
@@ -152,7 +188,7 @@ impl LmdbEngine {
         Ok(LmdbEngine {
             env,
             tables: [meta, kv, log],
-            bytes_written: 0,
+            bytes_written: Some(0),
             data_file,
             snapshot: Some(Mutex::new(snapshot)),
             readers: Default::default(),
@@ -197,7 +233,7 @@ impl LmdbEngine {
         for slot in &mut self.readers {
             *slot.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let before = thread_bytes_written();
+        let before = self.bytes_written.and_then(|_| thread_bytes_written());
         let mut txn = self.env.write_txn().map_err(lmdb_error)?;
         let mut replaced = Vec::new();
         for write in &writes {
@@ -214,8 +250,8 @@ impl LmdbEngine {
             }
         }
         txn.commit().map_err(lmdb_error)?;
-        if let (Some(before), Some(after)) = (before, thread_bytes_written()) {
-            self.bytes_written += after.saturating_sub(before);
+        if let (Some(written), Some(before), Some(after)) = (&mut self.bytes_written, before, thread_bytes_written()) {
+            *written += after.saturating_sub(before);
         }
         Ok(())
     }
@@ -344,10 +380,18 @@ impl Engine for LmdbEngine {
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
-        dir_bytes(self.env.path()).map_err(failed)
+        let files = dir_bytes(self.env.path()).map_err(failed)?;
+        if self.bytes_written.is_some() {
+            return Ok(files);
+        }
+        // MDB_WRITEMAP extended `data.mdb` to the map size at open: count it up to the last
+        // page a commit used, as long as the file is without the flag.
+        let data_file = std::fs::metadata(self.env.path().join("data.mdb")).map_err(failed)?.len();
+        let used = (self.env.info().last_page_number as u64 + 1) * self.env.unnamed_database_stat().page_size as u64;
+        Ok(files - data_file + used.min(data_file))
     }
 
-    fn disk_bytes_written(&self) -> u64 {
+    fn disk_bytes_written(&self) -> Option<u64> {
         self.bytes_written
     }
 
@@ -367,6 +411,10 @@ impl Engine for LmdbEngine {
 mod tests {
     use super::*;
 
+    fn settings(write_map: bool) -> LmdbSettings {
+        LmdbSettings { map_bytes: 64 << 20, read_ahead: true, write_map }
+    }
+
     /// A replacing commit hands over the length of each record its `kv` writes replace, in
     /// their order (None where there was none), and commits what it is handed back with them:
     /// the same lengths a read before the write finds, whether the new record is longer,
@@ -374,7 +422,7 @@ mod tests {
     #[test]
     fn a_replacing_commit_finds_what_each_write_replaces() {
         let dir = tempfile::tempdir().unwrap();
-        let mut engine = LmdbEngine::open(dir.path(), 64 << 20, true).unwrap();
+        let mut engine = LmdbEngine::open(dir.path(), &settings(false)).unwrap();
         let put = |key: &str, value: &[u8]| Write::Put { table: Table::Kv, key: key.into(), value: value.to_vec() };
         let delete = |key: &str| Write::Delete { table: Table::Kv, key: key.into() };
         engine.commit(vec![put("b", &[1; 10]), put("c", &[2; 300]), put("d", &[3; 5])]).unwrap();
@@ -400,17 +448,74 @@ mod tests {
         assert_eq!(engine.get(Table::Log, b"1").unwrap(), Some(b"entry".to_vec()));
     }
 
+    /// With `MDB_WRITEMAP` the same commits read back the same, survive a reopen, and occupy
+    /// the same bytes on disk as without it — although the data file itself is the whole map
+    /// — and the bytes written are unknown rather than 0.
+    #[test]
+    fn write_map_stores_the_same_and_does_not_count_what_it_wrote() {
+        let commits: Vec<Vec<Write>> = (0..40u32)
+            .map(|round| {
+                (0..25u32)
+                    .map(|i| Write::Put {
+                        table: Table::Kv,
+                        key: format!("k{:05}", (round * 7919 + i * 104_729) % 5000).into_bytes(),
+                        value: vec![round as u8; 10 + (i as usize * 37) % 400],
+                    })
+                    .chain([Write::Put { table: Table::Log, key: round.to_be_bytes().to_vec(), value: vec![1; 900] }])
+                    .collect()
+            })
+            .collect();
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let mut disk = Vec::new();
+        for (dir, write_map) in dirs.iter().zip([false, true]) {
+            let mut engine = LmdbEngine::open(dir.path(), &settings(write_map)).unwrap();
+            for writes in &commits {
+                engine.commit(writes.clone()).unwrap();
+            }
+            assert_eq!(engine.disk_bytes_written().is_none(), write_map);
+            disk.push(engine.disk_bytes().unwrap());
+            drop(engine);
+            let data_file = std::fs::metadata(dir.path().join("data.mdb")).unwrap().len();
+            assert_eq!(data_file == 64 << 20, write_map, "data.mdb is {data_file} bytes");
+        }
+        assert_eq!(disk[0], disk[1], "the same commits occupy the same bytes with and without MDB_WRITEMAP");
+        let reopened: Vec<LmdbEngine> =
+            dirs.iter().map(|dir| LmdbEngine::open(dir.path(), &settings(true)).unwrap()).collect();
+        let mut pairs = [Vec::new(), Vec::new()];
+        for (engine, pairs) in reopened.iter().zip(&mut pairs) {
+            for table in [Table::Kv, Table::Log] {
+                engine
+                    .scan(table, b"", &mut |key, value| {
+                        pairs.push((table, key.to_vec(), value.to_vec()));
+                        true
+                    })
+                    .unwrap();
+            }
+        }
+        assert_eq!(pairs[0], pairs[1]);
+        assert_eq!(
+            pairs[1].len(),
+            40 + commits
+                .iter()
+                .flatten()
+                .filter_map(|w| w.kv_change())
+                .map(|(k, _)| k)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        );
+    }
+
     /// Each commit counts what LMDB wrote for it: the value's pages at least, every time (the
     /// thread's counters are read from one handle kept open, so the second look must move too).
     #[test]
     fn every_commit_counts_the_bytes_it_wrote() {
         let dir = tempfile::tempdir().unwrap();
-        let mut engine = LmdbEngine::open(dir.path(), 64 << 20, true).unwrap();
+        let mut engine = LmdbEngine::open(dir.path(), &settings(false)).unwrap();
         for round in 0..3u8 {
-            let before = engine.disk_bytes_written();
+            let before = engine.disk_bytes_written().unwrap();
             let value = vec![round; 20_000];
             engine.commit(vec![Write::Put { table: Table::Kv, key: vec![b'k', round], value }]).unwrap();
-            let written = engine.disk_bytes_written() - before;
+            let written = engine.disk_bytes_written().unwrap() - before;
             assert!(written >= 20_000, "round {round}: a 20 000-byte value counted as {written} bytes written");
         }
     }

@@ -62,6 +62,9 @@ pub struct OpenOptions {
     /// LMDB lets the OS read ahead around a faulted page; `false` opens the environment with
     /// `MDB_NORDAHEAD`, so a fault reads just its page.
     pub lmdb_read_ahead: bool,
+    /// LMDB writes its pages through a writable map (`MDB_WRITEMAP`) rather than `pwrite`;
+    /// the engine then cannot count the bytes it wrote.
+    pub lmdb_write_map: bool,
     /// Every commit is durable when it returns. Off only for the planted
     /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
     /// commits then become durable at the next [`Store::sync`].
@@ -78,6 +81,7 @@ impl OpenOptions {
             rocksdb_block_bytes: None,
             rocksdb_direct_reads: false,
             lmdb_read_ahead: true,
+            lmdb_write_map: false,
             sync_commits: true,
         }
     }

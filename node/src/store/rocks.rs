@@ -509,7 +509,7 @@ impl Engine for RocksEngine {
         dir_bytes(self.db.path()).map_err(|e| EngineError::failed(EngineKind::Rocksdb, e))
     }
 
-    fn disk_bytes_written(&self) -> u64 {
+    fn disk_bytes_written(&self) -> Option<u64> {
         self.settle_or_warn();
         let flushed = match &self.sim {
             // RocksDB's flush ticker counts whatever its thread wrote during the flush, MANIFEST
@@ -517,11 +517,11 @@ impl Engine for RocksEngine {
             Some(sim) => sim.flushed.lock().unwrap_or_else(|p| p.into_inner()).bytes,
             None => self.options.get_ticker_count(Ticker::FlushWriteBytes),
         };
-        [Ticker::WalFileBytes, Ticker::CompactWriteBytes]
+        let logged_and_compacted: u64 = [Ticker::WalFileBytes, Ticker::CompactWriteBytes]
             .into_iter()
             .map(|ticker| self.options.get_ticker_count(ticker))
-            .sum::<u64>()
-            + flushed
+            .sum();
+        Some(logged_and_compacted + flushed)
     }
 
     fn export_native(&self, dir: &Path) -> Result<(), EngineError> {

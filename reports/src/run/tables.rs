@@ -118,20 +118,23 @@ pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &Ru
     // A run uses one engine today; rows are keyed by engine so mixed runs read the same way.
     let engine = or_unknown(&summary.engine).to_string();
     let mut rows = Vec::new();
-    let mut total = (0u64, 0u64, 0usize);
+    // Bytes written sum only while every node measured them: one unmeasured node makes its
+    // tier's and the run's total unknown, never an undercount.
+    let add = |sum: Option<u64>, written: Option<u64>| Some(sum? + written?);
+    let mut total = (0u64, Some(0u64), 0usize);
     for (tier, members) in facts.tiers() {
-        let (mut logical, mut written, mut n) = (0u64, 0u64, 0usize);
+        let (mut logical, mut written, mut n) = (0u64, Some(0u64), 0usize);
         for (node, c) in &with {
             if members.iter().any(|&i| facts.nodes[i].name == node.name) {
                 logical += c.logical_bytes;
-                written += c.engine_bytes_written;
+                written = add(written, c.engine_bytes_written);
                 n += 1;
             }
         }
         if n == 0 {
             continue;
         }
-        total = (total.0 + logical, total.1 + written, total.2 + n);
+        total = (total.0 + logical, add(total.1, written), total.2 + n);
         rows.push(amp_row(&engine, &tier, n, logical, written));
     }
     rows.push(amp_row(&engine, "all", total.2, total.0, total.1));
@@ -141,12 +144,24 @@ pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &Ru
         &["engine", "tier", "nodes", "logical bytes", "engine bytes written", "amplification"],
         &rows,
     ));
-    out.push_str("<p class=\"note\">Logical: key and value bytes applied. Written: what the engine wrote to its disk.</p></section>\n");
+    let unmeasured = if total.1.is_none() {
+        " Not measured: LMDB with <code>storage.write_map</code>, whose pages reach the disk through its map, \
+         not a write call."
+    } else {
+        ""
+    };
+    out.push_str(&format!(
+        "<p class=\"note\">Logical: key and value bytes applied. Written: what the engine wrote to its disk.{unmeasured}</p></section>\n"
+    ));
 }
 
-fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: u64) -> Vec<String> {
-    let amp = if logical == 0 { "—".to_string() } else { format!("{:.2}×", written as f64 / logical as f64) };
-    vec![esc(engine), esc(tier), num(n), esc(&bytes(logical)), esc(&bytes(written)), amp]
+fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: Option<u64>) -> Vec<String> {
+    let amp = match written {
+        Some(written) if logical > 0 => format!("{:.2}×", written as f64 / logical as f64),
+        _ => "—".to_string(),
+    };
+    let written = written.map_or("not measured".to_string(), bytes);
+    vec![esc(engine), esc(tier), num(n), esc(&bytes(logical)), esc(&written), amp]
 }
 
 pub(super) fn key_usage_table(out: &mut String, facts: &RunFacts) {
@@ -278,7 +293,11 @@ fn category_table(out: &mut String, summary: &RunSummary) {
                 esc(&c.prefix),
                 num(c.keys),
                 esc(&bytes(c.data_bytes)),
-                format!("{} ({:.0} % of leaves; {overhead:.0} % overhead)", esc(&bytes(c.stored_bytes)), share(c.stored_bytes, stored)),
+                format!(
+                    "{} ({:.0} % of leaves; {overhead:.0} % overhead)",
+                    esc(&bytes(c.stored_bytes)),
+                    share(c.stored_bytes, stored)
+                ),
                 format!("{} ({:.0} % of cached leaves)", esc(&bytes(c.cached_bytes)), share(c.cached_bytes, cached)),
             ]);
         }
@@ -296,4 +315,3 @@ fn category_table(out: &mut String, summary: &RunSummary) {
     out.push_str(&table("categories", &["tier", "category", "keys", "key and value bytes", "stored", "cached"], &rows));
     out.push_str("</section>\n");
 }
-

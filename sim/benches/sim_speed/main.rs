@@ -1,7 +1,9 @@
 //! Simulator speed: simulated seconds per wall second and seeds per hour for the reference
 //! scenario (40 nodes over four tiers, ten simulated minutes, 50 writes/s), on each engine
-//! (memory, LMDB, RocksDB), with the ratio of each to the memory engine. Build and run inside the
-//! simulator's build:
+//! (memory, LMDB, RocksDB) and on LMDB with `[node] lmdb_write_map = true` (`MDB_WRITEMAP`),
+//! with the ratio of each to the memory engine, and the CPU each run used (RocksDB's flushes
+//! and compactions run on threads of their own, so a run can use more than one core). Build
+//! and run inside the simulator's build:
 //!
 //! `./ci/bench-sim.sh` (or `RUSTFLAGS="--cfg madsim" cargo bench -p qs-sim --bench sim_speed
 //! --target-dir target/madsim -- [--seeds N] [--baseline PATH]`).
@@ -33,6 +35,8 @@ const BARE_MESSAGE_BYTES: usize = 256;
 struct Run {
     simulated_s: f64,
     wall_s: f64,
+    /// User and system CPU time of the run's process, all its threads.
+    cpu_s: f64,
     events: u64,
     messages: u64,
     passed: bool,
@@ -43,6 +47,12 @@ struct Run {
 /// (global tracing state outlives the first run).
 #[cfg(madsim)]
 fn run_once(bin: &std::path::Path, scenario: &std::path::Path, engine: &str, seed: u64, dir: &std::path::Path) -> Run {
+    // Waited-for children's CPU time, which grows by exactly this run's once it is waited for.
+    let children_cpu = || {
+        let stat = procfs::process::Process::myself().and_then(|me| me.stat()).expect("reading /proc/self/stat");
+        (stat.cutime + stat.cstime) as f64 / procfs::ticks_per_second() as f64
+    };
+    let cpu_before = children_cpu();
     let start = std::time::Instant::now();
     let status = std::process::Command::new(bin)
         .arg("run")
@@ -53,6 +63,7 @@ fn run_once(bin: &std::path::Path, scenario: &std::path::Path, engine: &str, see
         .status()
         .unwrap_or_else(|e| panic!("running {}: {e}", bin.display()));
     let wall_s = start.elapsed().as_secs_f64();
+    let cpu_s = children_cpu() - cpu_before;
     let summary_path = dir.join("summary.json");
     let summary: serde_json::Value = std::fs::read(&summary_path)
         .ok()
@@ -61,10 +72,45 @@ fn run_once(bin: &std::path::Path, scenario: &std::path::Path, engine: &str, see
     Run {
         simulated_s: summary["simulated_ms"].as_f64().unwrap_or(0.0) / 1000.0,
         wall_s,
+        cpu_s,
         events: summary["events"].as_u64().unwrap_or(0),
         messages: summary["messages"].as_u64().unwrap_or(0),
         passed: status.success(),
     }
+}
+
+/// One way the reference scenario runs: an engine, and for LMDB whether every node sets
+/// `storage.write_map` (`MDB_WRITEMAP`).
+#[cfg(madsim)]
+struct Setup {
+    label: &'static str,
+    engine: &'static str,
+    write_map: bool,
+    description: &'static str,
+}
+
+#[cfg(madsim)]
+const SETUPS: [Setup; 4] = [
+    Setup { label: "memory", engine: "memory", write_map: false, description: "memory" },
+    Setup { label: "lmdb", engine: "lmdb", write_map: false, description: "lmdb" },
+    Setup {
+        label: "lmdb-wmap",
+        engine: "lmdb",
+        write_map: true,
+        description: "lmdb with [node] lmdb_write_map = true (MDB_WRITEMAP; bytes written not measured)",
+    },
+    Setup { label: "rocksdb", engine: "rocksdb", write_map: false, description: "rocksdb" },
+];
+
+/// Writes the scenario at `from` to `to` with `[node] lmdb_write_map = true` added.
+#[cfg(madsim)]
+fn write_with_lmdb_write_map(from: &std::path::Path, to: &std::path::Path) {
+    let text = std::fs::read_to_string(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
+    let mut scenario: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    let node = scenario.entry("node").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    node.as_table_mut().expect("[node] is a table").insert("lmdb_write_map".into(), toml::Value::Boolean(true));
+    std::fs::write(to, toml::to_string(&scenario).expect("a scenario serializes"))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
 }
 
 #[cfg(madsim)]
@@ -111,57 +157,74 @@ fn main() {
         None => vec![("this", this_build.as_path())],
     };
     println!(
-        "{:<8} {:<8} {:>6} {:>12} {:>10} {:>14} {:>12} {:>8}",
-        "engine", "build", "seed", "simulated", "wall", "sim s/wall s", "events", "verdict"
+        "{:<10} {:<8} {:>6} {:>12} {:>10} {:>14} {:>8} {:>12} {:>8}",
+        "engine", "build", "seed", "simulated", "wall", "sim s/wall s", "cores", "events", "verdict"
     );
     let out = tempfile::tempdir().expect("a scratch directory");
-    // Per engine, per build: simulated and wall seconds summed over the seeds.
-    let mut rates: Vec<Vec<f64>> = Vec::new();
+    let write_map_path = out.path().join("reference-lmdb-write-map.toml");
+    write_with_lmdb_write_map(&path, &write_map_path);
+    // Per setup, per build: the rate, where that build ran the setup.
+    let mut rates: Vec<Vec<Option<f64>>> = Vec::new();
     // This build's memory-engine runs: (seed, run).
     let mut memory_runs: Vec<(u64, Run)> = Vec::new();
-    for engine in qs_sim::scenario::ENGINES {
+    for setup in &SETUPS {
+        let label = setup.label;
         // The same scenario on each engine, as `qsim run --engine` runs it.
-        let mut totals = vec![(0.0, 0.0); builds.len()];
+        let scenario = if setup.write_map { &write_map_path } else { &path };
+        // A baseline from before `lmdb_write_map` existed would refuse the scenario: only this
+        // build runs that setup.
+        let runs_on = |build: &str| !setup.write_map || build == "this";
+        let mut totals = vec![(0.0, 0.0, 0.0); builds.len()];
         for seed in 1..=seeds {
-            for (position, (build, bin)) in builds.iter().enumerate() {
-                let dir = out.path().join(format!("{engine}-{build}-seed-{seed}"));
-                let run = run_once(bin, &path, engine, seed, &dir);
+            for (position, (build, bin)) in builds.iter().enumerate().filter(|(_, (build, _))| runs_on(build)) {
+                let dir = out.path().join(format!("{label}-{build}-seed-{seed}"));
+                let run = run_once(bin, scenario, setup.engine, seed, &dir);
                 let verdict = if run.passed { "pass" } else { "FAIL" };
                 println!(
-                    "{engine:<8} {build:<8} {seed:>6} {:>11.1}s {:>9.2}s {:>14.0} {:>12} {verdict:>8}",
+                    "{label:<10} {build:<8} {seed:>6} {:>11.1}s {:>9.2}s {:>14.0} {:>8.2} {:>12} {verdict:>8}",
                     run.simulated_s,
                     run.wall_s,
                     run.simulated_s / run.wall_s,
+                    run.cpu_s / run.wall_s,
                     run.events
                 );
                 totals[position].0 += run.simulated_s;
                 totals[position].1 += run.wall_s;
-                if engine == "memory" && *build == "this" {
+                totals[position].2 += run.cpu_s;
+                if setup.engine == "memory" && *build == "this" {
                     memory_runs.push((seed, run));
                 }
             }
         }
-        let engine_rates: Vec<f64> = totals.iter().map(|(simulated, wall)| simulated / wall).collect();
+        let mut setup_rates = Vec::new();
         for (position, (build, _)) in builds.iter().enumerate() {
-            let wall = totals[position].1;
+            if !runs_on(build) {
+                setup_rates.push(None);
+                continue;
+            }
+            let (simulated, wall, cpu) = totals[position];
+            setup_rates.push(Some(simulated / wall));
             println!(
-                "{engine} ({build}): {:.0} simulated seconds per wall second; {:.0} seeds per hour per core",
-                engine_rates[position],
-                3600.0 / (wall / seeds as f64)
+                "{label} ({build}): {:.0} simulated seconds per wall second; {:.0} seeds per hour per core \
+                 ({:.0} by CPU time, {:.2} cores in use)",
+                simulated / wall,
+                3600.0 / (wall / seeds as f64),
+                3600.0 / (cpu / seeds as f64),
+                cpu / wall
             );
         }
-        rates.push(engine_rates);
+        rates.push(setup_rates);
     }
     println!();
+    let rate = |r: Option<f64>| r.map_or("—".to_string(), |r| format!("{r:.0}"));
     if baseline.is_some() {
-        println!("{:<8} {:>14} {:>14} {:>10}", "engine", "baseline", "this build", "speed-up");
-        for (engine, engine_rates) in qs_sim::scenario::ENGINES.iter().zip(&rates) {
-            println!(
-                "{engine:<8} {:>14.0} {:>14.0} {:>9.2}x",
-                engine_rates[0],
-                engine_rates[1],
-                engine_rates[1] / engine_rates[0]
-            );
+        println!("{:<10} {:>14} {:>14} {:>10}", "engine", "baseline", "this build", "speed-up");
+        for (setup, setup_rates) in SETUPS.iter().zip(&rates) {
+            let speed_up = match setup_rates[..] {
+                [Some(before), Some(now)] => format!("{:.2}x", now / before),
+                _ => "—".to_string(),
+            };
+            println!("{:<10} {:>14} {:>14} {:>10}", setup.label, rate(setup_rates[0]), rate(setup_rates[1]), speed_up);
         }
         println!(
             "(simulated seconds per wall second; the same seeds, each run on the baseline and then on this build)"
@@ -169,8 +232,10 @@ fn main() {
         println!();
     }
     let this = builds.len() - 1;
-    for (engine, engine_rates) in qs_sim::scenario::ENGINES.iter().zip(&rates).skip(1) {
-        println!("{engine} runs at {:.2}x the memory engine's speed", engine_rates[this] / rates[0][this]);
+    let memory = rates[0][this].expect("this build ran the memory engine");
+    for (setup, setup_rates) in SETUPS.iter().zip(&rates).skip(1) {
+        let ratio = setup_rates[this].expect("this build runs every setup") / memory;
+        println!("{} runs at {ratio:.2}x the memory engine's speed", setup.description);
     }
     println!();
     println!("cost per simulated message, memory engine, against a bare madsim world of the same shape");

@@ -253,6 +253,10 @@ pub struct NodeSettings {
     /// node's, 1 h).
     #[serde(default, with = "humantime_serde")]
     pub scrub_interval: Option<Duration>,
+    /// LMDB runs only: every node opens its environment with `MDB_WRITEMAP` (the node's
+    /// `storage.write_map`). Faster commits; the engine's bytes written are then not measured.
+    /// Other engines ignore it, so `--engine` can still move the scenario between engines.
+    pub lmdb_write_map: bool,
 }
 
 impl Default for NodeSettings {
@@ -265,6 +269,7 @@ impl Default for NodeSettings {
             gc_interval: Duration::from_secs(1),
             snapshot_chunk_bytes: None,
             scrub_interval: None,
+            lmdb_write_map: false,
         }
     }
 }

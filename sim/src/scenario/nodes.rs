@@ -73,20 +73,25 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         )
     };
     let engine = scenario.scenario.engine.get_ref();
-    // RocksDB's default 64 MiB memtables would not fill within a simulated run, so nothing
-    // would be flushed or compacted; small ones make both happen every few simulated seconds.
-    let mut memtable =
-        if engine == "rocksdb" { format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n") } else { String::new() };
+    // The `[storage]` lines after engine and path. RocksDB's default 64 MiB memtables would not
+    // fill within a simulated run, so nothing would be flushed or compacted; small ones make
+    // both happen every few simulated seconds.
+    let mut storage = match engine.as_str() {
+        "rocksdb" => format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n"),
+        "lmdb" if settings.lmdb_write_map => "write_map = true\n".to_string(),
+        _ => String::new(),
+    };
     if let Some(scrub) = settings.scrub_interval {
-        memtable.push_str(&format!("scrub_interval = \"{}ms\"\n", scrub.as_millis()));
+        storage.push_str(&format!("scrub_interval = \"{}ms\"\n", scrub.as_millis()));
     }
     let head = |name: &str, role: &str| {
         format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{memtable}",
+            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{storage}",
             scratch.join(name).join("store").display()
         )
     };
-    let chunks = settings.snapshot_chunk_bytes.map_or(String::new(), |b| format!("snapshot_chunk_bytes = {}\n", b.as_u64()));
+    let chunks =
+        settings.snapshot_chunk_bytes.map_or(String::new(), |b| format!("snapshot_chunk_bytes = {}\n", b.as_u64()));
     let root_ip = ip(0, 0);
     // The writers share one producer: its quota is the sum of theirs (a burst of one second's
     // worth), or none to speak of.
