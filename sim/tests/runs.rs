@@ -251,6 +251,7 @@ fn lmdb_write_map_changes_nothing_but_what_is_measured() {
     let (code, stdout) = qsim(&["run", scenario.to_str().unwrap(), "--seed", "1", "--check-determinism"], &mapped);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("determinism pass"), "{stdout}");
+    assert!(stdout.contains("MDB_WRITEMAP") && stdout.contains("not measured"), "the run says so: {stdout}");
     let (plain, mapped_trace) = (trace(&plain), trace(&mapped));
     assert_eq!(plain.matches(r#""engine_bytes_written":"#).count(), 7, "every node measured without the flag");
     assert!(!mapped_trace.contains("engine_bytes_written"), "bytes written left out with the flag");

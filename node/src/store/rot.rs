@@ -20,7 +20,9 @@
 //!
 //! This reads and rewrites the files directly, not through heed or a second LMDB environment:
 //! under the simulator the killed process's environment may still be open in this process, and
-//! heed refuses to open an environment twice.
+//! heed refuses to open an environment twice. For the same reason the extent of LMDB's data is
+//! read from its two meta pages (the newer one's last used page): an environment opened with
+//! `MDB_WRITEMAP` has a file as long as its map, gigabytes of hole past the data.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions as FileOptions;
@@ -48,7 +50,9 @@ pub struct Rot {
 impl std::fmt::Display for Rot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.engine {
-            EngineKind::Rocksdb => write!(f, "{} of {} kv table files had a data block damaged", self.damaged, self.candidates)?,
+            EngineKind::Rocksdb => {
+                write!(f, "{} of {} kv table files had a data block damaged", self.damaged, self.candidates)?
+            }
             _ => write!(f, "{} of {} stored values damaged", self.damaged, self.candidates)?,
         }
         if !self.files.is_empty() {
@@ -92,10 +96,48 @@ const LMDB_NODE_HEADER: usize = 8;
 /// LMDB's largest key (`MDB_MAXKEYSIZE` by default).
 const LMDB_KEY_MAX: usize = 511;
 
+/// Where LMDB's meta fields sit in a meta page on a 64-bit build (`mdb.c`'s `MDB_page` header,
+/// 16 bytes, then `MDB_meta`): the magic, the page size (`mm_dbs[FREE_DBI].md_pad`), the last
+/// used page and the id of the transaction that wrote the page.
+const LMDB_META_MAGIC_AT: usize = 16;
+const LMDB_META_PAGE_SIZE_AT: usize = 40;
+const LMDB_META_LAST_PAGE_AT: usize = 136;
+const LMDB_META_TXNID_AT: usize = 144;
+const LMDB_MAGIC: u32 = 0xBEEF_C0DE;
+
+/// The bytes of `data.mdb` that hold LMDB's pages, from the start of the file (`head`, at least
+/// its first page): up to the last used page of the newer of the two meta pages. `None` when
+/// the meta pages do not read as LMDB's (then the whole file is scanned).
+fn lmdb_data_extent(file: &mut std::fs::File) -> Option<u64> {
+    let read_at = |file: &mut std::fs::File, at: u64, len: usize| -> Option<Vec<u8>> {
+        let mut bytes = vec![0; len];
+        file.seek(SeekFrom::Start(at)).ok()?;
+        file.read_exact(&mut bytes).ok()?;
+        Some(bytes)
+    };
+    let u32_at = |page: &[u8], at: usize| u32::from_le_bytes(page[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |page: &[u8], at: usize| u64::from_le_bytes(page[at..at + 8].try_into().expect("8 bytes"));
+    let meta_len = LMDB_META_TXNID_AT + 8;
+    let first = read_at(file, 0, meta_len)?;
+    let page_size = u32_at(&first, LMDB_META_PAGE_SIZE_AT) as u64;
+    if u32_at(&first, LMDB_META_MAGIC_AT) != LMDB_MAGIC || !(512..=65_536).contains(&page_size) {
+        return None;
+    }
+    let second = read_at(file, page_size, meta_len)?;
+    if u32_at(&second, LMDB_META_MAGIC_AT) != LMDB_MAGIC {
+        return None;
+    }
+    let newer = if u64_at(&second, LMDB_META_TXNID_AT) > u64_at(&first, LMDB_META_TXNID_AT) { &second } else { &first };
+    u64_at(newer, LMDB_META_LAST_PAGE_AT).checked_add(1)?.checked_mul(page_size)
+}
+
 fn rot_lmdb(file: &Path, share: f64, choose: &mut dyn FnMut(usize) -> usize) -> Result<Rot, EngineError> {
     let failed = |e: std::io::Error| EngineError::failed(EngineKind::Lmdb, format!("{}: {e}", file.display()));
+    let mut data = std::fs::File::open(file).map_err(failed)?;
+    let extent = lmdb_data_extent(&mut data);
+    data.seek(SeekFrom::Start(0)).map_err(failed)?;
     let mut bytes = Vec::new();
-    std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(failed)?;
+    data.take(extent.unwrap_or(u64::MAX)).read_to_end(&mut bytes).map_err(failed)?;
     // Every verifying value record, by key: the offset of its last byte, for each copy.
     let mut records: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();
     // LMDB keeps nodes 2-byte aligned.
@@ -115,10 +157,8 @@ fn rot_lmdb(file: &Path, share: f64, choose: &mut dyn FnMut(usize) -> usize) -> 
     }
     let keys: Vec<&[u8]> = records.keys().copied().collect();
     let chosen = pick(keys.len(), damaged_count(keys.len(), share), choose);
-    let mut writes: Vec<(usize, u8)> = chosen
-        .iter()
-        .flat_map(|&k| records[keys[k]].iter().map(|&at| (at, bytes[at] ^ 1)))
-        .collect();
+    let mut writes: Vec<(usize, u8)> =
+        chosen.iter().flat_map(|&k| records[keys[k]].iter().map(|&at| (at, bytes[at] ^ 1))).collect();
     writes.sort_unstable();
     let mut out = FileOptions::new().write(true).open(file).map_err(failed)?;
     for &(at, byte) in &writes {
@@ -174,10 +214,13 @@ mod tests {
     use crate::entry::{DatabaseId, Op};
     use crate::store::{OpenOptions, Store, StoreLocation};
 
-    fn store_with_values(location: &StoreLocation, n: u64) -> Store {
-        let mut store = Store::open(location, &OpenOptions::new(DatabaseId(7))).expect("open");
+    fn store_with_values(location: &StoreLocation, options: &OpenOptions, n: u64) -> Store {
+        let mut store = Store::open(location, options).expect("open");
         for i in 1..=n {
-            let ops = vec![Op::Set { key: format!("cfg:{i}").into_bytes(), value: format!("value {i} of many").into_bytes() }];
+            let ops = vec![Op::Set {
+                key: format!("cfg:{i}").into_bytes(),
+                value: format!("value {i} of many").into_bytes(),
+            }];
             let entry = store.next_entry(i * 1000, ops).expect("entry");
             store.apply(&[entry]).expect("apply");
         }
@@ -188,28 +231,41 @@ mod tests {
         (1..=n).filter(|i| store.get(format!("cfg:{i}").as_bytes()).is_err_and(|e| e.is_damage())).collect()
     }
 
+    /// Also with `MDB_WRITEMAP`, whose `data.mdb` is as long as the map: the same values are
+    /// found, from the pages LMDB used, and the same ones damaged.
     #[test]
     fn lmdb_rot_damages_exactly_the_chosen_values_and_each_read_of_one_fails_its_checksum() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let location = StoreLocation::Lmdb(dir.path().join("store"));
-        drop(store_with_values(&location, 100));
-        let mut next = 0;
-        let rot = rot_files(&dir.path().join("store"), 0.05, &mut |n| {
-            next += 7;
-            next % n
-        })
-        .expect("rot");
-        assert_eq!((rot.damaged, rot.candidates), (5, 100), "{rot}");
-        let store = Store::open(&location, &OpenOptions::new(DatabaseId(7))).expect("reopen");
-        assert_eq!(damaged_keys(&store, 100).len(), 5);
-        assert!(store.state_digest().is_err_and(|e| e.is_damage()), "a scrub finds the damage");
+        let mut damaged = Vec::new();
+        for write_map in [false, true] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let location = StoreLocation::Lmdb(dir.path().join("store"));
+            let options = OpenOptions { lmdb_write_map: write_map, ..OpenOptions::new(DatabaseId(7)) };
+            drop(store_with_values(&location, &options, 100));
+            let data_file = std::fs::metadata(dir.path().join("store/data.mdb")).expect("data.mdb").len();
+            assert_eq!(data_file == options.lmdb_map_bytes as u64, write_map, "data.mdb is {data_file} bytes");
+            let mut file = std::fs::File::open(dir.path().join("store/data.mdb")).expect("data.mdb");
+            let extent = lmdb_data_extent(&mut file).expect("the meta pages read as LMDB's");
+            assert!(extent < 1 << 20 && (extent == data_file) != write_map, "{extent} of {data_file} bytes");
+            let mut next = 0;
+            let rot = rot_files(&dir.path().join("store"), 0.05, &mut |n| {
+                next += 7;
+                next % n
+            })
+            .expect("rot");
+            assert_eq!((rot.damaged, rot.candidates), (5, 100), "write_map {write_map}: {rot}");
+            let store = Store::open(&location, &options).expect("reopen");
+            damaged.push(damaged_keys(&store, 100));
+            assert_eq!(damaged.last().map(Vec::len), Some(5));
+            assert!(store.state_digest().is_err_and(|e| e.is_damage()), "a scrub finds the damage");
+        }
+        assert_eq!(damaged[0], damaged[1]);
     }
 
     #[test]
     fn rocksdb_rot_damages_a_table_file_block_that_reads_and_scans_then_fail_on() {
         let dir = tempfile::tempdir().expect("tempdir");
         let location = StoreLocation::Rocksdb(dir.path().join("store"));
-        let mut store = store_with_values(&location, 200);
+        let mut store = store_with_values(&location, &OpenOptions::new(DatabaseId(7)), 200);
         store.flush().expect("flush");
         drop(store);
         let rot = rot_files(&dir.path().join("store"), 1.0, &mut |n| 3 % n).expect("rot");

@@ -22,7 +22,11 @@ pub fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCo
 /// Per tier, the sizing formulas against the configuration, then whether the formulas'
 /// prediction (undersized: a `cache` or `memory` violation) agrees with what the models found.
 #[cfg(madsim)]
-fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], verdicts: &[qs_reports::schema::Verdict]) {
+fn print_sizing(
+    scenario: &Scenario,
+    sizing: &[qs_reports::schema::SizingRow],
+    verdicts: &[qs_reports::schema::Verdict],
+) {
     use bytesize::ByteSize;
     let Some(models) = scenario.models() else { return };
     let few = if models.capacity_pages() < qs_sim::resources::CACHE_PAGES_FEW {
@@ -59,10 +63,11 @@ fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], v
             ByteSize(row.rss_max),
         );
     }
-    let predicted = sizing.iter().any(|r| {
-        (r.cache_undersized && models.spec.miss_ratio_max.is_some()) || r.memory_undersized
-    });
-    let found = verdicts.iter().any(|v| matches!(v.checker, Checker::Cache | Checker::Memory) && v.status != VerdictStatus::Pass);
+    let predicted =
+        sizing.iter().any(|r| (r.cache_undersized && models.spec.miss_ratio_max.is_some()) || r.memory_undersized);
+    let found = verdicts
+        .iter()
+        .any(|v| matches!(v.checker, Checker::Cache | Checker::Memory) && v.status != VerdictStatus::Pass);
     let said = |bad: bool| if bad { "a violation" } else { "a pass" };
     let agreement = if predicted == found {
         "agree".to_string()
@@ -75,12 +80,23 @@ fn print_sizing(scenario: &Scenario, sizing: &[qs_reports::schema::SizingRow], v
 }
 
 #[cfg(madsim)]
-pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determinism: bool, write_report: bool) -> ExitCode {
+pub fn run(
+    scenario: &Scenario,
+    seed: u64,
+    out: Option<PathBuf>,
+    check_determinism: bool,
+    write_report: bool,
+) -> ExitCode {
     let names = scenario.node_names();
     println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
-    println!("engine     {}", scenario.scenario.engine.get_ref());
+    let engine = scenario.scenario.engine.get_ref();
+    if engine == "lmdb" && scenario.node.lmdb_write_map {
+        println!("engine     lmdb, MDB_WRITEMAP ([node] lmdb_write_map): bytes written are not measured");
+    } else {
+        println!("engine     {engine}");
+    }
     if scenario.buggify_for(seed) {
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
         println!("buggify    on: the node's fault points may fire{origin}");
@@ -173,7 +189,12 @@ pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, check_determini
 /// simulator's random stream). `Some(exit code)` when the traces differ or the second run wrote
 /// none.
 #[cfg(madsim)]
-fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, events: &[qs_sim::trace::Event]) -> Option<u8> {
+fn determinism_check(
+    scenario: &Scenario,
+    seed: u64,
+    out: &std::path::Path,
+    events: &[qs_sim::trace::Event],
+) -> Option<u8> {
     use qs_sim::trace::Event;
     let second = out.join("determinism-check");
     let status = std::env::current_exe().and_then(|exe| {
