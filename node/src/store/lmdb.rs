@@ -13,8 +13,8 @@
 //! was a quarter of an LMDB run in the simulator). LMDB's own trade-offs come with it: the data
 //! file is extended to the map size at open (a sparse file), and a stray write through the map
 //! would land in the database. No write syscall carries the pages, so `disk_bytes_written` is
-//! `None`: not measured, never 0. `disk_bytes` then counts `data.mdb` up to LMDB's last used
-//! page, which is the whole file without the flag.
+//! `None`: not measured, never 0. `disk_bytes` counts `data.mdb` up to LMDB's last used page
+//! (never past the file's end), which is the whole file without the flag.
 //!
 //! LMDB has no cache of its own: it reads through its memory map, so its cache is the OS page
 //! cache and a miss is a major page fault. `resources` measures that from the process, safely
@@ -381,11 +381,9 @@ impl Engine for LmdbEngine {
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {
         let files = dir_bytes(self.env.path()).map_err(failed)?;
-        if self.bytes_written.is_some() {
-            return Ok(files);
-        }
-        // MDB_WRITEMAP extended `data.mdb` to the map size at open: count it up to the last
-        // page a commit used, as long as the file is without the flag.
+        // With MDB_WRITEMAP the writer extended `data.mdb` to the map size at open (also when
+        // this is a read-only engine beside it): count it up to the last page a commit used,
+        // as long as the file is without the flag.
         let data_file = std::fs::metadata(self.env.path().join("data.mdb")).map_err(failed)?.len();
         let used = (self.env.info().last_page_number as u64 + 1) * self.env.unnamed_database_stat().page_size as u64;
         Ok(files - data_file + used.min(data_file))
@@ -475,6 +473,10 @@ mod tests {
             assert_eq!(engine.disk_bytes_written().is_none(), write_map);
             disk.push(engine.disk_bytes().unwrap());
             drop(engine);
+            // `qs-node inspect` counts the same bytes.
+            let read_only = LmdbEngine::open_read_only(dir.path(), 64 << 20).unwrap();
+            assert_eq!(read_only.disk_bytes().unwrap(), disk[disk.len() - 1], "write_map {write_map}");
+            drop(read_only);
             let data_file = std::fs::metadata(dir.path().join("data.mdb")).unwrap().len();
             assert_eq!(data_file == 64 << 20, write_map, "data.mdb is {data_file} bytes");
         }
