@@ -386,7 +386,8 @@ impl Engine for LmdbEngine {
         // as long as the file is without the flag.
         let data_file = std::fs::metadata(self.env.path().join("data.mdb")).map_err(failed)?.len();
         let used = (self.env.info().last_page_number as u64 + 1) * self.env.unnamed_database_stat().page_size as u64;
-        Ok(files - data_file + used.min(data_file))
+        // Saturating: beside a live writer the file may have grown between the two looks.
+        Ok(files.saturating_sub(data_file) + used.min(data_file))
     }
 
     fn disk_bytes_written(&self) -> Option<u64> {
