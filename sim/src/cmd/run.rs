@@ -91,8 +91,8 @@ pub fn run(
     println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
-    let engine = scenario.scenario.engine.get_ref();
-    if engine == "lmdb" && scenario.node.lmdb_write_map {
+    let engine = scenario.engine();
+    if engine == qs_node::EngineKind::Lmdb && scenario.node.lmdb_write_map {
         println!("engine     lmdb, MDB_WRITEMAP ([node] lmdb_write_map): bytes written are not measured");
     } else {
         println!("engine     {engine}");

@@ -109,7 +109,10 @@ impl ResourceSpec {
     pub fn problem(&self, nominal_bytes: u64) -> Option<(&'static str, String)> {
         let page = self.page_bytes.as_u64();
         if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page) {
-            return Some(("resources.page_bytes", format!("{page} bytes; must be {PAGE_BYTES_MIN} to {PAGE_BYTES_MAX}")));
+            return Some((
+                "resources.page_bytes",
+                format!("{page} bytes; must be {PAGE_BYTES_MIN} to {PAGE_BYTES_MAX}"),
+            ));
         }
         if self.cache_bytes.as_u64() == 0 {
             return Some(("resources.cache_bytes", "must be above zero".into()));
@@ -119,7 +122,10 @@ impl ResourceSpec {
         {
             return Some((
                 "resources.stands_for",
-                format!("{stands_for} is less than the run's own key space ({}); the scale must be 1 or more", ByteSize(nominal_bytes)),
+                format!(
+                    "{stands_for} is less than the run's own key space ({}); the scale must be 1 or more",
+                    ByteSize(nominal_bytes)
+                ),
             ));
         }
         if let Some(limit) = self.memory_limit
@@ -155,13 +161,13 @@ pub struct Models {
 impl Models {
     /// `nominal_bytes`: the run's full key space at its mean value size; `engine`: the
     /// scenario's engine (`memory`, `lmdb`, `rocksdb`).
-    pub fn new(spec: &ResourceSpec, nominal_bytes: u64, engine: &str) -> Models {
+    pub fn new(spec: &ResourceSpec, nominal_bytes: u64, engine: qs_node::EngineKind) -> Models {
         let scale = spec.stands_for.map_or(1.0, |s| s.as_u64() as f64 / nominal_bytes.max(1) as f64).max(1.0);
         let capacity_bytes = (spec.cache_bytes.as_u64() as f64 / scale) as u64;
         let engine = match engine {
-            "lmdb" => EngineShape::Lmdb,
-            "rocksdb" => EngineShape::Rocksdb,
-            _ => EngineShape::Redwood,
+            qs_node::EngineKind::Lmdb => EngineShape::Lmdb,
+            qs_node::EngineKind::Rocksdb => EngineShape::Rocksdb,
+            qs_node::EngineKind::Memory => EngineShape::Redwood,
         };
         let memory = MemorySpec {
             base_bytes: spec.base_bytes.as_u64(),
@@ -221,7 +227,14 @@ pub struct CacheWindow {
 impl NodeModel {
     pub fn new(models: std::sync::Arc<Models>) -> NodeModel {
         let cache = CacheModel::new(models.shape, models.spec.page_bytes.as_u64(), models.capacity_bytes);
-        NodeModel { models, cache, reads: Touches::default(), applies: Touches::default(), started_ms: 0, loaded_pages: 0 }
+        NodeModel {
+            models,
+            cache,
+            reads: Touches::default(),
+            applies: Touches::default(),
+            started_ms: 0,
+            loaded_pages: 0,
+        }
     }
 
     /// A process of this node started at `now_ms`.
@@ -266,7 +279,8 @@ impl NodeModel {
     /// Lays the pages out again from the store's pairs (after a snapshot bootstrap or a
     /// replaced disk: data that arrived without applies). The cache empties.
     pub fn rebuild(&mut self, pairs: impl Iterator<Item = (Vec<u8>, usize)>) {
-        self.cache = CacheModel::new(self.models.shape, self.models.spec.page_bytes.as_u64(), self.models.capacity_bytes);
+        self.cache =
+            CacheModel::new(self.models.shape, self.models.spec.page_bytes.as_u64(), self.models.capacity_bytes);
         self.loaded_pages = 0;
         for (key, value_bytes) in pairs {
             self.cache.load(&key, Some(value_bytes as u64));

@@ -348,6 +348,14 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// The engine every node runs on. The file's (or `--engine`'s) name was checked against
+    /// [`ENGINES`] at load, so it always names one.
+    pub fn engine(&self) -> qs_node::EngineKind {
+        let name = self.scenario.engine.get_ref();
+        assert!(ENGINES.contains(&name.as_str()), "an engine name checked at load: {name:?}");
+        name.parse().expect("every name in ENGINES is an engine")
+    }
+
     /// Runs every node on `engine` instead of the file's engine (`qsim run --engine`).
     pub fn override_engine(&mut self, engine: &str) -> Result<(), String> {
         if !ENGINES.contains(&engine) {
@@ -407,7 +415,7 @@ impl Scenario {
     /// The resource models of a run of this scenario, if it has `[resources]`.
     pub fn models(&self) -> Option<crate::resources::Models> {
         let spec = self.resources.as_ref()?;
-        Some(crate::resources::Models::new(spec, self.nominal_bytes(), self.scenario.engine.get_ref()))
+        Some(crate::resources::Models::new(spec, self.nominal_bytes(), self.engine()))
     }
 
     /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.

@@ -7,6 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 
+use qs_node::EngineKind;
 use qs_node::config::{ConfigError, NodeConfig};
 
 use super::Scenario;
@@ -72,14 +73,14 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             SocketAddr::new(ip, HTTP_PORT)
         )
     };
-    let engine = scenario.scenario.engine.get_ref();
+    let engine = scenario.engine();
     // The `[storage]` lines after engine and path. RocksDB's default 64 MiB memtables would not
     // fill within a simulated run, so nothing would be flushed or compacted; small ones make
     // both happen every few simulated seconds.
-    let mut storage = match engine.as_str() {
-        "rocksdb" => format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n"),
-        "lmdb" if settings.lmdb_write_map => "write_map = true\n".to_string(),
-        _ => String::new(),
+    let mut storage = match engine {
+        EngineKind::Rocksdb => format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n"),
+        EngineKind::Lmdb if settings.lmdb_write_map => "write_map = true\n".to_string(),
+        EngineKind::Lmdb | EngineKind::Memory => String::new(),
     };
     if let Some(scrub) = settings.scrub_interval {
         storage.push_str(&format!("scrub_interval = \"{}ms\"\n", scrub.as_millis()));

@@ -29,10 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::Shard;
-use crate::scenario::Scenario;
-
-/// Engines a nightly sweep may name.
-pub const ENGINES: [&str; 3] = ["memory", "lmdb", "rocksdb"];
+use crate::scenario::{ENGINES, Scenario};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,14 +87,16 @@ pub enum NightlyError {
 impl Nightly {
     pub fn load(path: &Path) -> Result<Nightly, NightlyError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| NightlyError::Read { path: shown.clone(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| NightlyError::Read { path: shown.clone(), source })?;
         Nightly::parse(&text, path)
     }
 
     /// Parses `text` as the definition at `path` (used for messages and to resolve `known`).
     pub fn parse(text: &str, path: &Path) -> Result<Nightly, NightlyError> {
         let shown = path.display().to_string();
-        let invalid = |field: &'static str, problem: String| NightlyError::Invalid { path: shown.clone(), field, problem };
+        let invalid =
+            |field: &'static str, problem: String| NightlyError::Invalid { path: shown.clone(), field, problem };
         let file: NightlyFile =
             toml::from_str(text).map_err(|e| NightlyError::Syntax { path: shown.clone(), message: e.to_string() })?;
         let seeds = super::parse_seeds(&file.seeds).map_err(|e| invalid("seeds", e))?;
@@ -136,7 +135,10 @@ impl Nightly {
                     if runs.contains(&pair) {
                         return Err(invalid(
                             "sweep",
-                            format!("{} on {engine} is listed twice: its runs would be counted twice", scenario.display()),
+                            format!(
+                                "{} on {engine} is listed twice: its runs would be counted twice",
+                                scenario.display()
+                            ),
                         ));
                     }
                     runs.push(pair);
@@ -201,11 +203,8 @@ mod tests {
     fn a_definition_lists_every_scenario_engine_pair_once() {
         let n = parse(GOOD).unwrap();
         assert_eq!((n.seeds.clone(), n.shards, n.check_determinism), (1..21, 4, true));
-        let pairs: Vec<(String, &str)> = n
-            .runs
-            .iter()
-            .map(|(p, e)| (p.file_name().unwrap().to_string_lossy().into_owned(), e.as_str()))
-            .collect();
+        let pairs: Vec<(String, &str)> =
+            n.runs.iter().map(|(p, e)| (p.file_name().unwrap().to_string_lossy().into_owned(), e.as_str())).collect();
         assert_eq!(
             pairs,
             [
