@@ -105,9 +105,9 @@ const LMDB_META_LAST_PAGE_AT: usize = 136;
 const LMDB_META_TXNID_AT: usize = 144;
 const LMDB_MAGIC: u32 = 0xBEEF_C0DE;
 
-/// The bytes of `data.mdb` that hold LMDB's pages, from the start of the file (`head`, at least
-/// its first page): up to the last used page of the newer of the two meta pages. `None` when
-/// the meta pages do not read as LMDB's (then the whole file is scanned).
+/// The bytes at the start of `data.mdb` that hold LMDB's pages: up to the last used page of the
+/// newer of the two meta pages. `None` when the meta pages do not read as LMDB's (then the
+/// whole file is scanned).
 fn lmdb_data_extent(file: &mut std::fs::File) -> Option<u64> {
     let read_at = |file: &mut std::fs::File, at: u64, len: usize| -> Option<Vec<u8>> {
         let mut bytes = vec![0; len];
