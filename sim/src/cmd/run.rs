@@ -352,7 +352,7 @@ fn write_outputs(
         description: scenario.scenario.description.clone(),
         path: scenario.path.clone(),
         seed,
-        engine: scenario.scenario.engine.get_ref().to_string(),
+        engine: scenario.engine().to_string(),
         build: build(),
         outcome: match (failed, outcome.violations().next().is_some()) {
             (false, _) => "pass",

@@ -121,7 +121,7 @@ fn resolve(args: &ShrinkArgs) -> Result<(PathBuf, u64, Option<String>), String> 
         let summary: qs_reports::schema::RunSummary = std::fs::read(target.join("summary.json"))
             .map_err(|e| format!("{}: not a run folder (summary.json: {e})", target.display()))
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}/summary.json: {e}", target.display())))?;
-        let file_engine = qs_sim::scenario::Scenario::load(&summary.path).map_err(|e| e.to_string())?.scenario.engine.into_inner();
+        let file_engine = qs_sim::scenario::Scenario::load(&summary.path).map_err(|e| e.to_string())?.engine().to_string();
         let engine = args.engine.clone().or_else(|| (summary.engine != file_engine && !summary.engine.is_empty()).then(|| summary.engine.clone()));
         return Ok((summary.path.clone(), args.seed.unwrap_or(summary.seed), engine));
     }

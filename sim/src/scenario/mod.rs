@@ -100,6 +100,7 @@ pub use workload::{Burst, SizeDistribution, ValueBytes, Workload, WriterModes};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use qs_node::EngineKind;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -144,8 +145,19 @@ pub struct Scenario {
     pub engine_overridden: bool,
 }
 
-/// The engines a scenario may run its nodes on.
-pub const ENGINES: [&str; 3] = ["memory", "lmdb", "rocksdb"];
+/// The engines a scenario may run its nodes on, in the order messages list them.
+pub const ENGINES: [EngineKind; 3] = [EngineKind::Memory, EngineKind::Lmdb, EngineKind::Rocksdb];
+
+/// The engine a scenario, `--engine` or a sweep names `name` (exactly: the names
+/// [`EngineKind`]'s `Display` writes, which are also what a scenario file's `engine` takes).
+pub fn engine_named(name: &str) -> Option<EngineKind> {
+    ENGINES.into_iter().find(|engine| engine.to_string() == name)
+}
+
+/// The engines' names, comma-separated, for messages that list them.
+pub fn engine_names() -> String {
+    ENGINES.map(|engine| engine.to_string()).join(", ")
+}
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,8 +166,9 @@ pub struct About {
     pub description: String,
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
+    /// A bad name is refused by serde, with the line and the names it takes.
     #[serde(default = "default_engine")]
-    pub engine: Spanned<String>,
+    pub engine: EngineKind,
     /// What a run of this scenario must end in; a sweep counts a run that ends so as passing.
     /// Canaries and planted-bug scenarios expect a failure.
     #[serde(default)]
@@ -194,8 +207,8 @@ impl Expect {
     }
 }
 
-fn default_engine() -> Spanned<String> {
-    Spanned::new(0..0, "memory".to_string())
+fn default_engine() -> EngineKind {
+    EngineKind::Memory
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -348,20 +361,16 @@ impl Scenario {
         Ok(scenario)
     }
 
-    /// The engine every node runs on. The file's (or `--engine`'s) name was checked against
-    /// [`ENGINES`] at load, so it always names one.
-    pub fn engine(&self) -> qs_node::EngineKind {
-        let name = self.scenario.engine.get_ref();
-        assert!(ENGINES.contains(&name.as_str()), "an engine name checked at load: {name:?}");
-        name.parse().expect("every name in ENGINES is an engine")
+    /// The engine every node runs on: the file's, or `--engine`'s.
+    pub fn engine(&self) -> EngineKind {
+        self.scenario.engine
     }
 
-    /// Runs every node on `engine` instead of the file's engine (`qsim run --engine`).
-    pub fn override_engine(&mut self, engine: &str) -> Result<(), String> {
-        if !ENGINES.contains(&engine) {
-            return Err(format!("--engine {engine:?} is not an engine; use {}", ENGINES.join(", ")));
-        }
-        self.scenario.engine = Spanned::new(self.scenario.engine.span(), engine.to_string());
+    /// Runs every node on the engine named `name` instead of the file's (`qsim run --engine`).
+    pub fn override_engine(&mut self, name: &str) -> Result<(), String> {
+        let engine =
+            engine_named(name).ok_or_else(|| format!("--engine {name:?} is not an engine; use {}", engine_names()))?;
+        self.scenario.engine = engine;
         self.engine_overridden = true;
         Ok(())
     }
@@ -370,7 +379,7 @@ impl Scenario {
     pub fn run_args(&self, seed: u64) -> Vec<String> {
         let mut args = vec![self.path.display().to_string(), "--seed".into(), seed.to_string()];
         if self.engine_overridden {
-            args.extend(["--engine".to_string(), self.scenario.engine.get_ref().clone()]);
+            args.extend(["--engine".to_string(), self.scenario.engine.to_string()]);
         }
         args
     }
@@ -384,7 +393,7 @@ impl Scenario {
     /// suffixed with the engine when `--engine` overrode the file's.
     pub fn run_name(&self) -> String {
         if self.engine_overridden {
-            format!("{}-{}", self.scenario.name, self.scenario.engine.get_ref())
+            format!("{}-{}", self.scenario.name, self.scenario.engine)
         } else {
             self.scenario.name.clone()
         }
@@ -537,7 +546,7 @@ converge_within = "30s"
         let err = scenario.override_engine("leveldb").expect_err("not an engine");
         assert!(err.contains("leveldb") && err.contains("rocksdb"), "{err}");
         scenario.override_engine("rocksdb").expect("an engine");
-        assert_eq!(scenario.scenario.engine.get_ref(), "rocksdb");
+        assert_eq!(scenario.engine(), EngineKind::Rocksdb);
         assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3 --engine rocksdb");
         let name = scenario.scenario.name.clone();
         assert_eq!(
@@ -554,10 +563,7 @@ converge_within = "30s"
         let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
         assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
         let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"leveldb\""));
-        assert!(
-            err.contains("scenario.engine") && err.contains(":6:") && err.contains("memory, lmdb, rocksdb"),
-            "{err}"
-        );
+        assert!(err.contains("line 6") && err.contains("leveldb") && err.contains("`rocksdb`"), "{err}");
         let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
         assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
         // `oom` is a kind the trace records, never one a scenario injects.

@@ -52,16 +52,6 @@ impl Scenario {
         if self.scenario.duration.is_zero() || self.scenario.duration > DURATION_MAX {
             return bad(None, "scenario.duration", format!("must be above zero and at most {DURATION_MAX:?}"));
         }
-        match self.scenario.engine.get_ref().as_str() {
-            engine if ENGINES.contains(&engine) => {}
-            other => {
-                return bad(
-                    Some(self.scenario.engine.span()),
-                    "scenario.engine",
-                    format!("{other:?} is not an engine; use {}", ENGINES.join(", ")),
-                );
-            }
-        }
         let topology = &self.topology;
         if !(1..=DATACENTERS_MAX).contains(&topology.datacenters) {
             return bad(None, "topology.datacenters", format!("must be 1 to {DATACENTERS_MAX}"));

@@ -103,7 +103,7 @@ pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
         table.insert("fault".into(), Value::Array(faults));
     }
     if let Some(Value::Table(head)) = table.get_mut("scenario") {
-        head.insert("engine".into(), Value::String(scenario.scenario.engine.get_ref().clone()));
+        head.insert("engine".into(), Value::String(scenario.engine().to_string()));
         if scenario.buggify_for(seed) {
             head.insert("buggify".into(), Value::Boolean(true));
         }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::Shard;
-use crate::scenario::{ENGINES, Scenario};
+use crate::scenario::{Scenario, engine_named, engine_names};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,8 +124,8 @@ impl Nightly {
                 return Err(invalid("sweep", "each [[sweep]] needs at least one scenario and one engine".into()));
             }
             for engine in &sweep.engines {
-                if !ENGINES.contains(&engine.as_str()) {
-                    return Err(invalid("sweep.engines", format!("{engine:?} is not one of {}", ENGINES.join(", "))));
+                if engine_named(engine).is_none() {
+                    return Err(invalid("sweep.engines", format!("{engine:?} is not one of {}", engine_names())));
                 }
             }
             for scenario in &sweep.scenarios {
