@@ -18,7 +18,11 @@
 //!
 //! Then the cost per simulated message: each memory-engine run's wall time over the messages
 //! its network carried, against a bare madsim world of the same shape carrying as many
-//! messages over the same simulated time with no qsim code ([`bare_world`]).
+//! messages over the same simulated time with no qsim code ([`bare_world`]); then the same for
+//! the reference world with its writes cut to 1 per second (same seeds, same faults and reads),
+//! and what each write adds: the wall time between the two worlds over the writes between them.
+//! Most of qsim's cost per message at 50 writes/s is applying entries on every replica, not
+//! carrying messages; the two rows tell the two apart.
 //!
 //! Last, seeds per hour per core on the small `quickstart` scenario, start-up included (ten
 //! seeds per reference seed), with the speed-up over the baseline when one is given.
@@ -39,6 +43,8 @@ struct Run {
     cpu_s: f64,
     events: u64,
     messages: u64,
+    /// Writes the root acknowledged.
+    writes_acked: u64,
     passed: bool,
 }
 
@@ -75,6 +81,7 @@ fn run_once(bin: &std::path::Path, scenario: &std::path::Path, engine: &str, see
         cpu_s,
         events: summary["events"].as_u64().unwrap_or(0),
         messages: summary["messages"].as_u64().unwrap_or(0),
+        writes_acked: summary["writes_acked"].as_u64().unwrap_or(0),
         passed: status.success(),
     }
 }
@@ -96,16 +103,43 @@ const SETUPS: [Setup; 4] = [
     Setup { label: "rocksdb", engine: "rocksdb", write_map: false },
 ];
 
-/// Writes the scenario at `from` to `to` with `[node] lmdb_write_map = true` added.
+/// Writes the scenario at `from` to `to`, changed by `edit`.
 #[cfg(madsim)]
-fn write_with_lmdb_write_map(from: &std::path::Path, to: &std::path::Path) {
+fn write_edited(from: &std::path::Path, to: &std::path::Path, edit: impl FnOnce(&mut toml::Table)) {
     let text = std::fs::read_to_string(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
     let mut scenario: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
-    let node = scenario.entry("node").or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    node.as_table_mut().expect("[node] is a table").insert("lmdb_write_map".into(), toml::Value::Boolean(true));
+    edit(&mut scenario);
     std::fs::write(to, toml::to_string(&scenario).expect("a scenario serializes"))
         .unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
 }
+
+/// Writes the scenario at `from` to `to` with `[node] lmdb_write_map = true` added.
+#[cfg(madsim)]
+fn write_with_lmdb_write_map(from: &std::path::Path, to: &std::path::Path) {
+    write_edited(from, to, |scenario| {
+        let node = scenario.entry("node").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        node.as_table_mut().expect("[node] is a table").insert("lmdb_write_map".into(), toml::Value::Boolean(true));
+    });
+}
+
+/// Writes the scenario at `from` to `to` with every writer's rate set to `rate_per_s`.
+#[cfg(madsim)]
+fn write_with_write_rate(from: &std::path::Path, to: &std::path::Path, rate_per_s: i64) {
+    write_edited(from, to, |scenario| {
+        let workloads = scenario.get_mut("workload").and_then(toml::Value::as_array_mut).expect("[[workload]]s");
+        for workload in workloads.iter_mut().filter_map(toml::Value::as_table_mut) {
+            if workload.get("kind").and_then(toml::Value::as_str) == Some("writer") {
+                workload.insert("rate_per_s".into(), toml::Value::Integer(rate_per_s));
+            }
+        }
+    });
+}
+
+/// Writer rate of the message-cost table's second world: the reference world with its writes
+/// all but gone, so what is left per message is carrying it (keepalives, reads, reconnections
+/// after faults) rather than applying entries.
+#[cfg(madsim)]
+const FEW_WRITES_PER_S: i64 = 1;
 
 #[cfg(madsim)]
 fn usage() -> ! {
@@ -234,33 +268,56 @@ fn main() {
     println!("(lmdb-wmap: [node] lmdb_write_map = true, LMDB's MDB_WRITEMAP; its bytes written are not measured)");
     println!();
     println!("cost per simulated message, memory engine, against a bare madsim world of the same shape");
-    println!(
-        "{:>6} {:>12} {:>14} {:>12} {:>14} {:>8}",
-        "seed", "qsim msgs", "qsim us/msg", "bare msgs", "bare us/msg", "ratio"
-    );
-    let (mut qsim_total, mut bare_total) = (0.0, 0.0);
-    for (seed, run) in memory_runs {
-        let bare = bare_world::run(
-            seed,
-            run.messages,
-            std::time::Duration::from_secs_f64(run.simulated_s),
-            BARE_MESSAGE_BYTES,
-        );
-        let qsim_us = run.wall_s * 1e6 / run.messages.max(1) as f64;
-        let bare_us = bare.wall.as_secs_f64() * 1e6 / bare.messages.max(1) as f64;
+    let few_writes_path = out.path().join("reference-few-writes.toml");
+    write_with_write_rate(&path, &few_writes_path, FEW_WRITES_PER_S);
+    let few_writes: Vec<(u64, Run)> = memory_runs
+        .iter()
+        .map(|(seed, _)| {
+            let dir = out.path().join(format!("few-writes-seed-{seed}"));
+            (*seed, run_once(&this_build, &few_writes_path, "memory", *seed, &dir))
+        })
+        .collect();
+    let world = |name: &str, runs: &[(u64, Run)]| {
+        println!("{name}");
         println!(
-            "{seed:>6} {:>12} {qsim_us:>14.2} {:>12} {bare_us:>14.2} {:>7.1}x",
-            run.messages,
-            bare.messages,
-            qsim_us / bare_us
+            "{:>6} {:>12} {:>14} {:>12} {:>14} {:>8}",
+            "seed", "qsim msgs", "qsim us/msg", "bare msgs", "bare us/msg", "ratio"
         );
-        qsim_total += qsim_us;
-        bare_total += bare_us;
-    }
+        let (mut qsim_total, mut bare_total) = (0.0, 0.0);
+        for (seed, run) in runs {
+            let simulated = std::time::Duration::from_secs_f64(run.simulated_s);
+            let bare = bare_world::run(*seed, run.messages, simulated, BARE_MESSAGE_BYTES);
+            let qsim_us = run.wall_s * 1e6 / run.messages.max(1) as f64;
+            let bare_us = bare.wall.as_secs_f64() * 1e6 / bare.messages.max(1) as f64;
+            let failed = if run.passed { "" } else { "  (the qsim run FAILED)" };
+            println!(
+                "{seed:>6} {:>12} {qsim_us:>14.2} {:>12} {bare_us:>14.2} {:>7.1}x{failed}",
+                run.messages,
+                bare.messages,
+                qsim_us / bare_us
+            );
+            qsim_total += qsim_us;
+            bare_total += bare_us;
+        }
+        qsim_total / bare_total.max(f64::MIN_POSITIVE)
+    };
+    let ratio = world("the reference world", &memory_runs);
     println!(
-        "qsim costs {:.1}x a bare madsim world per simulated message ({} nodes, {BARE_MESSAGE_BYTES}-byte messages, a timer each)",
-        qsim_total / bare_total.max(f64::MIN_POSITIVE),
+        "qsim costs {ratio:.1}x a bare madsim world per simulated message ({} nodes, {BARE_MESSAGE_BYTES}-byte messages, a timer each)",
         bare_world::NODES
+    );
+    let few_ratio = world(&format!("the same world at {FEW_WRITES_PER_S} write/s"), &few_writes);
+    // What the writes add: the wall time between the two worlds over the writes between them,
+    // each applied by every replica.
+    let sum = |runs: &[(u64, Run)], field: fn(&Run) -> f64| runs.iter().map(|(_, run)| field(run)).sum::<f64>();
+    let extra_wall = sum(&memory_runs, |r| r.wall_s) - sum(&few_writes, |r| r.wall_s);
+    let extra_writes = sum(&memory_runs, |r| r.writes_acked as f64) - sum(&few_writes, |r| r.writes_acked as f64);
+    let replicas = (bare_world::NODES - 1) as f64;
+    println!(
+        "at {FEW_WRITES_PER_S} write/s qsim costs {few_ratio:.1}x; the writes add {:.0} us of wall time each \
+         ({:.2} us per replica that applies it)",
+        extra_wall * 1e6 / extra_writes.max(1.0),
+        extra_wall * 1e6 / (extra_writes * replicas).max(1.0)
     );
     println!();
     small_scenario(&builds, seeds * QUICKSTART_SEEDS_PER_SEED, out.path());
