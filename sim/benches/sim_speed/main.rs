@@ -308,11 +308,11 @@ fn main() {
     );
     let few_ratio = world(&format!("the same world at {FEW_WRITES_PER_S} write/s"), &few_writes);
     // What the writes add: the wall time between the two worlds over the writes between them,
-    // each applied by every replica.
+    // each applied by every node but the root.
     let sum = |runs: &[(u64, Run)], field: fn(&Run) -> f64| runs.iter().map(|(_, run)| field(run)).sum::<f64>();
     let extra_wall = sum(&memory_runs, |r| r.wall_s) - sum(&few_writes, |r| r.wall_s);
     let extra_writes = sum(&memory_runs, |r| r.writes_acked as f64) - sum(&few_writes, |r| r.writes_acked as f64);
-    let replicas = (bare_world::NODES - 1) as f64;
+    let replicas = (scenario.node_names().len() - 1) as f64;
     println!(
         "at {FEW_WRITES_PER_S} write/s qsim costs {few_ratio:.1}x; the writes add {:.0} us of wall time each \
          ({:.2} us per replica that applies it)",
