@@ -130,11 +130,22 @@ fn a_deep_tree_rides_out_root_flaps_unless_replicas_stop_serving_downstream() {
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout) = qsim(&["run", "scenarios/cascade.toml", "--seed", "1"], &dir.path().join("fixed"));
     assert_eq!(code, 0, "{stdout}");
+    // The tree goes dark layer by layer: one partition of the root moves nodes many hops below
+    // it, which containment sees on every seed.
     let (code, stdout) = qsim(&["run", "scenarios/bug-cascade.toml", "--seed", "1"], &dir.path().join("bug"));
     assert_eq!(code, 1, "{stdout}");
-    // The tree goes dark layer by layer: nodes whose sources had a healthy path to the root
-    // stay stale during the flaps (the per-node rule), and lag is still high once healed.
-    assert!(failed_naming(&dir.path().join("bug"), Checker::Lag, &["fault-free path upstream"]), "{stdout}");
+    assert!(
+        failed_naming(&dir.path().join("bug"), Checker::Containment, &["hops below the partition of root"]),
+        "{stdout}"
+    );
+    // Whether the uncapped, unjittered backoffs then keep a layer dark past the per-node lag
+    // bound depends on how the layers' retries fall against the heal, so lag catches the slow
+    // recovery on most seeds, not all. Seed 3 is one where it does: nodes whose sources had a
+    // healthy path to the root stay stale. (A change to the simulator's scheduling re-draws
+    // every seed's run; the README's planted-bug table gives the rates.)
+    let (code, stdout) = qsim(&["run", "scenarios/bug-cascade.toml", "--seed", "3"], &dir.path().join("slow"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(failed_naming(&dir.path().join("slow"), Checker::Lag, &["fault-free path upstream"]), "{stdout}");
 }
 
 #[test]
