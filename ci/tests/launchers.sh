@@ -5,7 +5,8 @@
 #   - deploy/kubernetes/*.yaml: kubernetes-validate --strict against the Kubernetes 1.29 schemas
 #     (the oldest release with backoffLimitPerIndex on by default) and 1.33 (where it is GA),
 #     and ShellCheck on the bash each Job runs;
-#   - deploy/container/Containerfile: hadolint, and every workspace member copied in;
+#   - deploy/container/Containerfile: hadolint, and every workspace member and carried crate
+#     ([patch] paths, vendor/) copied in;
 #   - one shard count: `shards` in ci/nightly.toml = completions = parallelism of the Indexed Job
 #     = SHARDS in every Job (read with tomllib and PyYAML, never grep);
 #   - the glue, run for real against stub ci/ scripts that record how they were called: each
@@ -63,7 +64,7 @@ kubernetes_validate() { "$bin/kubernetes-validate" --strict --quiet "$@"; }
 # The checks the Python side does (PyYAML from kubernetes-validate's dependencies, tomllib):
 #   shards TOML MANIFEST...       one shard count everywhere
 #   scripts OUT_DIR MANIFEST...   writes each Job's bash to OUT_DIR/*.sh, for ShellCheck
-#   members CARGO_TOML CONTAINERFILE   every workspace member and every COPY source
+#   members CARGO_TOML CONTAINERFILE   every workspace member, carried crate and COPY source
 #   pods SANDBOX MANIFEST...      runs each Job's bash as a pod would, against stub scripts
 #   workflow SANDBOX WORKFLOW     runs the workflow's plan, keys, shard and merge steps
 read -r -d '' CHECKS <<'PY' || true
@@ -132,7 +133,15 @@ def scripts(out_dir, *manifests):
 
 def members(cargo_toml, containerfile):
     with open(cargo_toml, "rb") as f:
-        wanted = tomllib.load(f)["workspace"]["members"]
+        manifest = tomllib.load(f)
+    wanted = manifest["workspace"]["members"]
+    # The carried crates ([patch.<registry>] entries with a path) are built too.
+    carried = sorted(
+        dep["path"].rstrip("/")
+        for registry in manifest.get("patch", {}).values()
+        for dep in registry.values()
+        if isinstance(dep, dict) and "path" in dep
+    )
     sources = set()
     with open(containerfile) as f:
         for line in f:
@@ -146,8 +155,13 @@ def members(cargo_toml, containerfile):
     for member in wanted:
         if member not in sources:
             bad(f"{containerfile}: workspace member {member}/ (in {cargo_toml}) is not copied into the build")
+    for path in carried:
+        parts = path.split("/")
+        if not any("/".join(parts[: i + 1]) in sources for i in range(len(parts))):
+            bad(f"{containerfile}: the carried crate {path}/ ([patch] in {cargo_toml}) is not copied into the build")
     if failures == 0:
-        ok(f"{containerfile}: copies every workspace member ({', '.join(wanted)}) and every source exists")
+        ok(f"{containerfile}: copies every workspace member ({', '.join(wanted)}), every carried crate "
+           f"({', '.join(carried) or 'none'}) and every source exists")
 
 STUB = """#!/usr/bin/env bash
 printf '%s\\n' "$@" >"$STUB_LOG"
@@ -438,6 +452,14 @@ if ((status != 0)) && grep -q "workspace member sim/" <<<"$out"; then
   pass "the Containerfile check rejects a build that does not copy sim/"
 else
   fail "the Containerfile check on a build without sim/: exit $status" "$out"
+fi
+
+grep -v '^COPY vendor/' deploy/container/Containerfile >"$bad/Containerfile-no-vendor"
+run checks members Cargo.toml "$bad/Containerfile-no-vendor"
+if ((status != 0)) && grep -q "carried crate vendor/madsim/" <<<"$out"; then
+  pass "the Containerfile check rejects a build that does not copy the carried madsim"
+else
+  fail "the Containerfile check on a build without vendor/: exit $status" "$out"
 fi
 
 echo "== the launchers"
