@@ -57,8 +57,8 @@ enum Command {
         #[arg(long)]
         no_report: bool,
         /// Run every node on this engine instead of the scenario's: memory, lmdb or rocksdb.
-        #[arg(long)]
-        engine: Option<String>,
+        #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
+        engine: Option<qs_node::EngineKind>,
     },
     /// Rebuild the HTML report of a run folder (or of a sweep folder) from its files.
     Report {
@@ -83,8 +83,8 @@ enum Command {
         #[arg(long, default_value = "runs/sweep")]
         out: PathBuf,
         /// Run every scenario on this engine instead of its own: memory, lmdb or rocksdb.
-        #[arg(long)]
-        engine: Option<String>,
+        #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
+        engine: Option<qs_node::EngineKind>,
         #[command(flatten)]
         runs: RunOptions,
         /// A known-failures file (one signature a line): failures in its groups do not fail the
@@ -151,9 +151,9 @@ enum Command {
         /// The seed (default: the run folder's; for a scenario file, its `seed`, else 1).
         #[arg(long)]
         seed: Option<u64>,
-        /// Run on this engine instead of the scenario's.
-        #[arg(long)]
-        engine: Option<String>,
+        /// Run on this engine instead of the scenario's: memory, lmdb or rocksdb.
+        #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
+        engine: Option<qs_node::EngineKind>,
         /// Most candidate runs.
         #[arg(long, default_value_t = 150)]
         max_steps: usize,
@@ -194,7 +194,8 @@ impl RunOptions {
         if self.run_timeout.is_some_and(|t| t.is_zero()) {
             return Err("--run-timeout must be above zero".into());
         }
-        let wrapper: Vec<String> = self.run_wrapper.unwrap_or_default().split_whitespace().map(str::to_string).collect();
+        let wrapper: Vec<String> =
+            self.run_wrapper.unwrap_or_default().split_whitespace().map(str::to_string).collect();
         Ok(RunSettings { budget: self.run_timeout, wrapper, check_determinism: self.check_determinism })
     }
 }
@@ -223,7 +224,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            let scenarios = match cmd::sweep::load_all(&scenarios, engine.as_deref()) {
+            let scenarios = match cmd::sweep::load_all(&scenarios, engine) {
                 Ok(scenarios) => scenarios,
                 Err(code) => return code,
             };
@@ -236,7 +237,7 @@ fn main() -> ExitCode {
         }
         Command::Merge { shards, out, known } => cmd::sweep::merge(&shards, &out, known.as_deref()),
         Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
-            let loaded = match cmd::load(&scenario, engine.as_deref()) {
+            let loaded = match cmd::load(&scenario, engine) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("qsim: {e}");

@@ -57,6 +57,21 @@ fn a_bad_scenario_is_refused_with_exit_2() {
     let output = Command::new(env!("CARGO_BIN_EXE_qsim")).args(["run"]).arg(&bad).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("bad.toml"));
+    // An engine that is not one: refused by the command line, before anything loads or runs,
+    // naming the value, the flag and the engines there are.
+    for command in ["run", "sweep", "shrink"] {
+        let mut args = vec![command, "scenarios/quickstart.toml", "--engine", "leveldb"];
+        if command == "sweep" {
+            args.extend(["--seeds", "1..2"]);
+        }
+        let output =
+            Command::new(env!("CARGO_BIN_EXE_qsim")).args(&args).arg("--out").arg(dir.path()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command}: {stderr}");
+        for part in ["leveldb", "--engine", "memory, lmdb, rocksdb"] {
+            assert!(stderr.contains(part), "{command}: no {part:?} in {stderr}");
+        }
+    }
 }
 
 #[test]

@@ -14,14 +14,14 @@ pub mod tools;
 
 use std::path::Path;
 
+use qs_node::EngineKind;
 use qs_sim::scenario::Scenario;
 
 /// Loads a scenario file and applies the command line's engine, if any.
-pub fn load(path: &Path, engine: Option<&str>) -> Result<Scenario, String> {
+pub fn load(path: &Path, engine: Option<EngineKind>) -> Result<Scenario, String> {
     let mut scenario = Scenario::load(path).map_err(|e| e.to_string())?;
     if let Some(engine) = engine {
-        scenario.override_engine(engine)?;
+        scenario.override_engine(engine);
     }
     Ok(scenario)
 }
-

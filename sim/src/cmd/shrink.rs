@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use qs_node::EngineKind;
 use qs_sim::exit;
 use qs_sim::shrink::{ShrinkPlan, edits};
 
@@ -13,7 +14,7 @@ pub struct ShrinkArgs {
     /// A run folder (with summary.json) or a scenario file.
     pub target: PathBuf,
     pub seed: Option<u64>,
-    pub engine: Option<String>,
+    pub engine: Option<EngineKind>,
     pub max_steps: usize,
     pub run_timeout: Option<Duration>,
     pub out: Option<PathBuf>,
@@ -34,10 +35,23 @@ pub fn shrink(args: ShrinkArgs) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("scenarios/regression/{name}-seed-{seed}.toml")));
+    let out =
+        args.out.clone().unwrap_or_else(|| PathBuf::from(format!("scenarios/regression/{name}-seed-{seed}.toml")));
     let work = std::env::temp_dir().join(format!("qsim-shrink-{name}-{seed}-{}", std::process::id()));
-    let plan = ShrinkPlan { scenario: scenario.clone(), seed, engine: engine.clone(), max_steps: args.max_steps, budget: args.run_timeout, work: work.clone() };
-    println!("shrink     {} seed {seed}{}: at most {} candidate runs, each in its own process", scenario.display(), engine.as_ref().map_or(String::new(), |e| format!(" on {e}")), args.max_steps);
+    let plan = ShrinkPlan {
+        scenario: scenario.clone(),
+        seed,
+        engine,
+        max_steps: args.max_steps,
+        budget: args.run_timeout,
+        work: work.clone(),
+    };
+    println!(
+        "shrink     {} seed {seed}{}: at most {} candidate runs, each in its own process",
+        scenario.display(),
+        engine.as_ref().map_or(String::new(), |e| format!(" on {e}")),
+        args.max_steps
+    );
     let started = std::time::Instant::now();
     let result = qs_sim::shrink::shrink(&plan, &mut |line| eprintln!("qsim shrink: {line}"));
     let _ = std::fs::remove_dir_all(&work);
@@ -59,7 +73,11 @@ pub fn shrink(args: ShrinkArgs) -> ExitCode {
         head.insert("name".into(), toml::Value::String(new_name.clone()));
         head.insert(
             "description".into(),
-            toml::Value::String(format!("Shrunk from {} seed {seed}: fails with {}", scenario.display(), shrunk.failure.signature)),
+            toml::Value::String(format!(
+                "Shrunk from {} seed {seed}: fails with {}",
+                scenario.display(),
+                shrunk.failure.signature
+            )),
         );
         head.insert("seed".into(), toml::Value::Integer(seed as i64));
         match expect {
@@ -67,7 +85,11 @@ pub fn shrink(args: ShrinkArgs) -> ExitCode {
             None => head.remove("expect"),
         };
     }
-    let reproduce = format!("./qsim run {} --seed {seed}{}", scenario.display(), engine.as_ref().map_or(String::new(), |e| format!(" --engine {e}")));
+    let reproduce = format!(
+        "./qsim run {} --seed {seed}{}",
+        scenario.display(),
+        engine.as_ref().map_or(String::new(), |e| format!(" --engine {e}"))
+    );
     let header = format!(
         "{new_name}: shrunk by `qsim shrink` from `{reproduce}`.\n\
          What failed: {} (exit {}).\n\
@@ -115,14 +137,23 @@ pub fn shrink(args: ShrinkArgs) -> ExitCode {
 }
 
 /// The scenario file, seed and engine to shrink.
-fn resolve(args: &ShrinkArgs) -> Result<(PathBuf, u64, Option<String>), String> {
+fn resolve(args: &ShrinkArgs) -> Result<(PathBuf, u64, Option<EngineKind>), String> {
     let target = &args.target;
     if target.is_dir() {
         let summary: qs_reports::schema::RunSummary = std::fs::read(target.join("summary.json"))
             .map_err(|e| format!("{}: not a run folder (summary.json: {e})", target.display()))
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}/summary.json: {e}", target.display())))?;
-        let file_engine = qs_sim::scenario::Scenario::load(&summary.path).map_err(|e| e.to_string())?.engine().to_string();
-        let engine = args.engine.clone().or_else(|| (summary.engine != file_engine && !summary.engine.is_empty()).then(|| summary.engine.clone()));
+        let file_engine = qs_sim::scenario::Scenario::load(&summary.path).map_err(|e| e.to_string())?.engine();
+        // The engine the run used, where it is not the file's (an older summary may name none).
+        let engine = match args.engine {
+            Some(engine) => Some(engine),
+            None if summary.engine.is_empty() => None,
+            None => {
+                let run_engine = qs_sim::scenario::parse_engine(&summary.engine)
+                    .map_err(|e| format!("{}/summary.json: its engine: {e}", target.display()))?;
+                (run_engine != file_engine).then_some(run_engine)
+            }
+        };
         return Ok((summary.path.clone(), args.seed.unwrap_or(summary.seed), engine));
     }
     if !target.is_file() {
@@ -130,6 +161,5 @@ fn resolve(args: &ShrinkArgs) -> Result<(PathBuf, u64, Option<String>), String> 
     }
     let scenario = qs_sim::scenario::Scenario::load(target).map_err(|e| e.to_string())?;
     let seed = args.seed.or(scenario.scenario.seed).unwrap_or(1);
-    Ok((target.to_path_buf(), seed, args.engine.clone()))
+    Ok((target.to_path_buf(), seed, args.engine))
 }
-

@@ -42,7 +42,7 @@ fn known_failures(path: Option<&Path>) -> Option<KnownFailures> {
 }
 
 /// Loads each scenario file (on `engine`, if given).
-pub fn load_all(paths: &[PathBuf], engine: Option<&str>) -> Result<Vec<Scenario>, ExitCode> {
+pub fn load_all(paths: &[PathBuf], engine: Option<qs_node::EngineKind>) -> Result<Vec<Scenario>, ExitCode> {
     paths
         .iter()
         .map(|path| {
@@ -120,8 +120,11 @@ pub fn sweep(plan: SweepPlan) -> ExitCode {
 /// doc).
 fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCode {
     let table = summary.probe_table();
-    let reached: Vec<String> =
-        table.iter().filter(|r| r.runs > 0).map(|r| format!("{} {}/{}", r.probe.name(), r.runs, summary.runs)).collect();
+    let reached: Vec<String> = table
+        .iter()
+        .filter(|r| r.runs > 0)
+        .map(|r| format!("{} {}/{}", r.probe.name(), r.runs, summary.runs))
+        .collect();
     let never: Vec<String> = table.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
     println!("probes     reached (runs): {}", if reached.is_empty() { "none".into() } else { reached.join(", ") });
     println!("probes     never reached: {}", if never.is_empty() { "none".into() } else { never.join(", ") });
@@ -131,7 +134,13 @@ fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCod
             g.count,
             g.outcome,
             g.signature,
-            if g.known { "  (known)" } else if judged_by_groups { "  (NEW)" } else { "" }
+            if g.known {
+                "  (known)"
+            } else if judged_by_groups {
+                "  (NEW)"
+            } else {
+                ""
+            }
         );
         println!("{:<10} first: {} seed {}; reproduce: {}", "", g.first_scenario, g.first_seed, g.reproduce);
     }
@@ -160,17 +169,18 @@ pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
     if let Err(e) = qs_reports::write_sweep_report(out) {
         eprintln!("qsim merge: writing the sweep report: {e}");
     }
-    println!("merged     {} shards of seeds {}: {} runs, {} not as expected", shards.len(), merged.seeds, merged.runs, merged.failed);
+    println!(
+        "merged     {} shards of seeds {}: {} runs, {} not as expected",
+        shards.len(),
+        merged.seeds,
+        merged.runs,
+        merged.failed
+    );
     finish(&merged, known.is_some(), out)
 }
 
 /// One shard of the nightly definition at `definition`.
-pub fn nightly(
-    definition: &Path,
-    shard: qs_sim::sweep::Shard,
-    jobs: Option<usize>,
-    out: PathBuf,
-) -> ExitCode {
+pub fn nightly(definition: &Path, shard: qs_sim::sweep::Shard, jobs: Option<usize>, out: PathBuf) -> ExitCode {
     let nightly = match qs_sim::sweep::nightly::Nightly::load(definition).and_then(|n| {
         n.check_shard(shard)?;
         Ok(n)
@@ -182,7 +192,7 @@ pub fn nightly(
         }
     };
     let mut scenarios = Vec::new();
-    for (path, engine) in &nightly.runs {
+    for &(ref path, engine) in &nightly.runs {
         match load(path, Some(engine)) {
             Ok(s) => scenarios.push(s),
             Err(e) => {
@@ -197,7 +207,11 @@ pub fn nightly(
         seeds: nightly.seeds.clone(),
         shard,
         jobs: jobs.or(nightly.jobs),
-        settings: RunSettings { budget: nightly.run_timeout, wrapper: Vec::new(), check_determinism: nightly.check_determinism },
+        settings: RunSettings {
+            budget: nightly.run_timeout,
+            wrapper: Vec::new(),
+            check_determinism: nightly.check_determinism,
+        },
         known: nightly.known.clone(),
         out,
     })

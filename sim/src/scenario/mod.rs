@@ -159,6 +159,12 @@ pub fn engine_names() -> String {
     ENGINES.map(|engine| engine.to_string()).join(", ")
 }
 
+/// [`engine_named`] for a command line or a definition file: the name, or why it is none.
+/// `--engine`'s value parser, so clap refuses a bad name before anything loads.
+pub fn parse_engine(name: &str) -> Result<EngineKind, String> {
+    engine_named(name).ok_or_else(|| format!("{name:?} is not an engine; use {}", engine_names()))
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct About {
@@ -366,13 +372,10 @@ impl Scenario {
         self.scenario.engine
     }
 
-    /// Runs every node on the engine named `name` instead of the file's (`qsim run --engine`).
-    pub fn override_engine(&mut self, name: &str) -> Result<(), String> {
-        let engine =
-            engine_named(name).ok_or_else(|| format!("--engine {name:?} is not an engine; use {}", engine_names()))?;
+    /// Runs every node on `engine` instead of the file's (`qsim run --engine`).
+    pub fn override_engine(&mut self, engine: EngineKind) {
         self.scenario.engine = engine;
         self.engine_overridden = true;
-        Ok(())
     }
 
     /// The arguments after `qsim run` that repeat this run: the file, the seed and any override.
@@ -543,9 +546,9 @@ converge_within = "30s"
     fn an_engine_override_replaces_the_files_engine_and_is_repeated_by_the_reproduce_command() {
         let mut scenario = Scenario::parse(GOOD, Path::new("s.toml")).expect("valid");
         assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3");
-        let err = scenario.override_engine("leveldb").expect_err("not an engine");
+        let err = parse_engine("leveldb").expect_err("not an engine");
         assert!(err.contains("leveldb") && err.contains("rocksdb"), "{err}");
-        scenario.override_engine("rocksdb").expect("an engine");
+        scenario.override_engine(parse_engine("rocksdb").expect("an engine"));
         assert_eq!(scenario.engine(), EngineKind::Rocksdb);
         assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3 --engine rocksdb");
         let name = scenario.scenario.name.clone();

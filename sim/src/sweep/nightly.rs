@@ -26,6 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use qs_node::EngineKind;
 use serde::Deserialize;
 
 use super::Shard;
@@ -70,7 +71,7 @@ pub struct Nightly {
     pub run_timeout: Option<Duration>,
     pub check_determinism: bool,
     /// Every (scenario file, engine) pair, in the file's order.
-    pub runs: Vec<(PathBuf, String)>,
+    pub runs: Vec<(PathBuf, EngineKind)>,
 }
 
 /// Why a nightly definition was refused.
@@ -115,7 +116,7 @@ impl Nightly {
         {
             return Err(invalid("known", format!("{} is not a file", known.display())));
         }
-        let mut runs: Vec<(PathBuf, String)> = Vec::new();
+        let mut runs: Vec<(PathBuf, EngineKind)> = Vec::new();
         if file.sweep.is_empty() {
             return Err(invalid("sweep", "names no [[sweep]]: nothing would run".into()));
         }
@@ -123,15 +124,18 @@ impl Nightly {
             if sweep.scenarios.is_empty() || sweep.engines.is_empty() {
                 return Err(invalid("sweep", "each [[sweep]] needs at least one scenario and one engine".into()));
             }
-            for engine in &sweep.engines {
-                if engine_named(engine).is_none() {
-                    return Err(invalid("sweep.engines", format!("{engine:?} is not one of {}", engine_names())));
-                }
-            }
+            let engines: Vec<EngineKind> = sweep
+                .engines
+                .iter()
+                .map(|engine| {
+                    engine_named(engine)
+                        .ok_or_else(|| invalid("sweep.engines", format!("{engine:?} is not one of {}", engine_names())))
+                })
+                .collect::<Result<_, _>>()?;
             for scenario in &sweep.scenarios {
                 Scenario::load(scenario).map_err(|e| invalid("sweep.scenarios", e.to_string()))?;
-                for engine in &sweep.engines {
-                    let pair = (scenario.clone(), engine.clone());
+                for &engine in &engines {
+                    let pair = (scenario.clone(), engine);
                     if runs.contains(&pair) {
                         return Err(invalid(
                             "sweep",
@@ -203,14 +207,14 @@ mod tests {
     fn a_definition_lists_every_scenario_engine_pair_once() {
         let n = parse(GOOD).unwrap();
         assert_eq!((n.seeds.clone(), n.shards, n.check_determinism), (1..21, 4, true));
-        let pairs: Vec<(String, &str)> =
-            n.runs.iter().map(|(p, e)| (p.file_name().unwrap().to_string_lossy().into_owned(), e.as_str())).collect();
+        let pairs: Vec<(String, EngineKind)> =
+            n.runs.iter().map(|(p, e)| (p.file_name().unwrap().to_string_lossy().into_owned(), *e)).collect();
         assert_eq!(
             pairs,
             [
-                ("quickstart.toml".to_string(), "memory"),
-                ("quickstart.toml".to_string(), "lmdb"),
-                ("cascade.toml".to_string(), "rocksdb")
+                ("quickstart.toml".to_string(), EngineKind::Memory),
+                ("quickstart.toml".to_string(), EngineKind::Lmdb),
+                ("cascade.toml".to_string(), EngineKind::Rocksdb)
             ]
         );
         assert!(n.check_shard("2/4".parse().unwrap()).is_ok());
