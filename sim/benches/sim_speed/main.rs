@@ -20,7 +20,9 @@
 //! its network carried, against a bare madsim world of the same shape carrying as many
 //! messages over the same simulated time with no qsim code ([`bare_world`]); then the same for
 //! the reference world with its writes cut to 1 per second (same seeds, same faults and reads),
-//! and what each write adds: the wall time between the two worlds over the writes between them.
+//! and what each write adds: the wall time between the two worlds over the writes between them
+//! (with `--baseline`, the baseline runs that world too, and its cost per message is printed
+//! beside this build's).
 //! Most of qsim's cost per message at 50 writes/s is applying entries on every replica, not
 //! carrying messages; the two rows tell the two apart.
 //!
@@ -270,13 +272,17 @@ fn main() {
     println!("cost per simulated message, memory engine, against a bare madsim world of the same shape");
     let few_writes_path = out.path().join("reference-few-writes.toml");
     write_with_write_rate(&path, &few_writes_path, FEW_WRITES_PER_S);
-    let few_writes: Vec<(u64, Run)> = memory_runs
-        .iter()
-        .map(|(seed, _)| {
-            let dir = out.path().join(format!("few-writes-seed-{seed}"));
-            (*seed, run_once(&this_build, &few_writes_path, "memory", *seed, &dir))
-        })
-        .collect();
+    // This build's runs of the 1-write/s world, and with a baseline, the baseline's: each seed
+    // on the baseline and then on this build, as above.
+    let mut few_writes: Vec<(u64, Run)> = Vec::new();
+    let mut few_writes_baseline: Vec<(u64, Run)> = Vec::new();
+    for (seed, _) in &memory_runs {
+        for &(build, bin) in &builds {
+            let dir = out.path().join(format!("few-writes-{build}-seed-{seed}"));
+            let run = run_once(bin, &few_writes_path, "memory", *seed, &dir);
+            if build == "this" { few_writes.push((*seed, run)) } else { few_writes_baseline.push((*seed, run)) }
+        }
+    }
     let world = |name: &str, runs: &[(u64, Run)]| {
         println!("{name}");
         println!(
@@ -319,6 +325,18 @@ fn main() {
         extra_wall * 1e6 / extra_writes.max(1.0),
         extra_wall * 1e6 / (extra_writes * replicas).max(1.0)
     );
+    if !few_writes_baseline.is_empty() {
+        // The change's effect on carrying messages: the same seeds, the same messages but for
+        // what the change itself re-draws.
+        let per_message =
+            |runs: &[(u64, Run)]| sum(runs, |r| r.wall_s) * 1e6 / sum(runs, |r| r.messages as f64).max(1.0);
+        let (before, after) = (per_message(&few_writes_baseline), per_message(&few_writes));
+        println!(
+            "at {FEW_WRITES_PER_S} write/s the baseline takes {before:.2} us per message, this build {after:.2}: \
+             {:.2}x the baseline's speed",
+            before / after
+        );
+    }
     println!();
     small_scenario(&builds, seeds * QUICKSTART_SEEDS_PER_SEED, out.path());
 }
