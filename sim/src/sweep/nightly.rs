@@ -30,7 +30,7 @@ use qs_node::EngineKind;
 use serde::Deserialize;
 
 use super::Shard;
-use crate::scenario::{Scenario, engine_named, engine_names};
+use crate::scenario::{Scenario, parse_engine};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,10 +127,7 @@ impl Nightly {
             let engines: Vec<EngineKind> = sweep
                 .engines
                 .iter()
-                .map(|engine| {
-                    engine_named(engine)
-                        .ok_or_else(|| invalid("sweep.engines", format!("{engine:?} is not one of {}", engine_names())))
-                })
+                .map(|engine| parse_engine(engine).map_err(|e| invalid("sweep.engines", e)))
                 .collect::<Result<_, _>>()?;
             for scenario in &sweep.scenarios {
                 Scenario::load(scenario).map_err(|e| invalid("sweep.scenarios", e.to_string()))?;
