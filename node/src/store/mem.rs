@@ -12,20 +12,25 @@
 //! records what it replaced, until [`MemDisk::sync`] — the OS writing the dirty pages back —
 //! drops the record; [`MemDisk::power_loss`] undoes every commit not yet synced, newest first,
 //! as a machine losing power loses its page cache. A commit is lost whole or kept whole: a
-//! torn last write is what a write-ahead log's per-record checksum turns into a lost one. `resources` reports the key and value bytes held: the memory the
-//! engine's data takes, before the maps' own overhead.
+//! torn last write is what a write-ahead log's per-record checksum turns into a lost one.
+//!
+//! `resources` reports the key and value bytes held: the memory the engine's data takes, before
+//! the maps' own overhead, as if each store held its own. Log entries are in fact held once per
+//! process however many stores hold them ([`shared_log`]): under the simulator forty stores
+//! hold the same entries.
 
 use std::io::{Read, Write as _};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::engine::{Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write};
-use super::mem_table::MemTable;
+use super::mem_table::{MemTable, Value};
+use super::shared_log;
 
 type Tables = [MemTable; 3];
 
 /// What one unsynced commit replaced: (table slot, key, the value before), in commit order.
-type Undo = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
+type Undo = Vec<(usize, Vec<u8>, Option<Value>)>;
 
 /// A simulated disk holding one memory store. Cloning shares the same disk.
 #[derive(Clone, Default)]
@@ -141,6 +146,7 @@ impl MemDisk {
             let key = take(key_len)?.to_vec();
             let value_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
             let value = take(value_len)?.to_vec();
+            let value = stored(table, &key, value);
             tables[table].insert(key, value);
         }
         let mut disk = self.lock();
@@ -158,6 +164,12 @@ fn slot(table: Table) -> usize {
         Table::Kv => 1,
         Table::Log => 2,
     }
+}
+
+/// `value` as the table in `slot` stores it: log entries in the allocation other stores of this
+/// process share (see [`shared_log`]).
+fn stored(slot: usize, key: &[u8], value: Vec<u8>) -> Value {
+    if slot == self::slot(Table::Log) { shared_log::share(key, value) } else { Value::from(value) }
 }
 
 pub(crate) struct MemEngine {
@@ -179,7 +191,7 @@ impl Engine for MemEngine {
     }
 
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
-        Ok(self.disk.lock()[slot(table)].get(key).cloned())
+        Ok(self.disk.lock()[slot(table)].get(key).map(<[u8]>::to_vec))
     }
 
     fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
@@ -187,7 +199,7 @@ impl Engine for MemEngine {
         // the read path's callers), never calls back into the engine.
         let tables = self.disk.lock();
         for (position, key) in keys.iter().enumerate() {
-            if !found(position, tables[slot(table)].get(key).map(Vec::as_slice)) {
+            if !found(position, tables[slot(table)].get(key)) {
                 break;
             }
         }
@@ -196,7 +208,7 @@ impl Engine for MemEngine {
 
     fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
         let tables = self.disk.lock();
-        Ok(keys.iter().map(|key| tables[slot(table)].get(key).map(Vec::len)).collect())
+        Ok(keys.iter().map(|key| tables[slot(table)].get(key).map(<[u8]>::len)).collect())
     }
 
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
@@ -205,18 +217,14 @@ impl Engine for MemEngine {
         let mut from = start.to_vec();
         let mut inclusive = true;
         loop {
-            let page: Vec<(Vec<u8>, Vec<u8>)> = {
+            let page: Vec<(Vec<u8>, Value)> = {
                 let tables = self.disk.lock();
                 let lower = if inclusive {
                     std::ops::Bound::Included(from.as_slice())
                 } else {
                     std::ops::Bound::Excluded(from.as_slice())
                 };
-                tables[slot(table)]
-                    .range_from(lower)
-                    .take(PAGE)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
+                tables[slot(table)].range_from(lower).take(PAGE).map(|(k, v)| (k.clone(), v.clone())).collect()
             };
             let full = page.len() == PAGE;
             for (key, value) in &page {
@@ -239,7 +247,7 @@ impl Engine for MemEngine {
         // Unsynced, the commit keeps what it replaced until the next sync (see the module doc).
         let mut undo: Option<Undo> = (!self.sync_commits).then(Vec::new);
         let journaled = undo.is_some();
-        let mut replaced = |table: usize, key: &[u8], before: Option<Vec<u8>>| {
+        let mut replaced = |table: usize, key: &[u8], before: Option<Value>| {
             if let Some(undo) = undo.as_mut() {
                 undo.push((table, key.to_vec(), before));
             }
@@ -248,6 +256,7 @@ impl Engine for MemEngine {
             match write {
                 Write::Put { table, key, value } => {
                     self.bytes_written += (key.len() + value.len()) as u64;
+                    let value = stored(slot(table), &key, value);
                     if journaled {
                         let before = tables[slot(table)].insert(key.clone(), value);
                         replaced(slot(table), &key, before);

@@ -13,27 +13,34 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
 
+/// A stored value. Shared, never changed in place: a change (a damaged byte) copies it first
+/// when another holder shares it (see `super::shared_log`).
+pub(crate) type Value = Arc<[u8]>;
+
 #[derive(Clone, Default)]
 pub(crate) struct MemTable {
-    values: HashMap<Vec<u8>, Vec<u8>, FxBuildHasher>,
+    values: HashMap<Vec<u8>, Value, FxBuildHasher>,
     /// The keys of `values`, in bytewise order.
     order: BTreeSet<Vec<u8>>,
 }
 
 impl MemTable {
-    pub(crate) fn get(&self, key: &[u8]) -> Option<&Vec<u8>> {
-        self.values.get(key)
+    pub(crate) fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.values.get(key).map(|value| &**value)
     }
 
-    pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Vec<u8>> {
-        self.values.get_mut(key)
+    /// The value under `key` to change in place: this table's own copy, made now if the value
+    /// was shared.
+    pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut [u8]> {
+        self.values.get_mut(key).map(Arc::make_mut)
     }
 
     /// Stores `value` under `key`; returns the value it replaced.
-    pub(crate) fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) -> Option<Vec<u8>> {
+    pub(crate) fn insert(&mut self, key: Vec<u8>, value: Value) -> Option<Value> {
         if let Some(held) = self.values.get_mut(key.as_slice()) {
             return Some(std::mem::replace(held, value));
         }
@@ -44,7 +51,7 @@ impl MemTable {
     }
 
     /// Removes `key`; returns its value.
-    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let value = self.values.remove(key)?;
         let ordered = self.order.remove(key);
         assert!(ordered, "a stored key is in the order");
@@ -52,7 +59,7 @@ impl MemTable {
     }
 
     /// `(key, value)` pairs from `lower` on, in key order.
-    pub(crate) fn range_from<'t>(&'t self, lower: Bound<&[u8]>) -> impl Iterator<Item = (&'t Vec<u8>, &'t Vec<u8>)> + 't {
+    pub(crate) fn range_from<'t>(&'t self, lower: Bound<&[u8]>) -> impl Iterator<Item = (&'t Vec<u8>, &'t Value)> + 't {
         self.order.range::<[u8], _>((lower, Bound::Unbounded)).map(|key| (key, &self.values[key.as_slice()]))
     }
 
@@ -65,7 +72,7 @@ impl MemTable {
     }
 
     /// Every `(key, value)` pair, in key order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Vec<u8>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Value)> {
         self.range_from(Bound::Unbounded)
     }
 
@@ -77,7 +84,8 @@ impl MemTable {
         self.values.is_empty()
     }
 
-    /// Key and value bytes held.
+    /// Key and value bytes held (a shared value counts in full in each table holding it: the
+    /// bytes a store of its own would take).
     pub(crate) fn held_bytes(&self) -> u64 {
         self.values.iter().map(|(key, value)| (key.len() + value.len()) as u64).sum()
     }
@@ -117,23 +125,28 @@ mod tests {
             let (mut table, mut model) = (MemTable::default(), BTreeMap::new());
             for step in steps {
                 match step {
-                    Step::Insert(k, v) => prop_assert_eq!(table.insert(k.clone(), v.clone()), model.insert(k, v)),
-                    Step::Remove(k) => prop_assert_eq!(table.remove(&k), model.remove(&k)),
+                    Step::Insert(k, v) => prop_assert_eq!(table.insert(k.clone(), v.as_slice().into()), model.insert(k, v).map(Value::from)),
+                    Step::Remove(k) => prop_assert_eq!(table.remove(&k), model.remove(&k).map(Value::from)),
                     Step::RemoveBetween(start, end) => {
                         let expected: Vec<Vec<u8>> =
                             if start < end { model.range(start.clone()..end.clone()).map(|(k, _)| k.clone()).collect() } else { Vec::new() };
                         let doomed = table.keys_between(&start, &end);
                         prop_assert_eq!(&doomed, &expected);
                         for key in doomed {
-                            prop_assert_eq!(table.remove(&key), model.remove(&key));
+                            prop_assert_eq!(table.remove(&key), model.remove(&key).map(Value::from));
                         }
                     }
                 }
-                prop_assert_eq!(table.iter().collect::<Vec<_>>(), model.iter().collect::<Vec<_>>());
+                let held: Vec<(&Vec<u8>, &[u8])> = table.iter().map(|(k, v)| (k, &**v)).collect();
+                let expected: Vec<(&Vec<u8>, &[u8])> = model.iter().map(|(k, v)| (k, v.as_slice())).collect();
+                prop_assert_eq!(held, expected);
                 prop_assert_eq!(table.is_empty(), model.is_empty());
             }
-            let scanned: Vec<_> = table.range_from(Bound::Excluded(&from)).collect();
-            let expected: Vec<_> = model.range::<[u8], _>((Bound::Excluded(from.as_slice()), Bound::Unbounded)).collect();
+            let scanned: Vec<_> = table.range_from(Bound::Excluded(&from)).map(|(k, v)| (k, &**v)).collect();
+            let expected: Vec<_> = model
+                .range::<[u8], _>((Bound::Excluded(from.as_slice()), Bound::Unbounded))
+                .map(|(k, v)| (k, v.as_slice()))
+                .collect();
             prop_assert_eq!(scanned, expected);
             let held: u64 = model.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
             prop_assert_eq!(table.held_bytes(), held);

@@ -29,6 +29,7 @@ mod mem_table;
 mod record;
 mod rocks;
 pub mod rot;
+mod shared_log;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
