@@ -169,7 +169,7 @@ fn slot(table: Table) -> usize {
 /// `value` as the table in `slot` stores it: log entries in the allocation other stores of this
 /// process share (see [`shared_log`]).
 fn stored(slot: usize, key: &[u8], value: Vec<u8>) -> Value {
-    if slot == self::slot(Table::Log) { shared_log::share(key, value) } else { Value::from(value) }
+    if slot == self::slot(Table::Log) { Value::Shared(shared_log::share(key, value)) } else { Value::Own(value) }
 }
 
 pub(crate) struct MemEngine {

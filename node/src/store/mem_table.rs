@@ -17,9 +17,52 @@ use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher;
 
-/// A stored value. Shared, never changed in place: a change (a damaged byte) copies it first
-/// when another holder shares it (see `super::shared_log`).
-pub(crate) type Value = Arc<[u8]>;
+/// A stored value: the table's own bytes, or bytes it shares with other stores of the process
+/// (log entries, see `super::shared_log`). Shared bytes are never changed in place: a change
+/// makes them the table's own first. Own bytes stay a plain `Vec`: replacing a value then frees
+/// it without touching it, where a shared one's reference count lives beside its cold bytes.
+#[derive(Clone, Debug)]
+pub(crate) enum Value {
+    Own(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl std::ops::Deref for Value {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Value::Own(bytes) => bytes,
+            Value::Shared(bytes) => bytes,
+        }
+    }
+}
+
+/// Equal when the bytes are, shared or not.
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        **self == **other
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(bytes: Vec<u8>) -> Value {
+        Value::Own(bytes)
+    }
+}
+
+impl Value {
+    /// The bytes to change in place, made this value's own first if they were shared.
+    fn make_mut(&mut self) -> &mut [u8] {
+        if let Value::Shared(shared) = self {
+            *self = Value::Own(shared.to_vec());
+        }
+        match self {
+            Value::Own(bytes) => bytes,
+            Value::Shared(_) => unreachable!("made own above"),
+        }
+    }
+}
 
 #[derive(Clone, Default)]
 pub(crate) struct MemTable {
@@ -36,7 +79,7 @@ impl MemTable {
     /// The value under `key` to change in place: this table's own copy, made now if the value
     /// was shared.
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut [u8]> {
-        self.values.get_mut(key).map(Arc::make_mut)
+        self.values.get_mut(key).map(Value::make_mut)
     }
 
     /// Stores `value` under `key`; returns the value it replaced.
@@ -125,7 +168,7 @@ mod tests {
             let (mut table, mut model) = (MemTable::default(), BTreeMap::new());
             for step in steps {
                 match step {
-                    Step::Insert(k, v) => prop_assert_eq!(table.insert(k.clone(), v.as_slice().into()), model.insert(k, v).map(Value::from)),
+                    Step::Insert(k, v) => prop_assert_eq!(table.insert(k.clone(), v.clone().into()), model.insert(k, v).map(Value::from)),
                     Step::Remove(k) => prop_assert_eq!(table.remove(&k), model.remove(&k).map(Value::from)),
                     Step::RemoveBetween(start, end) => {
                         let expected: Vec<Vec<u8>> =

@@ -20,8 +20,6 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use rustc_hash::FxBuildHasher;
 
-use super::mem_table::Value;
-
 /// Below this many registered keys no sweep runs.
 const SWEEP_FLOOR: usize = 1024;
 
@@ -36,19 +34,19 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
 
 /// `value`, to store under the log key `key`: the allocation of a store that holds the same
 /// bytes under that key if one does, else `value` itself, registered for the stores after it.
-pub(crate) fn share(key: &[u8], value: Vec<u8>) -> Value {
+pub(crate) fn share(key: &[u8], value: Vec<u8>) -> Arc<[u8]> {
     // A panic while the registry was held leaves at worst a stale weak reference.
     REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).share(key, value)
 }
 
 impl Registry {
-    fn share(&mut self, key: &[u8], value: Vec<u8>) -> Value {
+    fn share(&mut self, key: &[u8], value: Vec<u8>) -> Arc<[u8]> {
         if let Some(held) = self.held.get(key).and_then(Weak::upgrade)
             && *held == *value
         {
             return held;
         }
-        let value = Value::from(value);
+        let value = Arc::<[u8]>::from(value);
         self.held.insert(key.to_vec(), Arc::downgrade(&value));
         if self.held.len() >= 2 * self.after_sweep.max(SWEEP_FLOOR) {
             self.held.retain(|_, held| held.strong_count() > 0);
@@ -100,7 +98,7 @@ mod tests {
     #[test]
     fn dead_registrations_are_swept_live_ones_kept() {
         let mut registry = Registry::default();
-        let live: Vec<Value> =
+        let live: Vec<Arc<[u8]>> =
             (0..100).map(|n| registry.share(format!("live-{n}").as_bytes(), vec![n as u8])).collect();
         for n in 0..4 * SWEEP_FLOOR {
             drop(registry.share(format!("dead-{n}").as_bytes(), vec![1, 2, 3]));
