@@ -114,8 +114,9 @@ pub enum Event {
         bogus_requests: u64,
         /// Bytes of keys and values applied (what producers asked to store).
         logical_bytes: u64,
-        /// Bytes the engine wrote to its disk for them; absent where the engine cannot tell
-        /// (LMDB with `storage.write_map`).
+        /// Bytes the engine wrote to its disk for them; absent for a node whose store could
+        /// not be read at the end, and in traces of builds before LMDB counted its writes
+        /// through its map (`storage.write_map`), which read those as absent too.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         engine_bytes_written: Option<u64>,
     },

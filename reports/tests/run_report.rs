@@ -224,9 +224,10 @@ fn outlying_lag_is_clipped_and_said() {
     assert!(lag.contains("clipped at the top edge"), "{lag}");
 }
 
-/// An engine that does not measure what it writes (LMDB with `storage.write_map`) leaves
-/// `engine_bytes_written` out of its node summary: its tier's row and the run's total say so,
-/// and never add the unknown bytes up as nothing; the other tiers keep their figures.
+/// A node summary without `engine_bytes_written` (a node whose store could not be read at the
+/// end, or a trace from before LMDB counted its writes through its map): its tier's row and the
+/// run's total say so, and never add the unknown bytes up as nothing; the other tiers keep their
+/// figures.
 #[test]
 fn unmeasured_bytes_written_are_shown_as_such_not_as_zero() {
     let (s, mut events) = generate(&Options { end_of_run: true, ..Options::reference() });
@@ -253,5 +254,5 @@ fn unmeasured_bytes_written_are_shown_as_such_not_as_zero() {
         assert_eq!(tier(unknown)[4..], ["not measured", "—"], "{amp:?}");
     }
     assert!(tier("region")[5].ends_with('×'), "{amp:?}");
-    assert!(text(one(&doc, "#write-amp-section")).contains("storage.write_map"));
+    assert!(text(one(&doc, "#write-amp-section")).contains("Not measured: a node's end-of-run summary lacks"));
 }

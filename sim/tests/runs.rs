@@ -260,38 +260,31 @@ fn same_seed_same_trace_on_memory_and_on_lmdb() {
     assert!(!lmdb.contains(r#""engine_bytes_written":0"#), "an LMDB node wrote nothing");
 }
 
-/// `[node] lmdb_write_map = true` runs every LMDB node with `MDB_WRITEMAP`. It is the same run:
-/// the trace equals the one without the flag in every event, but the node totals leave the
-/// bytes written out (not measured, never 0), and the report says so. It stays deterministic.
+/// The simulator runs LMDB with `MDB_WRITEMAP` unless a scenario sets `[node] lmdb_write_map =
+/// false`. It is the same run either way: the trace is equal in every event, the bytes each
+/// node's engine wrote included (LMDB counts them itself, with or without the flag), and the
+/// mapped run stays deterministic.
 #[test]
-fn lmdb_write_map_changes_nothing_but_what_is_measured() {
+fn lmdb_write_map_changes_nothing_the_simulator_observes() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let text = std::fs::read_to_string(root.join("scenarios/quickstart-lmdb.toml")).unwrap();
-    let scenario = dir.path().join("write-map.toml");
-    std::fs::write(&scenario, text.replacen("[node]\n", "[node]\nlmdb_write_map = true\n", 1)).unwrap();
-    let plain = dir.path().join("plain");
-    let (code, stdout) = qsim(&["run", "scenarios/quickstart-lmdb.toml", "--seed", "1", "--no-report"], &plain);
-    assert_eq!(code, 0, "{stdout}");
+    assert!(!text.contains("lmdb_write_map"), "the scenario leaves the simulator's default");
+    let scenario = dir.path().join("pwrite.toml");
+    std::fs::write(&scenario, text.replacen("[node]\n", "[node]\nlmdb_write_map = false\n", 1)).unwrap();
     let mapped = dir.path().join("mapped");
-    let (code, stdout) = qsim(&["run", scenario.to_str().unwrap(), "--seed", "1", "--check-determinism"], &mapped);
+    let (code, stdout) =
+        qsim(&["run", "scenarios/quickstart-lmdb.toml", "--seed", "1", "--check-determinism", "--no-report"], &mapped);
     assert_eq!(code, 0, "{stdout}");
-    assert!(stdout.contains("determinism pass"), "{stdout}");
-    assert!(stdout.contains("MDB_WRITEMAP") && stdout.contains("not measured"), "the run says so: {stdout}");
-    let (plain, mapped_trace) = (trace(&plain), trace(&mapped));
-    assert_eq!(plain.matches(r#""engine_bytes_written":"#).count(), 7, "every node measured without the flag");
-    assert!(!mapped_trace.contains("engine_bytes_written"), "bytes written left out with the flag");
-    let measured_left_out: String = plain
-        .lines()
-        .map(|line| match line.find(r#","engine_bytes_written":"#) {
-            Some(at) => format!("{}}}", &line[..at]),
-            None => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_eq!(measured_left_out, mapped_trace.trim_end(), "the same run but for the bytes written");
-    let report = std::fs::read_to_string(mapped.join("report.html")).unwrap();
-    assert!(report.contains("not measured"), "the report says the bytes written were not measured");
+    assert!(stdout.contains("engine     lmdb, MDB_WRITEMAP") && stdout.contains("determinism pass"), "{stdout}");
+    let written = dir.path().join("pwrite");
+    let (code, stdout) = qsim(&["run", scenario.to_str().unwrap(), "--seed", "1", "--no-report"], &written);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("lmdb_write_map = false"), "the run says which write path: {stdout}");
+    let (mapped, written) = (trace(&mapped), trace(&written));
+    assert_eq!(mapped.matches(r#""engine_bytes_written":"#).count(), 7, "every node measured with the flag");
+    assert!(!mapped.contains(r#""engine_bytes_written":0}"#), "an LMDB node counted nothing written");
+    assert_eq!(mapped, written, "the same run, bytes written included");
 }
 
 /// The first `node_summary` of `node` in a trace: (logical bytes, engine bytes written).

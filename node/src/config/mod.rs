@@ -78,10 +78,10 @@
 //! store larger than memory from evicting hot pages with read-ahead around cold ones. One
 //! write-path switch, LMDB only: `write_map = true` (`MDB_WRITEMAP`; default off) writes each
 //! commit's pages into LMDB's map instead of through `pwrite`, saving a copy of every page a
-//! commit touches; the data file is then extended to the map size (sparse), and the engine no
-//! longer measures the bytes it writes (write amplification reads "not measured"). It pays off
-//! where syncs are cheap (the simulator's in-memory scratch files); on a disk with every commit
-//! synced it measured slower (`./ci/bench-write-amp.sh`), so it is no default.
+//! commit touches; the data file is then extended to the map size (sparse). LMDB counts the
+//! bytes it writes the same way with or without it. It pays off where syncs are cheap (the
+//! simulator's in-memory scratch files, where the simulator turns it on); on a disk with every
+//! commit synced it measured slower (`./ci/bench-write-amp.sh`), so it is no node default.
 //!
 //! `[memory] limit_bytes` works like fdbserver's `--memory`: the node samples its resident set
 //! size once a second and, past the limit, logs why (resident size, limit, and the memory the

@@ -299,9 +299,8 @@ pub(crate) trait Engine: Send + Sync {
     fn flush(&mut self) -> Result<(), EngineError>;
     /// Bytes the store occupies on its disk now.
     fn disk_bytes(&self) -> Result<u64, EngineError>;
-    /// Bytes the engine has written to its disk since it was opened; `None` where the engine
-    /// cannot tell (LMDB with `MDB_WRITEMAP`, whose pages reach the disk through its map).
-    fn disk_bytes_written(&self) -> Option<u64>;
+    /// Bytes the engine has written to its disk since it was opened, by its own accounting.
+    fn disk_bytes_written(&self) -> u64;
     /// Writes a consistent copy of the store into `dir`, which must not exist yet.
     fn export_native(&self, dir: &Path) -> Result<(), EngineError>;
     /// What the engine holds in memory and how its cache is doing (see [`EngineResources`]).

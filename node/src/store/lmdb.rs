@@ -3,17 +3,19 @@
 //! Three named LMDB databases in one environment; one write transaction per commit, synced on
 //! commit (LMDB's default), so a commit is atomic and durable and a crash needs no recovery.
 //!
-//! `disk_bytes_written` counts the bytes the committing thread passed to `write`/`pwrite`
-//! during each commit, read from `/proc/thread-self/io` (`wchar`). LMDB writes dirty pages and
-//! the meta page from the committing thread, so this is exactly LMDB's write volume (and 0 on
-//! systems without `/proc`).
+//! `disk_bytes_written` is LMDB's own count of what each commit wrote: every dirty page
+//! (overflow pages in full) and the meta page's changed fields, read from
+//! `mdb_thread_bytes_written` before and after the commit. That function is the one patch qsim
+//! carries on heed's LMDB (`vendor/README.md`); the counter belongs to the committing thread,
+//! and a commit runs on one thread from start to end, so the difference is that commit's alone.
+//! It is the same figure with or without `MDB_WRITEMAP`, and equal to the bytes the thread
+//! passes to `pwrite` without it (a test holds it to the kernel's `wchar`).
 //!
 //! `storage.write_map` opens the environment with `MDB_WRITEMAP`: a commit writes its pages
 //! straight into the writable map instead of copying each through `pwrite` (the kernel's copy
 //! was a quarter of an LMDB run in the simulator). LMDB's own trade-offs come with it: the data
 //! file is extended to the map size at open (a sparse file), and a stray write through the map
-//! would land in the database. No write syscall carries the pages, so `disk_bytes_written` is
-//! `None`: not measured, never 0. `disk_bytes` counts `data.mdb` up to LMDB's last used page
+//! would land in the database. `disk_bytes` counts `data.mdb` up to LMDB's last used page
 //! (never past the file's end), which is the whole file without the flag.
 //!
 //! LMDB has no cache of its own: it reads through its memory map, so its cache is the OS page
@@ -70,8 +72,8 @@ impl From<&OpenOptions> for LmdbSettings {
 pub(crate) struct LmdbEngine {
     env: Env<WithoutTls>,
     tables: [Db; 3],
-    /// Bytes the commits passed to write syscalls; `None` with `MDB_WRITEMAP`, where none do.
-    bytes_written: Option<u64>,
+    /// Bytes LMDB's commits on this engine wrote (see the module doc).
+    bytes_written: u64,
     /// The data file as the kernel names its mapping in `/proc/self/smaps` (symlinks resolved).
     data_file: PathBuf,
     /// Read-only engines only: the one read transaction every read goes through.
@@ -130,8 +132,7 @@ impl LmdbEngine {
             .unwrap_commit();
         let data_file = path.join("data.mdb");
         let data_file = std::fs::canonicalize(&data_file).unwrap_or(data_file);
-        let bytes_written = (!settings.write_map).then_some(0);
-        Ok(LmdbEngine { env, tables, bytes_written, data_file, snapshot: None, readers: Default::default() })
+        Ok(LmdbEngine { env, tables, bytes_written: 0, data_file, snapshot: None, readers: Default::default() })
     }
 
     /// Opens the existing environment at `path` read-only, with one read transaction for every
@@ -188,7 +189,7 @@ impl LmdbEngine {
         Ok(LmdbEngine {
             env,
             tables: [meta, kv, log],
-            bytes_written: Some(0),
+            bytes_written: 0,
             data_file,
             snapshot: Some(Mutex::new(snapshot)),
             readers: Default::default(),
@@ -233,7 +234,7 @@ impl LmdbEngine {
         for slot in &mut self.readers {
             *slot.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let before = self.bytes_written.and_then(|_| thread_bytes_written());
+        let before = thread_bytes_written();
         let mut txn = self.env.write_txn().map_err(lmdb_error)?;
         let mut replaced = Vec::new();
         for write in &writes {
@@ -250,9 +251,8 @@ impl LmdbEngine {
             }
         }
         txn.commit().map_err(lmdb_error)?;
-        if let (Some(written), Some(before), Some(after)) = (&mut self.bytes_written, before, thread_bytes_written()) {
-            *written += after.saturating_sub(before);
-        }
+        let written = thread_bytes_written() - before;
+        self.bytes_written += written;
         Ok(())
     }
 
@@ -317,19 +317,16 @@ fn page_cache_figures(_data_file: &Path) -> EngineResources {
     EngineResources::default()
 }
 
-/// Bytes this thread has passed to write-family syscalls, if the kernel reports it.
-fn thread_bytes_written() -> Option<u64> {
-    use std::os::unix::fs::FileExt;
-    thread_local! {
-        // Opened once per thread (`thread-self` names the thread that opens it) and read again
-        // from the start, where the kernel regenerates the figures: one syscall per look, where
-        // opening, sizing, reading and closing it took five, twice per commit.
-        static IO: Option<std::fs::File> = std::fs::File::open("/proc/thread-self/io").ok();
+/// The bytes LMDB's write transactions on this thread have written so far (see the module doc).
+/// It replaces reading `wchar` from `/proc/thread-self/io` twice per commit, which cost 2 % of an
+/// LMDB run in the simulator and measured nothing with `MDB_WRITEMAP`.
+fn thread_bytes_written() -> u64 {
+    // SAFETY: the function takes nothing and reads a thread-local integer of LMDB's (the carried
+    // patch, vendor/lmdb-master-sys); it has no preconditions.
+    #[allow(unsafe_code)]
+    unsafe {
+        lmdb_master_sys::mdb_thread_bytes_written() as u64
     }
-    let mut buffer = [0u8; 512];
-    let read = IO.with(|io| io.as_ref()?.read_at(&mut buffer, 0).ok())?;
-    let io = std::str::from_utf8(&buffer[..read]).ok()?;
-    io.lines().find_map(|line| line.strip_prefix("wchar:")).and_then(|v| v.trim().parse().ok())
 }
 
 impl Engine for LmdbEngine {
@@ -390,7 +387,7 @@ impl Engine for LmdbEngine {
         Ok(files.saturating_sub(data_file) + used.min(data_file))
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
+    fn disk_bytes_written(&self) -> u64 {
         self.bytes_written
     }
 
@@ -447,11 +444,11 @@ mod tests {
         assert_eq!(engine.get(Table::Log, b"1").unwrap(), Some(b"entry".to_vec()));
     }
 
-    /// With `MDB_WRITEMAP` the same commits read back the same, survive a reopen, and occupy
-    /// the same bytes on disk as without it — although the data file itself is the whole map
-    /// — and the bytes written are unknown rather than 0.
+    /// With `MDB_WRITEMAP` the same commits read back the same, survive a reopen, occupy the
+    /// same bytes on disk as without it — although the data file itself is the whole map — and
+    /// count the same bytes written, commit by commit.
     #[test]
-    fn write_map_stores_the_same_and_does_not_count_what_it_wrote() {
+    fn write_map_stores_the_same_and_counts_the_same_bytes_written() {
         let commits: Vec<Vec<Write>> = (0..40u32)
             .map(|round| {
                 (0..25u32)
@@ -465,13 +462,16 @@ mod tests {
             })
             .collect();
         let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-        let mut disk = Vec::new();
+        let (mut disk, mut written) = (Vec::new(), Vec::new());
         for (dir, write_map) in dirs.iter().zip([false, true]) {
             let mut engine = LmdbEngine::open(dir.path(), &settings(write_map)).unwrap();
+            let mut per_commit = Vec::new();
             for writes in &commits {
+                let before = engine.disk_bytes_written();
                 engine.commit(writes.clone()).unwrap();
+                per_commit.push(engine.disk_bytes_written() - before);
             }
-            assert_eq!(engine.disk_bytes_written().is_none(), write_map);
+            written.push(per_commit);
             disk.push(engine.disk_bytes().unwrap());
             drop(engine);
             // `qs-node inspect` counts the same bytes.
@@ -482,6 +482,9 @@ mod tests {
             assert_eq!(data_file == 64 << 20, write_map, "data.mdb is {data_file} bytes");
         }
         assert_eq!(disk[0], disk[1], "the same commits occupy the same bytes with and without MDB_WRITEMAP");
+        assert_eq!(written[0], written[1], "the same commits write the same bytes with and without MDB_WRITEMAP");
+        // Every commit writes pages (the tree's root at least) and the meta fields beside them.
+        assert!(written[0].iter().all(|&w| w > 4096 && w % 4096 != 0), "{:?}", written[0]);
         let reopened: Vec<LmdbEngine> =
             dirs.iter().map(|dir| LmdbEngine::open(dir.path(), &settings(true)).unwrap()).collect();
         let mut pairs = [Vec::new(), Vec::new()];
@@ -508,18 +511,46 @@ mod tests {
         );
     }
 
-    /// Each commit counts what LMDB wrote for it: the value's pages at least, every time (the
-    /// thread's counters are read from one handle kept open, so the second look must move too).
+    /// Each commit counts what LMDB wrote for it: the value's pages at least, every time.
     #[test]
     fn every_commit_counts_the_bytes_it_wrote() {
         let dir = tempfile::tempdir().unwrap();
         let mut engine = LmdbEngine::open(dir.path(), &settings(false)).unwrap();
         for round in 0..3u8 {
-            let before = engine.disk_bytes_written().unwrap();
+            let before = engine.disk_bytes_written();
             let value = vec![round; 20_000];
             engine.commit(vec![Write::Put { table: Table::Kv, key: vec![b'k', round], value }]).unwrap();
-            let written = engine.disk_bytes_written().unwrap() - before;
+            let written = engine.disk_bytes_written() - before;
             assert!(written >= 20_000, "round {round}: a 20 000-byte value counted as {written} bytes written");
+        }
+    }
+
+    /// Without `MDB_WRITEMAP`, LMDB's count is what the kernel saw the committing thread pass to
+    /// its write calls (`wchar`), byte for byte: the patched counter measures the writes, not a
+    /// model of them.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_write_map_the_count_is_what_the_kernel_saw_written() {
+        let wchar = || {
+            let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+            io.lines().find_map(|line| line.strip_prefix("wchar:")).unwrap().trim().parse::<u64>().unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = LmdbEngine::open(dir.path(), &settings(false)).unwrap();
+        for round in 0..30u32 {
+            let writes = (0..20u32)
+                .map(|i| Write::Put {
+                    table: Table::Kv,
+                    key: format!("k{:05}", (round * 7919 + i * 104_729) % 3000).into_bytes(),
+                    // Some values past a page, which LMDB keeps on overflow pages.
+                    value: vec![round as u8; 10 + (i as usize * 613) % 9000],
+                })
+                .collect();
+            let (counted_before, kernel_before) = (engine.disk_bytes_written(), wchar());
+            engine.commit(writes).unwrap();
+            let kernel = wchar() - kernel_before;
+            // Reading /proc/thread-self/io writes nothing, so the kernel's figure is LMDB's alone.
+            assert_eq!(engine.disk_bytes_written() - counted_before, kernel, "round {round}");
         }
     }
 }

@@ -299,8 +299,8 @@ impl Engine for MemEngine {
         Ok(self.disk.held_bytes())
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
-        Some(self.bytes_written)
+    fn disk_bytes_written(&self) -> u64 {
+        self.bytes_written
     }
 
     fn export_native(&self, dir: &Path) -> Result<(), EngineError> {

@@ -62,18 +62,15 @@ pub struct StoreStats {
     pub disk_bytes: u64,
     /// Key and value bytes applied since open: the numerator's denominator of write amplification.
     pub logical_bytes_written: u64,
-    /// Bytes the engine wrote to disk since open (WAL, pages, flushes, compactions); `None`
-    /// where the engine cannot tell (LMDB with `storage.write_map`).
-    pub disk_bytes_written: Option<u64>,
+    /// Bytes the engine wrote to disk since open (WAL, pages, flushes, compactions).
+    pub disk_bytes_written: u64,
     pub checksum_failures: u64,
 }
 
 impl StoreStats {
-    /// Disk bytes written per logical byte written, if anything was written and the engine
-    /// measures what it wrote.
+    /// Disk bytes written per logical byte written, if anything was written.
     pub fn write_amplification(&self) -> Option<f64> {
-        let written = self.disk_bytes_written?;
-        (self.logical_bytes_written > 0).then(|| written as f64 / self.logical_bytes_written as f64)
+        (self.logical_bytes_written > 0).then(|| self.disk_bytes_written as f64 / self.logical_bytes_written as f64)
     }
 }
 

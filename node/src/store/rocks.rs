@@ -509,7 +509,7 @@ impl Engine for RocksEngine {
         dir_bytes(self.db.path()).map_err(|e| EngineError::failed(EngineKind::Rocksdb, e))
     }
 
-    fn disk_bytes_written(&self) -> Option<u64> {
+    fn disk_bytes_written(&self) -> u64 {
         self.settle_or_warn();
         let flushed = match &self.sim {
             // RocksDB's flush ticker counts whatever its thread wrote during the flush, MANIFEST
@@ -521,7 +521,7 @@ impl Engine for RocksEngine {
             .into_iter()
             .map(|ticker| self.options.get_ticker_count(ticker))
             .sum();
-        Some(logged_and_compacted + flushed)
+        logged_and_compacted + flushed
     }
 
     fn export_native(&self, dir: &Path) -> Result<(), EngineError> {

@@ -145,8 +145,8 @@ pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &Ru
         &rows,
     ));
     let unmeasured = if total.1.is_none() {
-        " Not measured: LMDB with <code>storage.write_map</code>, whose pages reach the disk through its map, \
-         not a write call."
+        " Not measured: a node's end-of-run summary lacks the figure (its store could not be read, or \
+         the trace is from a qsim before LMDB counted its writes through its map)."
     } else {
         ""
     };

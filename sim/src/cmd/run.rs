@@ -92,10 +92,12 @@ pub fn run(
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
     let engine = scenario.engine();
-    if engine == qs_node::EngineKind::Lmdb && scenario.node.lmdb_write_map {
-        println!("engine     lmdb, MDB_WRITEMAP ([node] lmdb_write_map): bytes written are not measured");
-    } else {
-        println!("engine     {engine}");
+    match engine {
+        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map => println!("engine     lmdb, MDB_WRITEMAP"),
+        qs_node::EngineKind::Lmdb => {
+            println!("engine     lmdb, pages written with pwrite ([node] lmdb_write_map = false)")
+        }
+        _ => println!("engine     {engine}"),
     }
     if scenario.buggify_for(seed) {
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };

@@ -32,7 +32,7 @@ pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States,
             bootstraps: metrics.bootstraps.get(),
             bogus_requests: bogus,
             logical_bytes: stats.as_ref().map_or(0, |s| s.logical_bytes_written),
-            engine_bytes_written: stats.as_ref().and_then(|s| s.disk_bytes_written),
+            engine_bytes_written: stats.as_ref().map(|s| s.disk_bytes_written),
         });
     }
     let Some(root) = states.get("root") else { return };
