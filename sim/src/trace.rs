@@ -123,19 +123,32 @@ impl Recorder {
         &self.events
     }
 
+    /// Hands over the recorded events, leaving none: the end of a run, where cloning them would
+    /// copy the whole trace once more.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
     pub fn violations(&self) -> impl Iterator<Item = &Event> {
         self.events.iter().filter(|e| matches!(e, Event::Violation { .. }))
     }
 }
 
-/// BLAKE3 over the canonical lines of `events`.
-pub fn digest(events: &[Event]) -> String {
-    let mut hasher = blake3::Hasher::new();
+/// The canonical trace of `events`: each one's line and a newline, in order — what
+/// `trace.jsonl` holds, byte for byte.
+pub fn text(events: &[Event]) -> String {
+    let mut text = Vec::with_capacity(events.len() * 128);
     for event in events {
-        hasher.update(event.line().as_bytes());
-        hasher.update(b"\n");
+        // Into the one buffer: no string per line (`Event::line` makes the same bytes).
+        serde_json::to_writer(&mut text, event).expect("events always serialize");
+        text.push(b'\n');
     }
-    hasher.finalize().to_hex().to_string()
+    String::from_utf8(text).expect("serde_json writes UTF-8")
+}
+
+/// BLAKE3 over a canonical trace ([`text`]).
+pub fn digest(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
 }
 
 /// The nodes' observer under the simulator: each [`NodeEvent`] a node reports becomes a trace

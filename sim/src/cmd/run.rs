@@ -174,7 +174,7 @@ pub fn run(
         (true, true) => exit::VIOLATION,
         (true, false) => exit::LIVENESS,
     };
-    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.events) {
+    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.trace) {
         return ExitCode::from(code);
     }
     if failed {
@@ -191,13 +191,7 @@ pub fn run(
 /// simulator's random stream). `Some(exit code)` when the traces differ or the second run wrote
 /// none.
 #[cfg(madsim)]
-fn determinism_check(
-    scenario: &Scenario,
-    seed: u64,
-    out: &std::path::Path,
-    events: &[qs_sim::trace::Event],
-) -> Option<u8> {
-    use qs_sim::trace::Event;
+fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, trace: &str) -> Option<u8> {
     let second = out.join("determinism-check");
     let status = std::env::current_exe().and_then(|exe| {
         std::process::Command::new(exe)
@@ -216,13 +210,11 @@ fn determinism_check(
             return Some(exit::NONDETERMINISM);
         }
     };
-    let first: Vec<String> = events.iter().map(Event::line).collect();
+    let first: Vec<&str> = trace.lines().collect();
     let again: Vec<&str> = again.lines().collect();
-    if let Some(at) =
-        (0..first.len().max(again.len())).find(|&i| first.get(i).map(String::as_str) != again.get(i).copied())
-    {
+    if let Some(at) = (0..first.len().max(again.len())).find(|&i| first.get(i) != again.get(i)) {
         println!("determinism FAIL: traces differ at event {at}");
-        println!("  first run:  {}", first.get(at).map_or("(ended)", String::as_str));
+        println!("  first run:  {}", first.get(at).copied().unwrap_or("(ended)"));
         println!("  second run: {}", again.get(at).copied().unwrap_or("(ended)"));
         println!("reproduce  {} --check-determinism", scenario.reproduce(seed));
         return Some(exit::NONDETERMINISM);
@@ -342,12 +334,7 @@ fn write_outputs(
     /// Violations listed in the summary (the trace has them all).
     const VIOLATIONS_LISTED: usize = 200;
     std::fs::create_dir_all(out)?;
-    let mut trace = String::new();
-    for event in &outcome.events {
-        trace.push_str(&event.line());
-        trace.push('\n');
-    }
-    std::fs::write(out.join("trace.jsonl"), trace)?;
+    std::fs::write(out.join("trace.jsonl"), &outcome.trace)?;
     let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
     let summary = qs_reports::schema::RunSummary {
         scenario: scenario.scenario.name.clone(),

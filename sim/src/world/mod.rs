@@ -54,6 +54,9 @@ const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 pub struct RunOutcome {
     pub events: Vec<Event>,
+    /// The canonical trace of `events` (`trace.jsonl`), encoded once: the digest, the file and
+    /// the determinism check all read it.
+    pub trace: String,
     pub digest: String,
     /// Why the run has not converged, per node; empty when it has.
     pub pending: Vec<String>,
@@ -128,10 +131,12 @@ fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOut
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
     let end = runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()));
-    let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).events().to_vec();
-    let digest = crate::trace::digest(&events);
+    let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).take_events();
+    let trace = crate::trace::text(&events);
+    let digest = crate::trace::digest(&trace);
     RunOutcome {
         events,
+        trace,
         digest,
         pending: end.pending,
         simulated: end.simulated,
