@@ -29,6 +29,7 @@
 //! staleness_failover = "30s"
 //! retention_entries = 100000       # log entries each node keeps
 //! gc_interval = "1s"
+//! # lmdb_write_map = true           # LMDB runs: MDB_WRITEMAP (default); false writes with pwrite
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
