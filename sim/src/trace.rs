@@ -180,3 +180,32 @@ impl NodeObserver for RecorderObserver {
         recorder.record(event);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text the digest and `trace.jsonl` share is each event's canonical line and a newline,
+    /// byte for byte, and the digest is BLAKE3 over exactly that text.
+    #[test]
+    fn the_canonical_text_is_the_events_lines() {
+        let events = vec![
+            Event::Applied { at_ms: 1, node: "root".into(), first: 1, last: 3, hash: "ab".into() },
+            Event::Fault {
+                at_ms: 2,
+                node: "mid-1".into(),
+                kind: FaultKind::Kill,
+                phase: FaultPhase::Start,
+                detail: "a \"quoted\" détail\n".into(),
+            },
+            Event::Phase { at_ms: 3, phase: RunPhase::Liveness },
+        ];
+        let canonical = text(&events);
+        let lines: String = events.iter().map(|event| event.line() + "\n").collect();
+        assert_eq!(canonical, lines);
+        assert_eq!(canonical.lines().count(), events.len(), "an escaped newline stays inside its line");
+        assert_eq!(digest(&canonical), blake3::hash(lines.as_bytes()).to_hex().to_string());
+        assert_ne!(digest(&canonical), digest(&canonical[..canonical.len() - 1]), "the digest covers every byte");
+        assert_eq!(text(&[]), "");
+    }
+}
