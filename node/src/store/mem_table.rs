@@ -45,6 +45,8 @@ impl PartialEq for Value {
     }
 }
 
+/// For the tests' model: the stores build values with [`Value::Own`] or a shared registry entry.
+#[cfg(test)]
 impl From<Vec<u8>> for Value {
     fn from(bytes: Vec<u8>) -> Value {
         Value::Own(bytes)
