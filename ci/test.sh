@@ -14,6 +14,13 @@ echo "== nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-valida
 "$(dirname "$0")/tests/launchers.sh"
 source "$(dirname "$0")/setup.sh"
 
+if cargo fmt --version >/dev/null 2>&1; then
+  echo "== rustfmt (rustfmt.toml: width 120)" >&2
+  cargo fmt --all --check
+else
+  echo "== rustfmt is not installed for this toolchain; skipping the format check" >&2
+fi
+
 if cargo clippy --version >/dev/null 2>&1; then
   echo "== clippy" >&2
   cargo clippy --workspace --all-targets --locked -- -D warnings

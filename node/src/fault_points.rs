@@ -35,8 +35,12 @@ pub enum FaultPoint {
 }
 
 impl FaultPoint {
-    const ALL: [FaultPoint; 4] =
-        [FaultPoint::SlowCommit, FaultPoint::DropAfterHandshake, FaultPoint::DropMidSnapshot, FaultPoint::EarlyKeepalive];
+    const ALL: [FaultPoint; 4] = [
+        FaultPoint::SlowCommit,
+        FaultPoint::DropAfterHandshake,
+        FaultPoint::DropMidSnapshot,
+        FaultPoint::EarlyKeepalive,
+    ];
 
     /// The probe a firing reports.
     pub fn probe(self) -> Probe {

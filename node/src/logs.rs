@@ -101,7 +101,10 @@ mod tests {
         assert_eq!(filter(&[]).unwrap(), "info");
         assert_eq!(filter(&[("RUST_LOG", "warn")]).unwrap(), "warn");
         assert_eq!(filter(&[("RUST_LOG", "warn"), ("QS_LOG", "debug")]).unwrap(), "debug");
-        assert_eq!(filter(&[("RUST_LOG", "info,qs_node::replication=debug")]).unwrap(), "qs_node::replication=debug,info");
+        assert_eq!(
+            filter(&[("RUST_LOG", "info,qs_node::replication=debug")]).unwrap(),
+            "qs_node::replication=debug,info"
+        );
     }
 
     #[test]

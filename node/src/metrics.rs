@@ -133,8 +133,16 @@ impl Default for Metrics {
         r.register("read_misses", "memcached get misses", m.read_misses.clone());
         r.register("bogus_requests", "Malformed or refused memcached requests", m.bogus_requests.clone());
         r.register("connections_open", "Open connections, by listener", m.connections_open.clone());
-        r.register("connections_max", "connections.<listener>.max: the cap on open connections", m.connections_max.clone());
-        r.register("connections_accepted", "Connections admitted under the cap, by listener", m.connections_accepted.clone());
+        r.register(
+            "connections_max",
+            "connections.<listener>.max: the cap on open connections",
+            m.connections_max.clone(),
+        );
+        r.register(
+            "connections_accepted",
+            "Connections admitted under the cap, by listener",
+            m.connections_accepted.clone(),
+        );
         r.register(
             "connections_refused",
             "Connections closed at once because the listener was at its cap",

@@ -25,9 +25,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::{NodeConfig, Role};
 use crate::connections::{Connections, Lifecycle, ListenerKind};
+use crate::fault_points::{FaultPoint, FaultPoints};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
-use crate::fault_points::{FaultPoint, FaultPoints};
 use crate::observe::{NodeEvent, NodeObserver};
 use crate::replication::protocol::UpstreamStatus;
 use crate::replication::staleness::SOURCE_QUIET;

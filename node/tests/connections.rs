@@ -123,7 +123,12 @@ struct Flooded {
 /// nothing), reopening the ones the node closes — at most a quarter of `per_port[i]` every
 /// 250 ms, so the flood stays at several times the cap without exhausting loopback ports — until
 /// `stop`.
-fn flood(targets: [SocketAddr; 3], halves: [&'static [u8]; 3], per_port: [usize; 3], stop: &AtomicBool) -> [Flooded; 3] {
+fn flood(
+    targets: [SocketAddr; 3],
+    halves: [&'static [u8]; 3],
+    per_port: [usize; 3],
+    stop: &AtomicBool,
+) -> [Flooded; 3] {
     let mut held: [Vec<TcpStream>; 3] = Default::default();
     let mut counts: [Flooded; 3] = Default::default();
     while !stop.load(Ordering::Relaxed) {
@@ -171,7 +176,8 @@ fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_repl
     let mut root = NodeProcess::start(&root_config, root_ports, &[], &[]);
     root.wait_serving(PATIENCE);
     let edge_ports = Ports::new();
-    let edge_config = write_config(dir.path(), "edge", edge_ports, Role::Replica { primaries: &[root_ports.replication] }, "");
+    let edge_config =
+        write_config(dir.path(), "edge", edge_ports, Role::Replica { primaries: &[root_ports.replication] }, "");
     let mut edge = NodeProcess::start(&edge_config, edge_ports, &[], &[]);
     edge.wait_serving(PATIENCE);
 
@@ -260,7 +266,9 @@ fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_repl
 
     // Replication went on over the edge's connection: it reaches the root's head.
     let root_index = writer.metric("qs_applied_index");
-    common::eventually_blocking("the edge catching up", PATIENCE, || edge_http.metric("qs_applied_index") >= root_index);
+    common::eventually_blocking("the edge catching up", PATIENCE, || {
+        edge_http.metric("qs_applied_index") >= root_index
+    });
     let mut edge_reader = MemcachedConnection::open(edge_ports.memcached);
     assert_eq!(edge_reader.get(&format!("dns:flood-{written}")), Some(format!("value-{written}").into_bytes()));
     drop(edge);

@@ -113,20 +113,22 @@ fn undamaged_stores_read_back_and_log_reads_verify() {
         // and stops when told to.
         let keys: [&[u8]; 4] = [b"zone:bystander", b"zone:absent", b"zone:victim", b"zone:bystander"];
         let mut seen = Vec::new();
-        store.get_each(&keys, &mut |position, value| {
-            seen.push((position, value.map(<[u8]>::to_vec)));
-            true
-        })
-        .unwrap();
+        store
+            .get_each(&keys, &mut |position, value| {
+                seen.push((position, value.map(<[u8]>::to_vec)));
+                true
+            })
+            .unwrap();
         let expected =
             vec![(0, Some(b"fine".to_vec())), (1, None), (2, Some(victim_value())), (3, Some(b"fine".to_vec()))];
         assert_eq!(seen, expected, "{kind}");
         let mut calls = 0;
-        store.get_each(&keys, &mut |_, _| {
-            calls += 1;
-            calls < 2
-        })
-        .unwrap();
+        store
+            .get_each(&keys, &mut |_, _| {
+                calls += 1;
+                calls < 2
+            })
+            .unwrap();
         assert_eq!(calls, 2, "{kind}: get_each went on after false");
         let read = store.read_log_after(0, LogReadLimits { entries_max: 10, bytes_max: 1 << 20 }).unwrap();
         assert!(matches!(read, LogRead::Entries(ref e) if e.len() == 1), "{kind}: {read:?}");

@@ -278,9 +278,8 @@ async fn producers_are_held_to_their_prefixes_and_quotas() {
     const WRITES: usize = 20;
     let (quota, elapsed) = tokio::task::spawn_blocking(move || {
         let started = std::time::Instant::now();
-        let quota: Vec<_> = (0..WRITES)
-            .map(|i| http("PUT", http_addr, &format!("/v1/keys/waf:rule-{i}"), Some(TOKEN), "v"))
-            .collect();
+        let quota: Vec<_> =
+            (0..WRITES).map(|i| http("PUT", http_addr, &format!("/v1/keys/waf:rule-{i}"), Some(TOKEN), "v")).collect();
         (quota, started.elapsed())
     })
     .await

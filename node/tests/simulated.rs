@@ -60,7 +60,9 @@ impl NodeObserver for EventLog {
 /// Starts a node on a fresh memory disk, reporting to `log`.
 async fn start_logged(config: NodeConfig, node_id: u128, log: &std::sync::Arc<EventLog>) -> Node {
     let observer: std::sync::Arc<dyn NodeObserver> = log.clone();
-    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, None, Some(observer), false).await.unwrap()
+    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, None, Some(observer), false)
+        .await
+        .unwrap()
 }
 
 fn head(state: &NodeState) -> (u64, String, String) {
@@ -152,8 +154,11 @@ fn the_node_replicates_and_fails_over_inside_the_simulator() {
     let (heads, events) = run(7);
     assert_eq!(heads[0], heads[1]);
     // The edge followed the mid, then (the mid killed) the root.
-    let moves: Vec<&NodeEvent> =
-        events.iter().filter(|(_, node, e)| node == "edge" && matches!(e, NodeEvent::SourceChanged { .. })).map(|(_, _, e)| e).collect();
+    let moves: Vec<&NodeEvent> = events
+        .iter()
+        .filter(|(_, node, e)| node == "edge" && matches!(e, NodeEvent::SourceChanged { .. }))
+        .map(|(_, _, e)| e)
+        .collect();
     assert!(moves.len() >= 2, "{moves:?}");
 }
 

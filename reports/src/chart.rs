@@ -468,9 +468,7 @@ pub fn xy_svg(lines: &[XyLine], x_desc: &str, y_desc: &str, band: Option<(f64, f
         for line in lines {
             let style = line.color.stroke_width(2);
             chart.draw_series(LineSeries::new(line.points.iter().copied(), style)).map_err(err)?;
-            chart
-                .draw_series(line.points.iter().map(|&p| Circle::new(p, 3, line.color.filled())))
-                .map_err(err)?;
+            chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, line.color.filled()))).map_err(err)?;
         }
         root.present().map_err(err)?;
     }

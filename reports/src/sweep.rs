@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use crate::chart;
 use crate::html::{badge, duration, esc, page, url_segment};
-use crate::schema::{Outcome, RunResult, SweepSummary};
 #[cfg(test)]
 use crate::schema::{KnownFailures, Probe, ProbeHits};
+use crate::schema::{Outcome, RunResult, SweepSummary};
 use crate::series::quantile;
 use crate::{ReportError, load};
 
@@ -309,8 +309,9 @@ fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
     }
     out.push_str("</section>\n");
 
-    let caught: Vec<usize> =
-        (0..summary.results.len()).filter(|&i| summary.results[i].ok && summary.results[i].outcome != Outcome::Pass).collect();
+    let caught: Vec<usize> = (0..summary.results.len())
+        .filter(|&i| summary.results[i].ok && summary.results[i].outcome != Outcome::Pass)
+        .collect();
     if !caught.is_empty() {
         out.push_str(
             "<section id=\"expected-failures\"><h2>Expected failures</h2><p class=\"note\">Runs that failed the way \
@@ -441,8 +442,14 @@ mod tests {
     fn huge_sweeps_draw_every_failing_cell_and_count_the_rest() {
         let n = MAX_PASSING_CELLS as u64 + 500;
         let results: Vec<RunResult> = (1..=n).map(|seed| result("swarm", seed, seed % 1000 != 0)).collect();
-        let mut summary =
-            SweepSummary { seeds: format!("1..{}", n + 1), shard: "1/1".into(), runs: n, failed: 2, results, groups: Vec::new() };
+        let mut summary = SweepSummary {
+            seeds: format!("1..{}", n + 1),
+            shard: "1/1".into(),
+            runs: n,
+            failed: 2,
+            results,
+            groups: Vec::new(),
+        };
         summary.regroup(&KnownFailures::default());
         assert_eq!(summary.groups.len(), 1, "one signature");
         assert_eq!((summary.groups[0].count, summary.groups[0].first_seed), (2, 1000));

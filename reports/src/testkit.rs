@@ -217,7 +217,8 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
     // Children move off a source once it goes down (or, on a slow disk, three seconds later).
     for f in &opts.faults {
         let Some(src) = nodes.iter().position(|n| n.name == f.node) else { continue };
-        let (reason, delay) = if down_kind(f.kind) { (SourceReason::Disconnected, 200) } else { (SourceReason::Stale, 3_000) };
+        let (reason, delay) =
+            if down_kind(f.kind) { (SourceReason::Disconnected, 200) } else { (SourceReason::Stale, 3_000) };
         let siblings: Vec<usize> =
             (0..nodes.len()).filter(|&i| i != src && nodes[i].depth == nodes[src].depth).collect();
         let Some(&to) = siblings.first() else { continue };

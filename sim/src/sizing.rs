@@ -143,7 +143,13 @@ fn edge_prefix(table: &toml::Table) -> String {
 
 /// The scenario with its cache, readers' skew and name changed and no memory limit, written
 /// under `out/scenarios/`.
-fn write_variant(table: &toml::Table, out: &Path, name: &str, cache_bytes: u64, skew: Option<f64>) -> Result<PathBuf, String> {
+fn write_variant(
+    table: &toml::Table,
+    out: &Path,
+    name: &str,
+    cache_bytes: u64,
+    skew: Option<f64>,
+) -> Result<PathBuf, String> {
     let mut table = table.clone();
     if let Some(about) = table.get_mut("scenario").and_then(|s| s.as_table_mut()) {
         about.insert("name".into(), toml::Value::String(format!("sizing-{name}")));

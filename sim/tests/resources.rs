@@ -47,7 +47,11 @@ fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_
     let (code, stdout) = qsim(&["run", "scenarios/cache-undersized.toml", "--seed", "1"], &undersized);
     assert_eq!(code, 1, "{stdout}");
     assert!(failed_naming(&undersized, Checker::Cache, &["cache miss ratio of reads"]), "{stdout}");
-    assert!(stdout.contains("UNDERSIZED") && stdout.contains("formulas   predict a violation; the models found a violation: agree"), "{stdout}");
+    assert!(
+        stdout.contains("UNDERSIZED")
+            && stdout.contains("formulas   predict a violation; the models found a violation: agree"),
+        "{stdout}"
+    );
     for checker in [Checker::Sequence, Checker::Chain, Checker::Reads, Checker::Memory] {
         assert!(passed(&undersized, checker), "{checker} must pass: {stdout}");
     }
@@ -76,7 +80,10 @@ fn an_undersized_cache_misses_like_the_seed_and_fails_cache_while_the_sized_one_
     let cfg = &edge.categories[0];
     assert_eq!(cfg.prefix, "cfg0");
     assert!(cfg.keys > 20_000 * 1000, "scaled keys {}", cfg.keys);
-    assert!(cfg.data_bytes <= cfg.stored_bytes && cfg.cached_bytes > 0 && cfg.cached_bytes <= cfg.stored_bytes, "{cfg:?}");
+    assert!(
+        cfg.data_bytes <= cfg.stored_bytes && cfg.cached_bytes > 0 && cfg.cached_bytes <= cfg.stored_bytes,
+        "{cfg:?}"
+    );
 }
 
 /// A small RocksDB cluster under the simulator, reading a hot set through the RocksDB-shaped
@@ -129,7 +136,8 @@ converge_within = "60s"
 fn rocksdb_nodes_read_through_its_shape_deterministically_and_the_formula_holds() {
     let dir = tempfile::tempdir().unwrap();
     let sized = rocksdb_cache_scenario(dir.path(), "17 GiB");
-    let (code, stdout) = qsim(&["run", sized.to_str().unwrap(), "--seed", "1", "--check-determinism"], &dir.path().join("a"));
+    let (code, stdout) =
+        qsim(&["run", sized.to_str().unwrap(), "--seed", "1", "--check-determinism"], &dir.path().join("a"));
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("RocksDB blocks: an index block per"), "the RocksDB shape: {stdout}");
     assert!(passed(&dir.path().join("a"), Checker::Cache) && stdout.contains("determinism pass"), "{stdout}");
@@ -225,10 +233,8 @@ fn a_planted_over_budget_node_is_caught_and_named() {
     let dir = tempfile::tempdir().unwrap();
     // quickstart with a 1.5 GiB limit over 1 GiB of base, a 1 GiB cache and buffers: every node is
     // over budget once its cache fills.
-    let quickstart = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"),
-    )
-    .unwrap();
+    let quickstart =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml")).unwrap();
     let planted = dir.path().join("over-budget.toml");
     std::fs::write(
         &planted,

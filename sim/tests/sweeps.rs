@@ -57,7 +57,17 @@ fn what_a_killed_run_left_in_its_scratch_folder_is_removed_by_the_sweep() {
     let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
         .current_dir(root())
         .env("QSIM_SCRATCH_DIR", &scratch)
-        .args(["sweep", "scenarios/quickstart.toml", "--seeds", "1..=2", "--jobs", "1", "--run-wrapper", &wrapper, "--out"])
+        .args([
+            "sweep",
+            "scenarios/quickstart.toml",
+            "--seeds",
+            "1..=2",
+            "--jobs",
+            "1",
+            "--run-wrapper",
+            &wrapper,
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("qsim runs");
@@ -105,7 +115,8 @@ fn a_hanging_and_a_crashing_run_are_recorded_while_the_sweep_finishes_and_group_
     assert!(hang.reproduce.ends_with("--seed 2") && hang.wall_ms >= 20_000, "{hang:?}");
     assert!(hang.out.join("stdout.txt").is_file(), "a killed run keeps what it wrote");
     // Two groups: the two crashes are one bug, the hang another.
-    let groups: Vec<(&str, u64, u64)> = s.groups.iter().map(|g| (g.signature.as_str(), g.count, g.first_seed)).collect();
+    let groups: Vec<(&str, u64, u64)> =
+        s.groups.iter().map(|g| (g.signature.as_str(), g.count, g.first_seed)).collect();
     assert_eq!(groups, [("crash: killed by SIGSEGV", 2, 3), ("hang", 1, 2)], "{stdout}");
     assert!(stdout.contains("group") && stdout.contains("crash: killed by SIGSEGV"), "{stdout}");
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
@@ -116,15 +127,20 @@ fn a_hanging_and_a_crashing_run_are_recorded_while_the_sweep_finishes_and_group_
     let known = dir.path().join("known.txt");
     std::fs::write(&known, "# known\ncrash: killed by SIGSEGV\nhang\n").unwrap();
     let merged = dir.path().join("merged");
-    let (code, stdout) = qsim(&["merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap(), "--known", known.to_str().unwrap()]);
+    let (code, stdout) =
+        qsim(&["merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap(), "--known", known.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("0 new"), "{stdout}");
     std::fs::write(&known, "hang\n").unwrap();
-    let (code, stdout) = qsim(&["merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap(), "--known", known.to_str().unwrap()]);
+    let (code, stdout) =
+        qsim(&["merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap(), "--known", known.to_str().unwrap()]);
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("1 new") && stdout.contains("(NEW)"), "{stdout}");
     let report = std::fs::read_to_string(merged.join("report.html")).unwrap();
-    assert!(report.contains("id=\"groups-table\"") && report.contains("crash: killed by SIGSEGV"), "no groups in the report");
+    assert!(
+        report.contains("id=\"groups-table\"") && report.contains("crash: killed by SIGSEGV"),
+        "no groups in the report"
+    );
 }
 
 #[test]
@@ -219,12 +235,14 @@ engines = ["memory"]
     assert!(merged.results.iter().any(|r| r.scenario == "quickstart-lmdb"), "engines name the runs");
 
     // A launcher cut into another number of shards is refused before anything runs.
-    let (code, stdout) = qsim(&["nightly", definition, "--shard", "1/2", "--out", dir.path().join("x").to_str().unwrap()]);
+    let (code, stdout) =
+        qsim(&["nightly", definition, "--shard", "1/2", "--out", dir.path().join("x").to_str().unwrap()]);
     assert_eq!(code, 2, "{stdout}");
     assert!(stdout.contains("field `shards`") && stdout.contains("3 shards"), "{stdout}");
     // The shipped definition loads (every scenario, engine and the known-failures file), and
     // is refused only for the shard count it is asked for here.
-    let (code, stdout) = qsim(&["nightly", "ci/nightly.toml", "--shard", "1/999", "--out", dir.path().join("y").to_str().unwrap()]);
+    let (code, stdout) =
+        qsim(&["nightly", "ci/nightly.toml", "--shard", "1/999", "--out", dir.path().join("y").to_str().unwrap()]);
     assert_eq!(code, 2, "{stdout}");
     assert!(stdout.contains("ci/nightly.toml: field `shards`"), "{stdout}");
 }

@@ -234,4 +234,3 @@ async fn skip_data_block<R: AsyncBufRead + Unpin>(
     out.extend_from_slice(&reply);
     Ok(step)
 }
-

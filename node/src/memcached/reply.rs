@@ -3,8 +3,8 @@
 
 use super::request::{Request, RequestError};
 use super::{
-    ERROR_MESSAGE_BYTES_MAX, PENDING_REPLY_BYTES_MAX, READ_ONLY_REPLY, REPLY_BYTES_MAX, REPLY_BYTES_PER_KEY, ReadBackend,
-    ReadCounters,
+    ERROR_MESSAGE_BYTES_MAX, PENDING_REPLY_BYTES_MAX, READ_ONLY_REPLY, REPLY_BYTES_MAX, REPLY_BYTES_PER_KEY,
+    ReadBackend, ReadCounters,
 };
 
 /// What the connection does after a request, its reply (if any) already in the output.
@@ -27,7 +27,12 @@ pub(super) fn refuse(error: RequestError, counters: &ReadCounters, out: &mut Vec
 }
 
 /// Answers a well-formed request, its reply appended to `out`.
-pub(super) fn respond(request: Request<'_>, backend: &dyn ReadBackend, counters: &ReadCounters, out: &mut Vec<u8>) -> Step {
+pub(super) fn respond(
+    request: Request<'_>,
+    backend: &dyn ReadBackend,
+    counters: &ReadCounters,
+    out: &mut Vec<u8>,
+) -> Step {
     match request {
         Request::Get { keys, cas } => get_reply(&keys, cas, backend, counters, out),
         Request::Version => out.extend_from_slice(format!("VERSION {}\r\n", version()).as_bytes()),
@@ -157,4 +162,3 @@ fn stats_reply(backend: &dyn ReadBackend, counters: &ReadCounters) -> Vec<u8> {
 fn one_line(text: &str, no_spaces: bool) -> String {
     text.chars().map(|c| if c.is_control() || (no_spaces && c == ' ') { '_' } else { c }).collect()
 }
-

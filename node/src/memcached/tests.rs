@@ -72,13 +72,7 @@ async fn answers_whole_or_server_error() {
     let s = counters.snapshot();
     assert_eq!(
         s,
-        ReadCountersSnapshot {
-            get_hits: 3,
-            get_misses: 1,
-            bogus_requests: 0,
-            server_errors: 1,
-            connections_total: 1
-        }
+        ReadCountersSnapshot { get_hits: 3, get_misses: 1, bogus_requests: 0, server_errors: 1, connections_total: 1 }
     );
 }
 

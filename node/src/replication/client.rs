@@ -389,9 +389,12 @@ fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
 fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
     let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
     let legacy = state.config.legacy.apply_without_gap_check;
-    let applied = state.with_store(|store| {
-        if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }
-    });
+    let applied =
+        state.with_store(
+            |store| {
+                if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }
+            },
+        );
     applied.map_err(|e| match e {
         StoreError::Refused(refusal) => refusal.to_string(),
         // The commit met damage already in the store (a RocksDB compaction reading a corrupt

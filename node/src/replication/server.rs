@@ -30,9 +30,9 @@ use super::protocol::{
 };
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
 use crate::entry::StoredEntry;
+use crate::fault_points::FaultPoint;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
-use crate::fault_points::FaultPoint;
 use crate::observe::Probe;
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};

@@ -136,7 +136,9 @@ async fn probe_one(state: &NodeState, source: SocketAddr, mine: u64) -> bool {
     // newest-only hello streams from its head on): the whole exchange within SOURCE_QUIET.
     let deadline = Instant::now() + SOURCE_QUIET;
     loop {
-        let Ok(Ok(Some(message))) = timeout(deadline.saturating_duration_since(Instant::now()), read_message(&mut stream)).await else {
+        let Ok(Ok(Some(message))) =
+            timeout(deadline.saturating_duration_since(Instant::now()), read_message(&mut stream)).await
+        else {
             return false;
         };
         match message {

@@ -42,9 +42,9 @@ pub use location::{OpenOptions, StoreLocation};
 pub(crate) use location::{describe_path, detect_engine};
 pub use log::{GcOutcome, LogRead, LogReadLimits, RetentionPolicy};
 pub use mem::MemDisk;
+use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use record::{STORE_FORMAT_VERSION, meta};
 pub(crate) use record::{record_value_len, verified_value};
-use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, VerifiedEntry, escape};
@@ -347,9 +347,9 @@ impl Store {
             // decoded from them (a `VerifiedEntry`).
             let compressed = match stored {
                 Some(bytes) => bytes.to_vec(),
-                None => entry
-                    .compress_verified()
-                    .map_err(|source| ApplyRefusal::BadEntry { index: entry.index, source })?,
+                None => {
+                    entry.compress_verified().map_err(|source| ApplyRefusal::BadEntry { index: entry.index, source })?
+                }
             };
             writes.push(Write::Put { table: Table::Log, key: log_key(entry.index).to_vec(), value: compressed });
             logical_bytes_written += entry.logical_bytes();
@@ -390,7 +390,11 @@ impl Store {
     /// position in `keys` and its verified value (None: absent), borrowed from the engine for the
     /// call; stops at the first `false`. A value whose checksum fails ends the reads with
     /// [`StoreError::Checksum`], as [`get`](Self::get) does.
-    pub fn get_each(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool) -> Result<(), StoreError> {
+    pub fn get_each(
+        &self,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool,
+    ) -> Result<(), StoreError> {
         let mut damaged = None;
         let read = self.engine.get_each(Table::Kv, keys, &mut |position, record| match record {
             None => found(position, None),

@@ -570,7 +570,9 @@ fn memory_components_figure(events: &[Event], axis: &TimeAxis) -> Option<Figure>
         {
             limit = *l;
             let t = *at_ms as f64 / 1000.0;
-            for (i, v) in [base, cache, byte_sample, engine, memtables, buffers, allocator_overhead].into_iter().enumerate() {
+            for (i, v) in
+                [base, cache, byte_sample, engine, memtables, buffers, allocator_overhead].into_iter().enumerate()
+            {
                 series[i].push((t, *v as f64 / GIB));
             }
         }
@@ -723,4 +725,3 @@ fn metric_figure(
         note,
     })
 }
-

@@ -44,7 +44,18 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
     );
     println!(
         "{:<40} {:>10} {:>6} | {:>7} {:>7} {:>9} | {:>7} {:>7} | {:>10} {:>10} {:>10} | {:>10}",
-        "workload", "read-ahead", "gets", "faults", "1st", "disk read", "model", "diff", "cached bef", "cached aft", "mapped", "model pgs"
+        "workload",
+        "read-ahead",
+        "gets",
+        "faults",
+        "1st",
+        "disk read",
+        "model",
+        "diff",
+        "cached bef",
+        "cached aft",
+        "mapped",
+        "model pgs"
     );
     let mut off = Vec::new();
     for workload in workloads {
@@ -76,7 +87,11 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
             let diff = faults.map(|f| pct(f, misses.max(1)) - 100.0);
             let mark = diff.map_or(" ", |d| if !read_ahead && d.abs() > TOLERANCE_PP { "!" } else { " " });
             if mark == "!" {
-                off.push(format!("{} without read-ahead: {} faults, model {misses} misses", workload.name, show(faults)));
+                off.push(format!(
+                    "{} without read-ahead: {} faults, model {misses} misses",
+                    workload.name,
+                    show(faults)
+                ));
             }
             println!(
                 "{:<40} {:>10} {:>6} | {:>7} {:>7} {:>9} | {:>7} {:>6}{mark} | {:>10} {:>10} {:>10} | {:>10}",
@@ -95,12 +110,24 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
             );
         }
     }
-    println!("faults: major faults over all the gets; 1st: over the first {COLD_GETS}; disk read: bytes the process read from the disk;");
-    println!("model: the model's misses (each a 4 KiB read); diff: faults against the model's misses; cached bef/aft: data.mdb's bytes");
-    println!("in the page cache after the drop and after the gets (util-linux fincore, n/a without it); mapped: resident bytes of the");
-    println!("mapping; model pgs: distinct pages the model read. With read-ahead on, a fault reads the whole window around its page,");
-    println!("so LMDB faults far less often than the model misses; without it (MDB_NORDAHEAD) each fault is one page, as in the model.");
-    println!("tolerance: without read-ahead, faults within {TOLERANCE_PP} % of the model's misses; rows past it are marked '!'.");
+    println!(
+        "faults: major faults over all the gets; 1st: over the first {COLD_GETS}; disk read: bytes the process read from the disk;"
+    );
+    println!(
+        "model: the model's misses (each a 4 KiB read); diff: faults against the model's misses; cached bef/aft: data.mdb's bytes"
+    );
+    println!(
+        "in the page cache after the drop and after the gets (util-linux fincore, n/a without it); mapped: resident bytes of the"
+    );
+    println!(
+        "mapping; model pgs: distinct pages the model read. With read-ahead on, a fault reads the whole window around its page,"
+    );
+    println!(
+        "so LMDB faults far less often than the model misses; without it (MDB_NORDAHEAD) each fault is one page, as in the model."
+    );
+    println!(
+        "tolerance: without read-ahead, faults within {TOLERANCE_PP} % of the model's misses; rows past it are marked '!'."
+    );
     if off.is_empty() {
         println!("without read-ahead the model is within the tolerance on every workload.");
     } else {

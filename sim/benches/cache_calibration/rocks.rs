@@ -177,7 +177,11 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
         (shape.data_blocks * PAGE_BYTES) as f64 / shape.data_block_bytes.max(1) as f64,
         kib(shape.index_bytes as f64),
         pct(shape.index_bytes, shape.sst_bytes),
-        if shape.filter_bytes == 0 { "none (no filter policy is set)".to_string() } else { kib(shape.filter_bytes as f64) },
+        if shape.filter_bytes == 0 {
+            "none (no filter policy is set)".to_string()
+        } else {
+            kib(shape.filter_bytes as f64)
+        },
     );
 
     // The models: the same keys and value sizes, in the same order. The RocksDB-shaped one has
@@ -209,7 +213,20 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
         println!("\n{}", workload.name);
         println!(
             "{:>7} {:>10} | {:>6} {:>6} {:>7} | {:>6} {:>7} | {:>5} {:>5} | {:>6} {:>6} | {:>6} {:>6} | {:>8}",
-            "share", "cache", "rocks", "lsm", "diff", "btree", "diff", "r/get", "l/get", "r idx", "l idx", "r data", "l data", "disk/mis"
+            "share",
+            "cache",
+            "rocks",
+            "lsm",
+            "diff",
+            "btree",
+            "diff",
+            "r/get",
+            "l/get",
+            "r idx",
+            "l idx",
+            "r data",
+            "l data",
+            "disk/mis"
         );
         for share in SHARES {
             let cache_bytes = ((shape.sst_bytes as f64 * share) as usize).max(1);
@@ -217,7 +234,8 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
             let (model, model_leaves) = model_run(&mut lsm, cache_bytes as u64, workload);
             let btree_capacity = ((pages as f64 * share).round() as u64).max(1) * PAGE_BYTES;
             let (tree, _) = model_run(&mut btree, btree_capacity, workload);
-            let model_index = Touches { hits: model.hits - model_leaves.hits, misses: model.misses - model_leaves.misses };
+            let model_index =
+                Touches { hits: model.hits - model_leaves.hits, misses: model.misses - model_leaves.misses };
             let (real_ratio, model_ratio, tree_ratio) = (ratio(real.touches), ratio(model), ratio(tree));
             let diff = model_ratio - real_ratio;
             let mark = |d: f64| if d.abs() > TOLERANCE_PP { "!" } else { " " };
@@ -267,8 +285,12 @@ pub fn calibrate(data: &[(Vec<u8>, Vec<u8>)], db_id: qs_node::DatabaseId, scratc
     println!(
         "of its {pages} pages); misses per get (r/get, l/get); index- and data-block miss ratios, RocksDB (perf context) and the lsm"
     );
-    println!("model; disk/mis: bytes RocksDB read from the device per miss (direct reads: every miss is a device read).");
-    println!("tolerance: |lsm - rocksdb| <= {TOLERANCE_PP} percentage points of miss ratio; rows past it are marked '!'.");
+    println!(
+        "model; disk/mis: bytes RocksDB read from the device per miss (direct reads: every miss is a device read)."
+    );
+    println!(
+        "tolerance: |lsm - rocksdb| <= {TOLERANCE_PP} percentage points of miss ratio; rows past it are marked '!'."
+    );
     if off.is_empty() {
         println!("the RocksDB-shaped model is within the tolerance on every row ({rows}).");
     } else {

@@ -96,7 +96,9 @@ impl Containment {
             if self.active_on(source) {
                 return None;
             }
-            if let Some((_, end)) = self.ended.get(source).filter(|(_, end)| at_ms.saturating_sub(*end) <= self.window_ms()) {
+            if let Some((_, end)) =
+                self.ended.get(source).filter(|(_, end)| at_ms.saturating_sub(*end) <= self.window_ms())
+            {
                 if since < end {
                     return None;
                 }
@@ -228,7 +230,8 @@ impl Observer for Containment {
                 Vec::new()
             }
             Event::SourceChanged { at_ms, node, source, reason } => {
-                let found = if *reason == SourceReason::Start { None } else { self.judge(*at_ms, node, source, *reason) };
+                let found =
+                    if *reason == SourceReason::Start { None } else { self.judge(*at_ms, node, source, *reason) };
                 if let Some(to) = self.paths.node_at(source) {
                     self.current.insert(node.clone(), (to.to_string(), *at_ms));
                 }

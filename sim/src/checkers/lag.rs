@@ -108,7 +108,13 @@ impl Lag {
 
     /// With the topology, so the per-node rule applies during faults.
     pub fn with_paths(lag_max_ms: u64, paths: Paths) -> Lag {
-        Lag { lag_max_ms, faults: FaultQuiet::default(), paths, node_faults: NodeFaults::default(), breaching: BTreeSet::new() }
+        Lag {
+            lag_max_ms,
+            faults: FaultQuiet::default(),
+            paths,
+            node_faults: NodeFaults::default(),
+            breaching: BTreeSet::new(),
+        }
     }
 
     /// A source of `node` whose path to the root has been untouched by faults for the window.
@@ -151,7 +157,9 @@ impl Observer for Lag {
             return Vec::new();
         }
         match event {
-            Event::SourceChanged { at_ms, node, source, reason } if self.settled(*at_ms) && *reason != SourceReason::Start => {
+            Event::SourceChanged { at_ms, node, source, reason }
+                if self.settled(*at_ms) && *reason != SourceReason::Start =>
+            {
                 let message = format!(
                     "flapping: moved to source {source} ({reason}) with every fault healed for over {} ms",
                     self.lag_max_ms
@@ -192,7 +200,13 @@ impl Observer for Lag {
                     "lag {lag_ms} ms while its source {source} had a fault-free path upstream for the last {bound} ms; \
                      the bound during faults is {bound} ms (staleness failover + heartbeat + {FAILOVER_MARGIN_MS} ms)"
                 );
-                vec![Event::Violation { at_ms: *at_ms, checker: Checker::Lag, node: node.clone(), index: *applied, message }]
+                vec![Event::Violation {
+                    at_ms: *at_ms,
+                    checker: Checker::Lag,
+                    node: node.clone(),
+                    index: *applied,
+                    message,
+                }]
             }
             _ => Vec::new(),
         }
@@ -202,7 +216,7 @@ impl Observer for Lag {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{FaultKind};
+    use crate::trace::FaultKind;
 
     fn sample(at_ms: u64, lag_ms: u64) -> Event {
         Event::LagSample { at_ms, node: "edge-1".into(), lag_ms, applied: 1 }
@@ -281,15 +295,24 @@ mod tests {
     fn no_blame_when_no_source_has_a_healthy_path_or_the_node_itself_was_hit() {
         let growing = |from: u64| (from + 1..=59).map(move |s| edge(s * 1000, (s - from) * 1000));
         // Both sources faulted: nowhere to go.
-        let mut events = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start), on(10_000, "mid-2", FaultKind::Kill, FaultPhase::Start)];
+        let mut events = vec![
+            on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start),
+            on(10_000, "mid-2", FaultKind::Kill, FaultPhase::Start),
+        ];
         events.extend(growing(10));
         assert!(breaches(&events).is_empty());
         // The only healthy source's own source (the root) is cut off.
-        let mut events = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start), on(10_000, "root", FaultKind::Partition, FaultPhase::Start)];
+        let mut events = vec![
+            on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start),
+            on(10_000, "root", FaultKind::Partition, FaultPhase::Start),
+        ];
         events.extend(growing(10));
         assert!(breaches(&events).is_empty());
         // The node itself was killed and came back: it gets the bound to catch up.
-        let mut events = vec![on(10_000, "edge-1", FaultKind::Kill, FaultPhase::Start), on(20_000, "edge-1", FaultKind::Kill, FaultPhase::End)];
+        let mut events = vec![
+            on(10_000, "edge-1", FaultKind::Kill, FaultPhase::Start),
+            on(20_000, "edge-1", FaultKind::Kill, FaultPhase::End),
+        ];
         events.extend((21..=25).map(|s| edge(s * 1000, 15_000)));
         assert!(breaches(&events).is_empty());
         // A network-wide fault makes any path slow.

@@ -77,7 +77,10 @@ mod tests {
         assert_eq!(found.len(), 1);
         let Event::Violation { checker, message, .. } = &found[0] else { panic!("{found:?}") };
         assert_eq!(*checker, Checker::Memory);
-        assert!(message.contains("9.00 GiB over the limit 8.00 GiB") && message.contains("byte sample 8.00 GiB"), "{message}");
+        assert!(
+            message.contains("9.00 GiB over the limit 8.00 GiB") && message.contains("byte sample 8.00 GiB"),
+            "{message}"
+        );
         assert!(check.observe(&sample(8 << 30, 8 << 30)).is_empty(), "at the limit is fine");
         assert!(check.observe(&sample(9 << 30, 0)).is_empty(), "no limit");
     }

@@ -120,9 +120,11 @@ impl ReadState {
         let Some(value) = read.value else {
             let history = history?;
             return match newest_landed(history) {
-                Some((version, false)) if history.deletes.range(version..).next().is_none() => Some(violation(format!(
-                    "missing, but version {version} landed at or before index {last_seen}, which the edge had applied"
-                ))),
+                Some((version, false)) if history.deletes.range(version..).next().is_none() => {
+                    Some(violation(format!(
+                        "missing, but version {version} landed at or before index {last_seen}, which the edge had applied"
+                    )))
+                }
                 _ => None,
             };
         };

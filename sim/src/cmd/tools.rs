@@ -19,7 +19,12 @@ pub fn sizing(plan: &qs_sim::sizing::SizingPlan) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    println!("scenario   {} seed {}; the store's pages: {}", sweep.scenario, sweep.seed, bytesize::ByteSize(sweep.used_bytes));
+    println!(
+        "scenario   {} seed {}; the store's pages: {}",
+        sweep.scenario,
+        sweep.seed,
+        bytesize::ByteSize(sweep.used_bytes)
+    );
     for p in &sweep.points {
         println!(
             "skew {:<5} cache {:>6} % of pages ({}): {:>6.2} % of {} page reads missed",
@@ -88,4 +93,3 @@ pub fn list(dir: &Path) -> ExitCode {
     }
     ExitCode::from(if refused > 0 { exit::USAGE } else { exit::PASS })
 }
-

@@ -194,7 +194,8 @@ impl Scenario {
                 }
                 FaultKind::BitRot => {
                     if f.target.get_ref() == "root" {
-                        let problem = "bit_rot damages a replica: the root is the source of truth and has no peer to heal from";
+                        let problem =
+                            "bit_rot damages a replica: the root is the source of truth and has no peer to heal from";
                         return bad(Some(f.target.span()), "fault.target", problem.into());
                     }
                     if f.rate.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {

@@ -187,5 +187,4 @@ mod tests {
         let err = merge(&[a, doubled], &out, &KnownFailures::default()).unwrap_err().to_string();
         assert!(err.contains("q seed 1 is in two shards"), "{err}");
     }
-
 }

@@ -85,7 +85,9 @@ impl Ended {
             Outcome::Violation | Outcome::Liveness => summary.and_then(|s| s.signature.clone()),
             // A hang has no shape beyond itself: where it hung is in its folder.
             Outcome::Hang => Some("hang".to_string()),
-            other => Some(format!("{other}: {}", signature::normalize(self.problem.as_deref().unwrap_or(""), node_names))),
+            other => {
+                Some(format!("{other}: {}", signature::normalize(self.problem.as_deref().unwrap_or(""), node_names)))
+            }
         }
     }
 }
@@ -99,11 +101,16 @@ fn run_process(exe: &Path, wrapper: &[String], scenario: &Scenario, seed: u64, d
 /// any), within `budget`; its output streamed into `dir`.
 pub fn run_qsim(exe: &Path, wrapper: &[String], run_args: &[String], dir: &Path, budget: Duration) -> Ended {
     let _ = std::fs::create_dir_all(dir);
-    let files = std::fs::File::create(dir.join("stdout.txt")).and_then(|out| Ok((out, std::fs::File::create(dir.join("stderr.txt"))?)));
+    let files = std::fs::File::create(dir.join("stdout.txt"))
+        .and_then(|out| Ok((out, std::fs::File::create(dir.join("stderr.txt"))?)));
     let (stdout, stderr) = match files {
         Ok(files) => files,
         Err(e) => {
-            return Ended { outcome: Outcome::Error, exit_code: None, problem: Some(format!("cannot write into {}: {e}", dir.display())) };
+            return Ended {
+                outcome: Outcome::Error,
+                exit_code: None,
+                problem: Some(format!("cannot write into {}: {e}", dir.display())),
+            };
         }
     };
     let mut command = match wrapper.split_first() {
@@ -132,7 +139,11 @@ pub fn run_qsim(exe: &Path, wrapper: &[String], run_args: &[String], dir: &Path,
         Ok(child) => child,
         Err(e) => {
             let shown = wrapper.first().map_or_else(|| exe.display().to_string(), String::clone);
-            return Ended { outcome: Outcome::Error, exit_code: None, problem: Some(format!("could not start {shown}: {e}")) };
+            return Ended {
+                outcome: Outcome::Error,
+                exit_code: None,
+                problem: Some(format!("could not start {shown}: {e}")),
+            };
         }
     };
     let status = match child.wait_timeout(budget) {
@@ -143,7 +154,10 @@ pub fn run_qsim(exe: &Path, wrapper: &[String], run_args: &[String], dir: &Path,
             return Ended {
                 outcome: Outcome::Hang,
                 exit_code: None,
-                problem: Some(format!("still running after its budget of {}; killed", humantime_serde::re::humantime::format_duration(budget))),
+                problem: Some(format!(
+                    "still running after its budget of {}; killed",
+                    humantime_serde::re::humantime::format_duration(budget)
+                )),
             };
         }
     };
@@ -261,7 +275,14 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
 
 /// Runs the seed again in another process into `<run folder>/determinism-check` and compares
 /// the traces event by event; a difference makes the run `nondeterministic`.
-fn check_determinism(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u64, budget: Duration, result: &mut RunResult) {
+fn check_determinism(
+    exe: &Path,
+    settings: &RunSettings,
+    scenario: &Scenario,
+    seed: u64,
+    budget: Duration,
+    result: &mut RunResult,
+) {
     let second_dir: PathBuf = result.out.join("determinism-check");
     let second = run_process(exe, &settings.wrapper, scenario, seed, &second_dir, budget);
     result.determinism_checked = true;
@@ -283,8 +304,9 @@ fn check_determinism(exe: &Path, settings: &RunSettings, scenario: &Scenario, se
         _ => Some(format!("the first run ended {}, the second {}", result.outcome, second.outcome)),
     };
     let differs = differs.or_else(|| {
-        (second.outcome != result.outcome)
-            .then(|| format!("the same trace, but the first run ended {} and the second {}", result.outcome, second.outcome))
+        (second.outcome != result.outcome).then(|| {
+            format!("the same trace, but the first run ended {} and the second {}", result.outcome, second.outcome)
+        })
     });
     if let Some(why) = differs {
         result.outcome = Outcome::Nondeterministic;

@@ -49,7 +49,10 @@ pub fn normalize(text: &str, node_names: &[String]) -> String {
             }
         }
         if c.is_ascii_digit() {
-            while i < chars.len() && (chars[i].is_ascii_digit() || (chars[i] == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))) {
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || (chars[i] == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+            {
                 i += 1;
             }
             out.push('#');

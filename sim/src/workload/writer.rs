@@ -293,7 +293,8 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     }
     if status.is_success() {
         let Ok(body) = body else { return Answer::Unknown };
-        let index = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok().and_then(|v| v["index"].as_u64());
+        let index =
+            serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok().and_then(|v| v["index"].as_u64());
         return index.map_or(Answer::Unknown, Answer::Acknowledged);
     }
     // The root's refusals: nothing in the request was applied (see `http_api`'s module doc).

@@ -15,7 +15,13 @@ use crate::workload::Acked;
 use super::{States, live, record};
 
 /// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
-pub(super) fn summarize(scenario: &Scenario, nodes: &[SimNode], states: &States, reads: &Reads, recorder: &SharedRecorder) {
+pub(super) fn summarize(
+    scenario: &Scenario,
+    nodes: &[SimNode],
+    states: &States,
+    reads: &Reads,
+    recorder: &SharedRecorder,
+) {
     let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
     let states = live(states);
     for node in nodes {
@@ -137,9 +143,8 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
                     Ok(Err(Lost::Missing)) => {
                         out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name))
                     }
-                    Ok(Err(Lost::Older)) => {
-                        out.push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name))
-                    }
+                    Ok(Err(Lost::Older)) => out
+                        .push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name)),
                     Err(e) => out.push(format!("{} cannot read {key}: {e}", node.name)),
                 }
             }
@@ -147,7 +152,6 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
     }
     out
 }
-
 
 /// Per tier, the node holding the most data: its sizing by the formulas, and the largest
 /// modelled RSS any node of the tier reached.

@@ -28,9 +28,9 @@ use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 use crate::checkers::reads::Reads;
 use crate::faults::disk::{Sigbus, SimDisk};
 use crate::faults::{FaultStep, SimNode};
+use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
 use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
-use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
 use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
 mod end;
@@ -218,7 +218,16 @@ fn start_nodes(
                             EngineKind::Memory => StoreLocation::Memory(disk),
                             kind => StoreLocation::new(kind, &config.storage.path),
                         };
-                        match Node::start_simulated(config, &location, node_id, Some(device), Some(observer), fault_points).await {
+                        match Node::start_simulated(
+                            config,
+                            &location,
+                            node_id,
+                            Some(device),
+                            Some(observer),
+                            fault_points,
+                        )
+                        .await
+                        {
                             Ok(node) => {
                                 states
                                     .lock()
@@ -238,7 +247,8 @@ fn start_nodes(
 
 /// Simulated time since the run started, in ms (the trace's clock).
 fn now_ms() -> u64 {
-    madsim::time::TimeHandle::try_current().map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
+    madsim::time::TimeHandle::try_current()
+        .map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
 }
 
 /// Records one event at the current simulated time.
@@ -363,7 +373,9 @@ async fn world(
     let mut writers = 0;
     let writer_modes = scenario.writer_modes_for(seed);
     for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } = workload.clone() {
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
+            workload.clone()
+        {
             key_spaces.push(keys);
             let spec = WriterSpec {
                 writer_id: writers,
@@ -389,7 +401,9 @@ async fn world(
         let all_keys: Vec<String> = key_spaces
             .iter()
             .enumerate()
-            .flat_map(|(w, keys)| (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| crate::workload::key_name(w, n)))
+            .flat_map(|(w, keys)| {
+                (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| crate::workload::key_name(w, n))
+            })
             .collect();
         if all_keys.is_empty() {
             break; // nothing is ever written, so there is nothing to read
@@ -414,14 +428,23 @@ async fn world(
         }
     }
 
-    let book = FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down: Arc::default() };
+    let book =
+        FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down: Arc::default() };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
         oom_restart: spec.oom_restart,
     });
     let interval = scenario.checks.sample_interval;
-    tokio::spawn(sampler(interval, states.clone(), devices, book.down.clone(), windows.clone(), recorder.clone(), resource_nodes));
+    tokio::spawn(sampler(
+        interval,
+        states.clone(),
+        devices,
+        book.down.clone(),
+        windows.clone(),
+        recorder.clone(),
+        resource_nodes,
+    ));
 
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
@@ -477,4 +500,3 @@ async fn world(
     let messages = madsim::net::NetSim::current().stat().msg_count;
     WorldEnd { sizing, pending, simulated, writes_acked, liveness_from, converged_after, messages }
 }
-

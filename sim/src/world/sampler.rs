@@ -89,7 +89,8 @@ pub(super) async fn sampler(
             let Some((memory, limit)) = device.with_model(|m| (m.memory(at_ms), m.models.memory_limit())) else {
                 continue;
             };
-            let window = tick.is_multiple_of(cache_every).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
+            let window =
+                tick.is_multiple_of(cache_every).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
             let over = limit.is_some_and(|limit| memory.rss() > limit);
             {
                 let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
@@ -122,7 +123,16 @@ pub(super) async fn sampler(
                 });
             }
             if over {
-                oom_kill(name, handle, limit.unwrap_or(0), memory.rss(), resources.oom_restart, &down, &oomed, &recorder);
+                oom_kill(
+                    name,
+                    handle,
+                    limit.unwrap_or(0),
+                    memory.rss(),
+                    resources.oom_restart,
+                    &down,
+                    &oomed,
+                    &recorder,
+                );
             }
         }
     }

@@ -131,7 +131,8 @@ impl PageLayout {
     fn leaf_of(&self, key: &[u8]) -> (&Vec<u8>, &Leaf) {
         self.leaves
             .range::<[u8], _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(key)))
-            .next_back().expect("the first leaf starts at the empty key")
+            .next_back()
+            .expect("the first leaf starts at the empty key")
     }
 
     /// The pages a lookup of `key` reads, root first, leaf last. Inner pages group leaves by id
@@ -196,7 +197,6 @@ impl PageLayout {
         Page::Leaf(id)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

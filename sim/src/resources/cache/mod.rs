@@ -30,7 +30,6 @@
 //! Files: `layout.rs` (the pages), `page_cache.rs` (the LRU and its counts), this one (what a
 //! lookup and an apply read for each [`Shape`], key categories).
 
-
 mod layout;
 mod page_cache;
 
@@ -42,7 +41,7 @@ pub use page_cache::{PageCache, Touches};
 use layout::Leaf;
 
 /// Bytes one RocksDB index entry takes beyond its separator key: the internal key's 8-byte
-/// sequence number and type, three varint lengths, a delta-encoded block handle (~2 bytes; 
+/// sequence number and type, three varint lengths, a delta-encoded block handle (~2 bytes;
 /// `format_version` 4 and later) and a 4-byte restart point (index blocks restart every entry).
 /// `./ci/bench-cache.sh` prints the real figure: 22 B per entry for 11-byte keys.
 pub const INDEX_ENTRY_OVERHEAD_BYTES: u64 = 12;
@@ -109,7 +108,12 @@ pub struct CacheModel {
 
 impl CacheModel {
     pub fn new(shape: Shape, page_bytes: u64, capacity_bytes: u64) -> CacheModel {
-        CacheModel { layout: PageLayout::new(page_bytes), shape, cache: PageCache::new(capacity_bytes), file_bytes: Vec::new() }
+        CacheModel {
+            layout: PageLayout::new(page_bytes),
+            shape,
+            cache: PageCache::new(capacity_bytes),
+            file_bytes: Vec::new(),
+        }
     }
 
     /// The pages a lookup of `key` reads, in order, with the cache bytes each takes.
@@ -201,7 +205,8 @@ impl CacheModel {
                 Shape::Lsm { .. } => leaf.bytes,
             };
             let cached = self.cache.contains(Page::Leaf(leaf.id));
-            let upper = leaves.get(i + 1).map_or(std::ops::Bound::Unbounded, |(next, _)| std::ops::Bound::Excluded(*next));
+            let upper =
+                leaves.get(i + 1).map_or(std::ops::Bound::Unbounded, |(next, _)| std::ops::Bound::Excluded(*next));
             for (key, entry) in self.layout.entries.range::<Vec<u8>, _>((std::ops::Bound::Included(*first), upper)) {
                 let prefix = key.iter().position(|&b| b == b':').map_or(&key[..], |at| &key[..at]);
                 let category = by_prefix.entry(prefix.to_vec()).or_insert_with(|| Category {
@@ -366,4 +371,3 @@ mod tests {
         assert!(cached <= 2 * 1024, "{cached}");
     }
 }
-
