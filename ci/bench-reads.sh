@@ -3,7 +3,7 @@
 # Installs memcached with apt-get when it is missing and this user can; otherwise says how.
 # Extra arguments go to the benchmark (e.g. `--requests 5000`, `--seconds 1 --rounds 1` for a
 # quicker run, `--only "64 conns"` for some of the concurrent rows; the list is in
-# node/benches/read_path.rs).
+# node/benches/read_path/main.rs).
 source "$(dirname "$0")/setup.sh"
 if ! command -v memcached >/dev/null 2>&1; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
