@@ -1,76 +1,39 @@
-//! One running node: its store, its listeners and its background tasks, for either role.
+//! [`NodeState`]: what every task of one node shares — the store behind its lock, the applied
+//! index, upstream health, fault points, metrics and counters — and the node's read backend
+//! for memcached.
 //!
-//! Guarantees:
-//! - The store is behind one lock that is never held across an `.await`, so a slow disk stalls
-//!   the operation that touches it, not the executor's other tasks' bookkeeping.
-//! - Every listener serves connections on their own tasks: one slow or hostile client cannot
-//!   stop another from being served.
-//! - A replica that loses its upstream keeps serving reads and downstream replicas with what it
-//!   has (the seed's cascading disconnect came from doing otherwise).
-//! - All I/O and timing go through tokio (`madsim-tokio`), so the same code runs in the
-//!   simulator.
-//! - Each listener holds a bounded number of connections and times out idle and slow clients
-//!   (see [`crate::connections`]).
-//! - [`Node::shutdown`] stops accepting, lets the root commit the batch in flight and what was
-//!   already queued (or abandons it, unacknowledged, past the drain timeout), closes every
-//!   connection and then the store, within `connections.drain_timeout` plus a bounded grace.
+//! Guarantees: the store lock is never held across an `.await` (store operations are
+//! synchronous; simulated disk latency is slept before taking it), and reads are refused, not
+//! answered empty, while a replica that started empty has not yet caught up.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::config::{NodeConfig, Role};
-use crate::connections::{Connections, Lifecycle, ListenerKind};
+use crate::connections::{Connections, Lifecycle};
 use crate::fault_points::{FaultPoint, FaultPoints};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
 use crate::observe::{NodeEvent, NodeObserver};
 use crate::replication::protocol::UpstreamStatus;
 use crate::replication::staleness::SOURCE_QUIET;
-use crate::store::{Store, StoreError, StoreLocation};
+use crate::store::Store;
 
-/// What a store operation is, for a [`DiskModel`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DiskOp {
-    /// Opening the store at start-up (reads its head).
-    Open,
-    /// A read: a key, a range of the log, a snapshot export.
-    Read,
-    /// One atomic, synced commit of `bytes` logical bytes.
-    Commit { bytes: u64 },
-}
+use super::{DiskModel, DiskOp, PageAccess};
 
-/// The simulator's seam for the disk: how long each store operation takes, and whether it
-/// kills the process. A real node has none — its disk supplies both. Under the simulator the
-/// returned latency is slept in simulated time before the operation (so a slow disk delays
-/// exactly the tasks that touch it), and a model may panic to kill the node's process the way a
-/// SIGBUS on a poisoned mmap page does.
-pub trait DiskModel: Send + Sync + std::fmt::Debug {
-    fn charge(&self, op: DiskOp) -> std::time::Duration;
+/// Reports a lasting fault point's end when dropped.
+struct FaultPointOver<'a>(&'a NodeState, FaultPoint);
 
-    /// How long the pages one read or apply touches take to reach: the simulator's cache model
-    /// charges a hit nothing and a miss a read on the disk. The default has no cache: a `get`
-    /// costs one disk read, an apply nothing beyond its commit.
-    fn charge_pages(&self, access: PageAccess<'_>) -> std::time::Duration {
-        match access {
-            PageAccess::Get { .. } => self.charge(DiskOp::Read),
-            PageAccess::Apply { .. } => std::time::Duration::ZERO,
-        }
+impl Drop for FaultPointOver<'_> {
+    fn drop(&mut self) {
+        self.0.fault_point_over(self.1);
     }
 }
 
-/// The keys a store operation touches, for a [`DiskModel`]'s cache model.
-#[derive(Clone, Copy, Debug)]
-pub enum PageAccess<'a> {
-    /// One memcached `get`/`gets`: its keys in request order.
-    Get { keys: &'a [&'a [u8]] },
-    /// One apply (a root batch or a replicated frame): its operations in order.
-    Apply { ops: &'a [&'a crate::entry::Op] },
-}
+/// How long a commit stalls when the `SlowCommit` fault point fires.
+const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// State shared by every task of one node.
 #[derive(Debug)]
@@ -112,8 +75,8 @@ pub struct NodeState {
     ready: std::sync::atomic::AtomicBool,
     /// The listeners' caps and counters.
     pub connections: Connections,
-    /// Serving, draining or stopped; only [`Node::shutdown`] moves it.
-    lifecycle: watch::Sender<Lifecycle>,
+    /// Serving, draining or stopped; only [`Node::shutdown`](super::Node::shutdown) moves it.
+    pub(super) lifecycle: watch::Sender<Lifecycle>,
 }
 
 impl NodeState {
@@ -121,7 +84,7 @@ impl NodeState {
         NodeState::with_disk(config, store, node_id, None, None, None, false)
     }
 
-    fn with_disk(
+    pub(super) fn with_disk(
         config: NodeConfig,
         store: Store,
         node_id: u128,
@@ -454,310 +417,5 @@ impl ReadBackend for NodeState {
             ("qs_first_retained_index".into(), first.to_string()),
             ("qs_lag_ms".into(), self.lag_ms().to_string()),
         ]
-    }
-}
-
-/// Why a node did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("opening the store: {0}")]
-    Store(#[from] StoreError),
-    #[error("listening on {addr} ({what}): {source}")]
-    Listen {
-        what: &'static str,
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// A started node: its state and its tasks.
-#[derive(Debug)]
-pub struct Node {
-    pub state: Arc<NodeState>,
-    /// The accept loops: they end when the node starts draining.
-    listeners: Vec<JoinHandle<()>>,
-    /// The root's committer and heartbeat.
-    root: Option<crate::root::RootTasks>,
-    /// Replication client and garbage collection: stopped by aborting them, which lands at an
-    /// `.await`, never inside a store commit (commits are synchronous).
-    background: Vec<JoinHandle<()>>,
-}
-
-/// How a shutdown went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShutdownReport {
-    /// Whether everything in flight finished within the drain timeout (else it was cut).
-    pub drained: bool,
-    /// Connections still open at the end of the drain, then cut.
-    pub connections_cut: usize,
-    /// Whether the store was closed (every task holding it had ended).
-    pub store_closed: bool,
-}
-
-/// How long, after the drain, the node waits for cut tasks to let go of the store.
-/// Reports a lasting fault point's end when dropped.
-struct FaultPointOver<'a>(&'a NodeState, FaultPoint);
-
-impl Drop for FaultPointOver<'_> {
-    fn drop(&mut self) {
-        self.0.fault_point_over(self.1);
-    }
-}
-
-/// How long a commit stalls when the `SlowCommit` fault point fires.
-const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Moves a damaged store directory to `<dir>.damaged` (replacing an earlier one) and returns
-/// where it went. A memory store has no directory; its damage never stops it opening.
-fn set_aside_damaged_store(location: &StoreLocation) -> Result<String, StoreError> {
-    let (StoreLocation::Lmdb(dir) | StoreLocation::Rocksdb(dir)) = location else {
-        return Ok("nowhere (a memory store)".into());
-    };
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(".damaged");
-    let kept = dir.with_file_name(name);
-    let io = |what: &str, e: std::io::Error| {
-        StoreError::Engine(crate::store::EngineError::failed(location.kind(), format!("{what}: {e}")))
-    };
-    if kept.exists() {
-        std::fs::remove_dir_all(&kept).map_err(|e| io(&format!("removing {}", kept.display()), e))?;
-    }
-    std::fs::rename(dir, &kept).map_err(|e| io(&format!("moving {} to {}", dir.display(), kept.display()), e))?;
-    Ok(kept.display().to_string())
-}
-
-impl Node {
-    /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
-    pub async fn start(config: NodeConfig, node_id: u128) -> Result<Node, StartError> {
-        let location = StoreLocation::new(config.storage.engine, &config.storage.path);
-        Node::start_on(config, &location, node_id).await
-    }
-
-    /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
-    /// that outlives the node's process, so a restarted node finds its data again.
-    pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
-        Node::start_simulated(config, location, node_id, None, None, false).await
-    }
-
-    /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation,
-    /// an observer told what the node does, and (under the simulator only) its fault points on.
-    pub async fn start_simulated(
-        config: NodeConfig,
-        location: &StoreLocation,
-        node_id: u128,
-        disk: Option<Arc<dyn DiskModel>>,
-        observer: Option<Arc<dyn NodeObserver>>,
-        fault_points: bool,
-    ) -> Result<Node, StartError> {
-        if let Some(disk) = &disk {
-            let latency = disk.charge(DiskOp::Open);
-            tokio::time::sleep(latency).await;
-        }
-        let (store, damaged_at_open) = match Store::open(location, &config.store_options()) {
-            Err(e) if e.is_damage() && config.role == Role::Replica => {
-                // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
-                // replacing any earlier one) and start empty, to re-bootstrap from a source.
-                let kept = set_aside_damaged_store(location).map_err(StartError::Store)?;
-                tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");
-                (Store::open(location, &config.store_options())?, true)
-            }
-            opened => (opened?, false),
-        };
-        tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
-        let memory_disk = match location {
-            StoreLocation::Memory(disk) => Some(disk.clone()),
-            _ => None,
-        };
-        let resume_from = store.applied_index();
-        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer, fault_points);
-        if damaged_at_open {
-            state.found_damage();
-        }
-        if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
-            // The position is in the store, in the same commit as the data it covers.
-            state.cursor_persisted(resume_from);
-        }
-        let bind = |what, addr| async move {
-            TcpListener::bind(addr).await.map_err(|source| StartError::Listen { what, addr, source })
-        };
-        let listen = state.config.listen.clone();
-        let replication = bind("replication", listen.replication).await?;
-        let memcached = bind("memcached", listen.memcached).await?;
-        let http = bind("http", listen.http).await?;
-
-        let (writes, root) = match (&state.config.role, &state.config.root) {
-            (Role::Root, Some(root)) => {
-                let (writes, tasks) = crate::root::start(state.clone(), root.batch_window, root.heartbeat_interval);
-                (Some(writes), Some(tasks))
-            }
-            _ => (None, None),
-        };
-        let mut background = Vec::new();
-        if state.config.role == Role::Replica {
-            background.push(tokio::spawn(crate::replication::client::run(state.clone())));
-        }
-        background.push(tokio::spawn(run_gc(state.clone())));
-        if !state.config.storage.scrub_interval.is_zero() {
-            background.push(tokio::spawn(scrub(state.clone())));
-        }
-        if state.config.legacy.acknowledge_before_sync {
-            background.push(tokio::spawn(legacy_writeback(state.clone())));
-        }
-        let listeners = vec![
-            tokio::spawn(crate::replication::server::run(state.clone(), replication)),
-            tokio::spawn(serve_memcached(state.clone(), memcached)),
-            tokio::spawn(crate::http_api::run(state.clone(), http, writes)),
-        ];
-        Ok(Node { state, listeners, root, background })
-    }
-
-    /// Shuts the node down (the real binary does on SIGTERM and SIGINT; see the README):
-    ///
-    /// 1. [`Lifecycle::Draining`]: every listener closes its socket (new clients are refused);
-    ///    the root commits the batch it is gathering and every write already queued, and refuses
-    ///    later ones; HTTP and memcached connections finish the request in flight and close,
-    ///    replication connections close.
-    /// 2. At the latest after `drain_timeout`, [`Lifecycle::Stopped`]: every connection still
-    ///    open is cut (without an answer), and the root's committer, if still running, is
-    ///    stopped — queued writes whose commit had not started are abandoned, never applied.
-    /// 3. The background tasks are stopped and the store is closed once nothing holds it
-    ///    (within [`STOP_GRACE`]).
-    ///
-    /// Every acknowledged write was durable before it was acknowledged, so none is lost, even
-    /// when the drain is cut short.
-    pub async fn shutdown(self, drain_timeout: std::time::Duration) -> ShutdownReport {
-        let Node { state, listeners, mut root, background } = self;
-        tracing::info!(node = %state.config.name, ?drain_timeout, "shutting down: no new connections; draining");
-        state.lifecycle.send_replace(Lifecycle::Draining);
-        let mut committer_done = false;
-        let drain = async {
-            for listener in listeners {
-                let _ = listener.await;
-            }
-            if let Some(root) = root.as_mut() {
-                // By reference: on a timeout the handle is still needed to stop the task.
-                let _ = (&mut root.committer).await;
-                committer_done = true;
-            }
-            state.connections.all_closed().await;
-        };
-        let drained = tokio::time::timeout(drain_timeout, drain).await.is_ok();
-        let connections_cut: usize = ListenerKind::ALL.iter().map(|&kind| state.connections.gate(kind).open()).sum();
-        if !drained {
-            tracing::warn!(
-                node = %state.config.name,
-                connections_cut,
-                "the drain did not finish within connections.drain_timeout; cutting what is left"
-            );
-        }
-        state.lifecycle.send_replace(Lifecycle::Stopped);
-        let mut stopping = background;
-        if let Some(root) = root {
-            // A committer that finished was awaited to the end already (a second await panics).
-            if !committer_done {
-                stopping.push(root.committer);
-            }
-            stopping.push(root.heartbeat);
-        }
-        for task in &stopping {
-            task.abort();
-        }
-        let store_closed = tokio::time::timeout(STOP_GRACE, async {
-            for task in stopping {
-                let _ = task.await;
-            }
-            state.connections.all_closed().await;
-            // The cut connection tasks drop their share of the state as they end.
-            let mut state = state;
-            loop {
-                match Arc::try_unwrap(state) {
-                    Ok(owned) => {
-                        drop(owned);
-                        return;
-                    }
-                    Err(shared) => state = shared,
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .is_ok();
-        ShutdownReport { drained, connections_cut, store_closed }
-    }
-}
-
-async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
-    let gate = state.connections.gate(ListenerKind::Memcached);
-    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
-        let state = state.clone();
-        async move {
-            let limits = crate::memcached::ConnectionLimits {
-                idle_timeout: Some(state.config.connections.memcached.idle_timeout),
-                lifecycle: Some(lifecycle),
-            };
-            let result =
-                crate::memcached::serve_connection_within(stream, state.as_ref(), &state.read_counters, limits).await;
-            match result {
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    state.connections.gate(ListenerKind::Memcached).timed_out();
-                    tracing::debug!(%peer, error = %e, "memcached connection timed out");
-                }
-                Err(e) => tracing::debug!(%peer, error = %e, "memcached connection ended with an error"),
-                Ok(()) => {}
-            }
-        }
-    })
-    .await
-}
-
-/// Reads back every stored value against its checksum every `storage.scrub_interval`, so
-/// damage nobody reads is found too.
-async fn scrub(state: Arc<NodeState>) {
-    loop {
-        tokio::time::sleep(state.config.storage.scrub_interval).await;
-        state.disk_io(DiskOp::Read).await;
-        match state.read_store(|store| store.state_digest()) {
-            Ok(_) => {}
-            Err(e) if e.is_damage() => {
-                tracing::error!(error = %e, "scrub found damage");
-                state.found_damage();
-            }
-            Err(e) => tracing::error!(error = %e, "scrub failed"),
-        }
-    }
-}
-
-/// PLANTED BUG support (legacy): how often unsynced commits reach the disk — the kernel's
-/// dirty-page writeback (`dirty_writeback_centisecs`, 5 s by default).
-pub const LEGACY_WRITEBACK: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// PLANTED BUG support (legacy): with `acknowledge_before_sync`, nothing but this writeback
-/// makes commits durable.
-async fn legacy_writeback(state: Arc<NodeState>) {
-    loop {
-        tokio::time::sleep(LEGACY_WRITEBACK).await;
-        if let Err(e) = state.with_store(|store| store.sync()) {
-            tracing::error!(error = %e, "legacy writeback failed");
-        }
-    }
-}
-
-async fn run_gc(state: Arc<NodeState>) {
-    let policy = state.config.retention.policy();
-    loop {
-        tokio::time::sleep(state.config.retention.gc_interval).await;
-        let now = crate::clock::unix_ms();
-        state.disk_io(DiskOp::Read).await;
-        let outcome = state.with_store(|store| store.collect_garbage(policy, now));
-        match outcome {
-            Ok(outcome) if outcome.collected > 0 => {
-                tracing::debug!(collected = outcome.collected, first_retained = outcome.first_retained, "log collected")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "log garbage collection failed"),
-        }
     }
 }
