@@ -7,7 +7,7 @@ use crate::html::{bytes, duration, esc, secs, table};
 use crate::schema::{Event, RunSummary, SourceReason};
 
 use super::MAX_SOURCE_ROWS;
-use super::{MAX_VIOLATION_ROWS, or_unknown};
+use super::{MAX_VIOLATION_ROWS, header::or_unknown};
 
 fn num(v: impl std::fmt::Display) -> String {
     v.to_string()
