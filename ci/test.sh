@@ -29,6 +29,11 @@ else
   echo "== clippy is not installed for this toolchain; skipping lints" >&2
 fi
 
+echo "== doc links (rustdoc, both builds: a broken or private link fails)" >&2
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --lib --no-deps --document-private-items --locked
+RUSTDOCFLAGS="-D warnings" RUSTFLAGS="--cfg madsim" cargo doc -p qs-node -p qs-sim --lib --no-deps \
+  --document-private-items --locked --target-dir target/madsim
+
 echo "== tests (tokio build)" >&2
 cargo test --workspace --locked
 

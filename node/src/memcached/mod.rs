@@ -21,7 +21,7 @@
 //! - **Closed only when the stream cannot be resynchronised:** a line longer than
 //!   [`LINE_BYTES_MAX`] (the next line boundary cannot be found without reading unboundedly), or
 //!   a storage command whose data length does not parse or exceeds
-//!   [`VALUE_BYTES_MAX`](crate::limits::VALUE_BYTES_MAX) (its data block cannot be skipped). Both
+//!   [`VALUE_BYTES_MAX`] (its data block cannot be skipped). Both
 //!   get a `CLIENT_ERROR` first. A refused storage command with a sane length has its data block
 //!   skipped, so the next request is read from the right place.
 //! - **One whole reply per request.** A `get` reply is built completely before any of it is
@@ -41,7 +41,7 @@
 //!   misses are counted per key, for gets that were answered.
 //! - **Bounded time per connection** ([`ConnectionLimits`]): the next request line (or a refused
 //!   write's data block) must arrive within the idle timeout, and each reply must be written
-//!   within it; otherwise the connection is closed with a [`io::ErrorKind::TimedOut`] error. A
+//!   within it; otherwise the connection is closed with a [`std::io::ErrorKind::TimedOut`] error. A
 //!   deadline covers a whole line, so a client trickling bytes gains nothing. One timer per
 //!   connection serves every deadline: it is re-armed only when it fires before the deadline it
 //!   stands for, not armed and cancelled for every request. When the node drains, a connection

@@ -194,7 +194,7 @@ impl Node {
     ///    open is cut (without an answer), and the root's committer, if still running, is
     ///    stopped — queued writes whose commit had not started are abandoned, never applied.
     /// 3. The background tasks are stopped and the store is closed once nothing holds it
-    ///    (within [`STOP_GRACE`]).
+    ///    (within `STOP_GRACE`).
     ///
     /// Every acknowledged write was durable before it was acknowledged, so none is lost, even
     /// when the drain is cut short.

@@ -185,7 +185,7 @@ impl NodeState {
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
     /// binary.
-    /// The store met damage ([`StoreError::is_damage`]: a value failing its checksum, a corrupt
+    /// The store met damage ([`StoreError::is_damage`](crate::store::StoreError::is_damage): a value failing its checksum, a corrupt
     /// engine block or log entry): counted, and a replica heals by re-bootstrapping (the root is
     /// the source of truth and cannot; its damaged keys answer errors until rewritten).
     pub fn found_damage(&self) {

@@ -42,7 +42,7 @@ pub enum StoreError {
     CorruptMeta(String),
     #[error("{location} holds database {found}, not {expected}")]
     WrongDatabase { location: String, expected: DatabaseId, found: DatabaseId },
-    /// A read-only open ([`Store::open_read_only`]) found no store there; `found` says what is.
+    /// A read-only open ([`Store::open_read_only`](super::Store::open_read_only)) found no store there; `found` says what is.
     #[error("{location}: no store to open: found {found}")]
     NotAStore { location: String, found: String },
     #[error("{location} has store format version {found}; this build reads version {STORE_FORMAT_VERSION}")]

@@ -43,7 +43,7 @@ impl StoreLocation {
     }
 }
 
-/// Options for [`Store::open`].
+/// Options for [`Store::open`](super::Store::open).
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
     /// The database this store holds. A new store takes it; an existing store must match it.
@@ -67,7 +67,7 @@ pub struct OpenOptions {
     pub lmdb_write_map: bool,
     /// Every commit is durable when it returns. Off only for the planted
     /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
-    /// commits then become durable at the next [`Store::sync`].
+    /// commits then become durable at the next [`Store::sync`](super::Store::sync).
     pub sync_commits: bool,
 }
 

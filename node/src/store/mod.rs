@@ -147,7 +147,7 @@ impl Store {
     /// finds; a flush by the writer in between can leave a view that lacks the commits of the
     /// WAL it deleted. Such a view has a gap in its retained log (every commit writes its log
     /// entries), so a RocksDB view whose retained log is not contiguous from the first retained
-    /// index to the applied index is opened again, up to [`READ_ONLY_OPEN_ATTEMPTS`] times.
+    /// index to the applied index is opened again, up to `READ_ONLY_OPEN_ATTEMPTS` times.
     pub fn open_read_only(location: &StoreLocation, db_id: Option<DatabaseId>) -> Result<Store, StoreError> {
         const LMDB_MAP_BYTES: usize = 16 << 30; // as `OpenOptions::new`: virtual address space only
         let described = location.describe();

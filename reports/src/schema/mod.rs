@@ -9,9 +9,9 @@
 //! from the trace of an older run. Serialization is canonical (fields in declaration order, no
 //! maps with unordered keys), which the simulator's trace digest relies on.
 //!
-//! - [`trace`]: `trace.jsonl`'s events and the kinds they name (faults, probes, phases);
-//! - [`run`]: a run's `summary.json`, with its verdicts, topology, sizing and key categories;
-//! - [`sweep`]: a sweep's `summary.json`, with each run's outcome, failure groups and known
+//! - `trace.rs`: `trace.jsonl`'s events and the kinds they name (faults, probes, phases);
+//! - `run.rs`: a run's `summary.json`, with its verdicts, topology, sizing and key categories;
+//! - `sweep.rs`: a sweep's `summary.json`, with each run's outcome, failure groups and known
 //!   failures.
 
 mod run;

@@ -152,7 +152,7 @@ pub struct RunSummary {
     /// together; none for a run that passed.
     #[serde(default)]
     pub signature: Option<String>,
-    /// The probes the run reached, with how often (see [`Probe`]).
+    /// The probes the run reached, with how often (see [`Probe`](super::Probe)).
     #[serde(default)]
     pub probes: Vec<ProbeHits>,
 }

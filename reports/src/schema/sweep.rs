@@ -71,7 +71,7 @@ pub struct RunResult {
     #[serde(default)]
     pub converged_after_ms: Option<u64>,
     /// How the run failed, in a form shared by every run that failed the same way (see
-    /// [`RunSummary::signature`]); none for a run that passed.
+    /// [`RunSummary::signature`](super::RunSummary::signature)); none for a run that passed.
     #[serde(default)]
     pub signature: Option<String>,
     /// Wall-clock time the run took, in ms (with its determinism re-run, if any).

@@ -7,7 +7,7 @@
 //! (a restarted or partitioned node's cache is not the formula's business), the node's cache is
 //! warm (it has filled once, or its process has run the scenario's `cache_warmup` — a cold cache
 //! misses by definition), and the window saw at least
-//! [`CACHE_WINDOW_TOUCHES_MIN`](crate::resources::CACHE_WINDOW_TOUCHES_MIN) page reads.
+//! [`CACHE_WINDOW_TOUCHES_MIN`] page reads.
 
 use super::FaultQuiet;
 use crate::resources::{CACHE_WINDOW, CACHE_WINDOW_TOUCHES_MIN};

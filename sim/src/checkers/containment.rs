@@ -10,7 +10,7 @@
 //!   downstream node of X);
 //! - or it moves toward health: it left a stale source (its own choice, not a source dropping or
 //!   refusing it) that has lost its path to the root, for one that has a path (see
-//!   [`Containment::healthy`]) — what the `lag` checker demands of a node with a healthy
+//!   `Containment::healthy`) — what the `lag` checker demands of a node with a healthy
 //!   source, so the two never contradict each other;
 //! - anything else is a violation that names the fault and the chain from X down to the node,
 //!   with the moves along it in the window.

@@ -8,7 +8,7 @@
 //! - **During faults, per node** (the promise of staleness failover): a node none of whose own
 //!   faults is active or recent, one of whose sources has had a healthy path to the root for
 //!   the whole window — that source, and a source of it, up to the root, untouched by any fault —
-//!   lags by at most `staleness_failover + heartbeat_interval +` [`FAILOVER_MARGIN`]: time to
+//!   lags by at most `staleness_failover + heartbeat_interval +` [`FAILOVER_MARGIN_MS`]: time to
 //!   notice its source went quiet, move to the healthy one, and catch up. The window is that
 //!   bound. Faults that touch more than one node (`split`, `clog_link`) and the network-wide
 //!   ones (`latency`, `loss`) pause this rule everywhere, as they can make any path slow.

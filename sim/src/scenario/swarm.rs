@@ -1,4 +1,4 @@
-//! Swarm mode: the faults a seed draws (see [`Swarm`]).
+//! Swarm mode: the faults a seed draws (see [`Swarm`](super::Swarm)).
 
 use std::time::Duration;
 
