@@ -241,6 +241,16 @@ pub fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let seeds = (0..shape.connections as u64).map(|c| 1000 + c);
     let mark = || (Instant::now(), server.cpu(), server.waited(), process_cpu(procfs::process::Process::myself()));
+    // The interval between two marks, with the latencies the connections recorded in it.
+    let between = |(at, server_cpu, server_waited, client_cpu): (Instant, Duration, Duration, Duration),
+                   (end, server_end, server_waited_end, client_end): (Instant, Duration, Duration, Duration),
+                   latencies: Vec<Duration>| Interval {
+        elapsed: end - at,
+        latencies,
+        server_cpu: server_end - server_cpu,
+        server_waited: server_waited_end.saturating_sub(server_waited),
+        client_cpu: client_end - client_cpu,
+    };
     match client {
         ClientKind::Threads => {
             let start = Arc::new(Barrier::new(shape.connections + 1));
@@ -251,18 +261,12 @@ pub fn measure(
                 })
                 .collect();
             start.wait();
-            let (at, server_cpu, server_waited, client_cpu) = mark();
+            let begun = mark();
             std::thread::sleep(Duration::from_secs_f64(seconds));
             stop.store(true, Ordering::Relaxed);
-            let (end, server_end, server_waited_end, client_end) = mark();
+            let ended = mark();
             let latencies = threads.into_iter().flat_map(|t| t.join().expect("client thread").latencies).collect();
-            Interval {
-                elapsed: end - at,
-                latencies,
-                server_cpu: server_end - server_cpu,
-                server_waited: server_waited_end.saturating_sub(server_waited),
-                client_cpu: client_end - client_cpu,
-            }
+            between(begun, ended, latencies)
         }
         ClientKind::Tokio => runtime.block_on(async {
             let start = Arc::new(tokio::sync::Barrier::new(shape.connections + 1));
@@ -270,21 +274,15 @@ pub fn measure(
                 .map(|seed| tokio::spawn(connection_task(addr, shape, seed, data.clone(), start.clone(), stop.clone())))
                 .collect();
             start.wait().await;
-            let (at, server_cpu, server_waited, client_cpu) = mark();
+            let begun = mark();
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
             stop.store(true, Ordering::Relaxed);
-            let (end, server_end, server_waited_end, client_end) = mark();
+            let ended = mark();
             let mut latencies = Vec::new();
             for task in tasks {
                 latencies.extend(task.await.expect("client task").latencies);
             }
-            Interval {
-                elapsed: end - at,
-                latencies,
-                server_cpu: server_end - server_cpu,
-                server_waited: server_waited_end.saturating_sub(server_waited),
-                client_cpu: client_end - client_cpu,
-            }
+            between(begun, ended, latencies)
         }),
     }
 }
