@@ -5,7 +5,8 @@
 //!   when the batch is over the entry limits), in one store commit.
 //! - A write whose key already holds the same value (or, for a delete, holds nothing) is dropped
 //!   before it reaches the log, and counted — the seed's fix for producers that rewrite
-//!   identical values.
+//!   identical values. A value that cannot be read (it fails its checksum) is never taken for
+//!   the same value or for nothing: the write is logged, and repairs the key everywhere.
 //! - A write is acknowledged only after the commit that holds it returned: an acknowledged write
 //!   is durable on the root.
 //! - A heartbeat entry (an entry with no operations) is written at the heartbeat interval when no
@@ -183,11 +184,14 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
             state.disk_io(DiskOp::Commit { bytes: 0 }).await;
             let committed = state.with_store(|store| {
                 let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
-                store.apply(std::slice::from_ref(&entry)).map(|()| entry)
+                store.apply(std::slice::from_ref(&entry))?;
+                // Published under the store lock, so the committer cannot publish an older index
+                // after this one.
+                state.applied(&entry, &entry);
+                Ok::<_, crate::store::StoreError>(())
             });
-            match committed {
-                Ok(entry) => state.applied(&entry, &entry),
-                Err(e) => tracing::error!(error = %e, "heartbeat commit failed"),
+            if let Err(e) = committed {
+                tracing::error!(error = %e, "heartbeat commit failed");
             }
         }
     }
@@ -203,6 +207,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         let mut kept: Vec<Op> = Vec::new();
         let mut dropped = Vec::with_capacity(batch.len());
         let mut probes = Vec::new();
+        let mut read_failures = Vec::new();
         for request in &batch {
             let mut identical = 0;
             let mut keys = std::collections::BTreeSet::new();
@@ -210,14 +215,25 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
                 if !keys.insert(op.key()) {
                     probes.push(Probe::RepeatedKeyInOneRequest);
                 }
-                let current = match pending.get(op.key()) {
-                    Some(value) => value.clone(),
-                    // A damaged stored value is treated as different, so the write repairs it.
-                    None => store.get(op.key()).unwrap_or(None),
+                // What the key holds, or `None` when that is unknown: a value that fails its
+                // checksum (or any read error) is not "absent". Only a known value can make a
+                // write an identical rewrite; an unknown one is always written, so a delete or
+                // set of a damaged key reaches the log and repairs it everywhere.
+                let current: Option<Option<Vec<u8>>> = match pending.get(op.key()) {
+                    Some(value) => Some(value.clone()),
+                    None => match store.get(op.key()) {
+                        Ok(value) => Some(value),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "reading a key's current value failed: the write is kept");
+                            read_failures.push(e.is_damage());
+                            None
+                        }
+                    },
                 };
-                let unchanged = match op {
-                    Op::Set { value, .. } => current.as_deref() == Some(value.as_slice()),
-                    Op::Delete { .. } => current.is_none(),
+                let unchanged = match (op, current) {
+                    (_, None) => false,
+                    (Op::Set { value, .. }, Some(current)) => current.as_deref() == Some(value.as_slice()),
+                    (Op::Delete { .. }, Some(current)) => current.is_none(),
                 };
                 if unchanged {
                     identical += 1;
@@ -238,12 +254,19 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         }
         let entries = pack(store, timestamp_ms, kept)?;
         store.apply(&entries).map_err(|e| e.to_string())?;
-        Ok::<_, String>((store.applied_index(), dropped, entries, probes))
+        // Published under the store lock: the heartbeat cannot publish a newer index first, so
+        // the applied index (and the cas token and gauge) never step back.
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+            state.applied(first, last);
+        }
+        Ok::<_, String>((store.applied_index(), dropped, entries, probes, read_failures))
     });
     match outcome {
-        Ok((index, dropped, entries, probes)) => {
-            if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-                state.applied(first, last);
+        Ok((index, dropped, entries, probes, read_failures)) => {
+            for damage in read_failures {
+                if damage {
+                    state.found_damage(); // counted; the write just committed repaired the key
+                }
             }
             for probe in probes {
                 state.probe(probe);
@@ -293,4 +316,62 @@ fn pack(store: &crate::store::Store, timestamp_ms: u64, ops: Vec<Op>) -> Result<
         seal(current, &mut entries)?;
     }
     Ok(entries)
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+    use crate::config::NodeConfig;
+    use crate::store::{MemDisk, Store, StoreLocation};
+
+    const ROOT: &str = r#"
+        name = "root"
+        role = "root"
+        database_id = "2a"
+        [storage]
+        engine = "memory"
+        [listen]
+        replication = "127.0.0.1:7000"
+        memcached = "127.0.0.1:11000"
+        http = "127.0.0.1:8000"
+        [root]
+        batch_window = "1ms"
+        [[root.producers]]
+        name = "dns"
+        token = "dns-token-1"
+        prefixes = ["dns:"]
+        writes_per_s = 10
+        burst = 20
+    "#;
+
+    fn set(key: &str, value: &str) -> Op {
+        Op::Set { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }
+    }
+
+    /// A stored value that fails its checksum is not "absent" and not "the same": a delete or
+    /// an identical set of it is logged (and repairs it), never dropped while answered 200.
+    #[tokio::test]
+    async fn a_write_over_a_damaged_value_is_logged_not_dropped() {
+        let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+        let disk = MemDisk::default();
+        let store = Store::open(&StoreLocation::Memory(disk.clone()), &config.store_options()).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let (queue, _tasks) = start(state.clone(), Duration::from_millis(1), Duration::from_secs(3600));
+        queue.write(vec![set("dns:a", "1"), set("dns:b", "2")]).await.unwrap();
+        let same = queue.write(vec![set("dns:a", "1")]).await.unwrap();
+        assert_eq!(same.identical_dropped, 1, "an identical rewrite of a sound value is dropped");
+
+        assert!(disk.corrupt_value(b"dns:a") && disk.corrupt_value(b"dns:b"));
+        let before = state.read_store(|s| s.applied_index());
+        let deleted = queue.write(vec![Op::Delete { key: b"dns:a".to_vec() }]).await.unwrap();
+        assert_eq!(deleted.identical_dropped, 0, "the delete of a damaged value is kept");
+        assert_eq!(deleted.index, before + 1, "and logged");
+        let rewritten = queue.write(vec![set("dns:b", "2")]).await.unwrap();
+        assert_eq!((rewritten.identical_dropped, rewritten.index), (0, before + 2), "a set repairs it, logged");
+        state.read_store(|s| {
+            assert_eq!(s.get(b"dns:a").unwrap(), None);
+            assert_eq!(s.get(b"dns:b").unwrap().as_deref(), Some(&b"2"[..]));
+        });
+        assert_eq!(state.metrics.checksum_failures.get(), 2, "each damaged read is counted");
+    }
 }

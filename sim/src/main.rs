@@ -107,6 +107,18 @@ enum Command {
         /// Where each run's output, summary.json, junit.xml and report.html go.
         #[arg(long, default_value = "runs/nightly")]
         out: PathBuf,
+        /// Run only the first N of the definition's seeds (every pair, every shard as asked):
+        /// the test command's smoke run of the real definition.
+        #[arg(long)]
+        first_seeds: Option<u64>,
+        /// Run nothing: print the plan (pairs, seeds, runs a shard) and, with --timings, each
+        /// pair's mean wall time, a shard's estimated time against `shard_budget`, and the
+        /// seeds that would fill the budget.
+        #[arg(long)]
+        plan: bool,
+        /// A recent night's summary.json (a shard's or the merge's): the timings --plan uses.
+        #[arg(long, requires = "plan")]
+        timings: Option<PathBuf>,
     },
     /// Merge the folders of a sharded sweep (`qsim sweep --shard i/n`, one per shard) into one:
     /// every run folder, summary.json, junit.xml and report.html over the whole sweep.
@@ -263,7 +275,12 @@ fn main() -> ExitCode {
             };
             cmd::sweep::sweep(cmd::sweep::SweepPlan { scenarios, seeds, shard, jobs, settings, known, out })
         }
-        Command::Nightly { definition, shard, jobs, out } => cmd::sweep::nightly(&definition, shard, jobs, out),
+        Command::Nightly { definition, plan: true, jobs, timings, .. } => {
+            cmd::sweep::nightly_plan(&definition, jobs, timings.as_deref())
+        }
+        Command::Nightly { definition, shard, jobs, out, first_seeds, .. } => {
+            cmd::sweep::nightly(&definition, shard, jobs, first_seeds, out)
+        }
         Command::Report { dir } => cmd::tools::report(&dir),
         Command::Shrink { target, seed, engine, max_steps, run_timeout, out } => {
             cmd::shrink::shrink(cmd::shrink::ShrinkArgs { target, seed, engine, max_steps, run_timeout, out })

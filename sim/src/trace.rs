@@ -69,7 +69,15 @@ pub struct Recorder {
     clock_ms: Option<Box<dyn Fn() -> u64 + Send>>,
     /// How often each probe was reached (a `BTreeMap`: its order is the trace's).
     probes: std::collections::BTreeMap<Probe, u64>,
+    /// The root's commits: the last index of each, and when it was applied — the simulator's
+    /// own clock for lag ([`lag_ms`](Self::lag_ms)), never what a node says of itself.
+    root_commits: std::collections::BTreeMap<u64, u64>,
+    /// The root's newest applied index.
+    root_applied: u64,
 }
+
+/// The node whose commits are the log (its name in every scenario).
+pub const ROOT: &str = "root";
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,6 +94,8 @@ impl Recorder {
             observers,
             clock_ms: Some(Box::new(clock_ms)),
             probes: Default::default(),
+            root_commits: Default::default(),
+            root_applied: 0,
         }))
     }
 
@@ -106,6 +116,14 @@ impl Recorder {
     /// Records `event` and feeds it to every observer, recording what they find. A fault
     /// starting counts as reaching its kind's probe.
     pub fn record(&mut self, event: Event) {
+        if let Event::Applied { at_ms, node, first, last, .. } = &event
+            && node == ROOT
+        {
+            // A root that lost unsynced commits writes those indices again: the newer wins.
+            self.root_commits.split_off(first);
+            self.root_commits.insert(*last, *at_ms);
+            self.root_applied = *last;
+        }
         if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event
             && let Some(probe) = Probe::of_fault(*kind)
         {
@@ -117,6 +135,18 @@ impl Recorder {
         }
         self.events.push(event);
         self.events.extend(found);
+    }
+
+    /// How far a node that applied up to `applied` lags the root at `now_ms`, by the
+    /// simulator's own account: 0 when it holds everything the root committed, else how long
+    /// ago the root committed the first entry it lacks. A node's own `lag_ms` is what it
+    /// believes; the checkers judge this, so a node that misjudges its lag cannot blind them.
+    pub fn lag_ms(&self, applied: u64, now_ms: u64) -> u64 {
+        if applied >= self.root_applied {
+            return 0;
+        }
+        let committed = self.root_commits.range(applied + 1..).next().map_or(now_ms, |(_, &at)| at);
+        now_ms.saturating_sub(committed)
     }
 
     pub fn events(&self) -> &[Event] {
@@ -207,5 +237,25 @@ mod tests {
         assert_eq!(digest(&canonical), blake3::hash(lines.as_bytes()).to_hex().to_string());
         assert_ne!(digest(&canonical), digest(&canonical[..canonical.len() - 1]), "the digest covers every byte");
         assert_eq!(text(&[]), "");
+    }
+
+    /// Lag is measured from the root's commits: nothing missing is 0 however old the newest
+    /// entry is; otherwise the age of the first entry the node lacks; a root that wrote indices
+    /// again after losing them is judged by the newer commits.
+    #[test]
+    fn lag_is_the_age_of_the_first_missing_commit() {
+        let recorder = Recorder::new(|| 0, Vec::new());
+        let mut recorder = recorder.lock().unwrap();
+        let applied = |first, last, at_ms| Event::Applied { at_ms, node: ROOT.into(), first, last, hash: "h".into() };
+        recorder.record(applied(1, 3, 1_000));
+        recorder.record(applied(4, 4, 2_000));
+        recorder.record(Event::Applied { at_ms: 2_500, node: "edge-1".into(), first: 1, last: 9, hash: "h".into() });
+        assert_eq!(recorder.lag_ms(4, 10_000), 0, "holds every commit");
+        assert_eq!(recorder.lag_ms(3, 10_000), 8_000, "lacks index 4, committed at 2 s");
+        assert_eq!(recorder.lag_ms(0, 10_000), 9_000, "lacks index 1, committed at 1 s");
+        assert_eq!(recorder.lag_ms(2, 10_000), 9_000, "index 3 came in the first commit");
+        recorder.record(applied(3, 3, 5_000)); // the root lost 3..=4 and wrote 3 again
+        assert_eq!(recorder.lag_ms(2, 10_000), 5_000);
+        assert_eq!(recorder.lag_ms(3, 10_000), 0, "the root's newest index is 3 again");
     }
 }

@@ -34,6 +34,8 @@
 //! secondaries = ["127.0.0.1:7100"]    # longer history; tried after the primaries
 //! staleness_failover = "30s"          # newest entry older than this: move to the next source
 //! # snapshot_chunk_bytes = "1 MiB"    # the chunks this node serves snapshots in (4 KiB..16 MiB)
+//! # snapshot_timeout = "30s"          # a bootstrap's longest wait for any one step
+//! # apply_batch_entries_max = 1000    # most entries a replica applies in one commit
 //!
 //! [retention]
 //! keep_entries_min = 1000
@@ -278,6 +280,10 @@ pub struct ReplicationConfig {
     pub bootstraps_served_max: usize,
     /// Most entries applied in one commit on a replica.
     pub apply_batch_entries_max: usize,
+    /// How long a snapshot bootstrap waits for any one step (connecting, the manifest, the
+    /// next chunk) before it gives the source up and tries the next.
+    #[serde(with = "humantime_serde")]
+    pub snapshot_timeout: Duration,
     /// The size of the chunks this node serves snapshots in (each checksummed and made durable
     /// by the client before the next; a broken transfer resumes at the first missing chunk).
     pub snapshot_chunk_bytes: ByteSize,
@@ -294,6 +300,7 @@ impl Default for ReplicationConfig {
             bootstraps_served_max: 2,
             snapshot_chunk_bytes: ByteSize(crate::store::snapshot::CHUNK_BYTES_DEFAULT),
             apply_batch_entries_max: 1_000,
+            snapshot_timeout: crate::replication::bootstrap::SNAPSHOT_TIMEOUT_DEFAULT,
         }
     }
 }

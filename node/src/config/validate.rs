@@ -75,6 +75,9 @@ impl NodeConfig {
                 format!("must be 4 KiB to {}", bytesize::ByteSize(crate::store::snapshot::CHUNK_BYTES_MAX)),
             ));
         }
+        if r.snapshot_timeout < Duration::from_millis(100) || r.snapshot_timeout > Duration::from_secs(3600) {
+            return Err(("replication.snapshot_timeout", "must be 100ms to 1h".into()));
+        }
         if r.apply_batch_entries_max == 0 || r.apply_batch_entries_max > 100_000 {
             return Err(("replication.apply_batch_entries_max", "must be 1 to 100000".into()));
         }

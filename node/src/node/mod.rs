@@ -126,6 +126,15 @@ impl Node {
             let latency = disk.charge(DiskOp::Open);
             tokio::time::sleep(latency).await;
         }
+        if let StoreLocation::Lmdb(live) | StoreLocation::Rocksdb(live) = location {
+            let snapshots = crate::replication::server::snapshot_dir_of(&config);
+            crate::replication::bootstrap::recover_interrupted_install(live, &snapshots).map_err(|e| {
+                StartError::Store(StoreError::Engine(crate::store::EngineError::failed(
+                    location.kind(),
+                    format!("finishing an interrupted snapshot install in {}: {e}", snapshots.display()),
+                )))
+            })?;
+        }
         let (store, damaged_at_open) = match Store::open(location, &config.store_options()) {
             Err(e) if e.is_damage() && config.role == Role::Replica => {
                 // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
@@ -145,6 +154,8 @@ impl Node {
         let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer, fault_points);
         if damaged_at_open {
             state.found_damage();
+        } else {
+            state.recall_damage();
         }
         if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
             // The position is in the store, in the same commit as the data it covers.

@@ -188,12 +188,52 @@ impl NodeState {
     /// The store met damage ([`StoreError::is_damage`](crate::store::StoreError::is_damage): a value failing its checksum, a corrupt
     /// engine block or log entry): counted, and a replica heals by re-bootstrapping (the root is
     /// the source of truth and cannot; its damaged keys answer errors until rewritten).
+    ///
+    /// The verdict outlives the process: a marker file beside the store
+    /// ([`damage_marker`](Self::damage_marker)) is written at once and removed only by a
+    /// verified install, so a replica restarted before it healed (a crash in the middle of the
+    /// re-bootstrap) still knows its store is damaged, instead of following the log on top of it.
     pub fn found_damage(&self) {
         self.metrics.checksum_failures.inc();
         self.probe(crate::observe::Probe::ChecksumFailed);
         if self.config.role == Role::Replica {
+            self.must_bootstrap();
+        }
+    }
+
+    /// This replica has no store it could serve (a snapshot swap failed and the old store
+    /// could not be reopened): reads are refused and it bootstraps again.
+    pub fn lost_store(&self) {
+        self.ready.store(false, Ordering::Relaxed);
+        self.must_bootstrap();
+    }
+
+    fn must_bootstrap(&self) {
+        if !self.damaged.swap(true, Ordering::Relaxed) {
+            let marker = self.damage_marker();
+            let written = marker
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&marker, b"a stored value failed its checksum: re-bootstrap\n"));
+            if let Err(e) = written {
+                tracing::error!(marker = %marker.display(), error = %e, "could not record the damage on disk: a restart before the re-bootstrap would forget it until a read or scrub finds it again");
+            }
+        }
+    }
+
+    /// The file whose presence says this replica's store is damaged and must be replaced.
+    pub fn damage_marker(&self) -> std::path::PathBuf {
+        crate::replication::server::snapshot_dir(self).join("damaged")
+    }
+
+    /// At start-up: takes up a damage verdict an earlier process recorded and did not heal.
+    pub fn recall_damage(&self) -> bool {
+        let recorded = self.config.role == Role::Replica && self.damage_marker().exists();
+        if recorded {
+            tracing::warn!(node = %self.config.name, "an earlier process found this store damaged and had not replaced it: re-bootstrapping");
             self.damaged.store(true, Ordering::Relaxed);
         }
+        recorded
     }
 
     /// Whether this replica must re-bootstrap (see [`found_damage`](Self::found_damage)).
@@ -203,7 +243,14 @@ impl NodeState {
 
     /// The store was replaced by a verified snapshot: nothing damaged any more.
     pub fn healed(&self) {
-        self.damaged.store(false, Ordering::Relaxed);
+        if self.damaged.swap(false, Ordering::Relaxed) {
+            let marker = self.damage_marker();
+            if let Err(e) = std::fs::remove_file(&marker)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::error!(marker = %marker.display(), error = %e, "could not remove the damage marker: the next start re-bootstraps once more");
+            }
+        }
     }
 
     /// Records that a replication source welcomed this process.
@@ -276,7 +323,17 @@ impl NodeState {
     /// Records that `entries` (one commit's worth, in order) were applied: the event the
     /// simulator's checkers consume, the newest root timestamp (for lag), and a wake-up for
     /// everything waiting on new entries. Takes the entries so nothing is read back.
+    ///
+    /// Call it inside [`with_store`](Self::with_store), in the closure that committed them: two
+    /// writers (the root's committer and heartbeat) publishing after the lock is released could
+    /// publish out of order, and the applied index would step back.
     pub fn applied(&self, first: &crate::entry::LogEntry, last: &crate::entry::LogEntry) {
+        debug_assert!(
+            last.index >= *self.applied.borrow(),
+            "the applied index steps back: {} after {}",
+            last.index,
+            *self.applied.borrow()
+        );
         tracing::debug!(node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
         self.report(NodeEvent::Applied { first: first.index, last: last.index, hash: last.hash.to_string() });
         self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);

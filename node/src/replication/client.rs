@@ -5,14 +5,19 @@
 //!   index is exactly one more than the last applied, its database id is ours, and its previous
 //!   hash is our chain hash (the store's `apply` refuses anything else). A violation disconnects
 //!   from that source, is counted, and nothing from that frame is applied.
-//! - Entries of one frame are applied in one commit, with the applied index in it, so a restart
-//!   resumes exactly where it stopped.
+//! - Entries of one frame are applied at most `apply_batch_entries_max` to a commit, with the
+//!   applied index in it, so a restart resumes exactly where it stopped.
 //! - When the newest entry we have is older than `staleness_failover` we judge the source as
 //!   `staleness` says: leave one that went quiet or that calls itself healthy, wait for one
 //!   that says it is recovering its own path, and move from that one only to a source a probe
-//!   found healthy and ahead. A source silent for `staleness_failover` is left in any case.
+//!   found healthy and ahead. A source silent for `staleness_failover` is left in any case, and
+//!   so is one whose keepalives say it holds entries we lack while it sends none for as long (a
+//!   stalled stream): every wait of this client has a deadline — connecting and the hello
+//!   within `staleness_failover`, every step of a bootstrap within `snapshot_timeout`.
 //! - A source that no longer holds our next index answers `OutOfRetention`; we try the next
-//!   source, and when no source has the history, bootstrap from a snapshot. We never skip.
+//!   source, and when a round of every source brought nothing and one of them said so, we
+//!   bootstrap from a snapshot (a source that is down cannot veto it). We never skip. A
+//!   transfer that broke off resumes from the source it was staged from.
 //! - After trying every source without progress we wait a capped, jittered, exponential backoff.
 //!   The jitter comes from a generator seeded by the node id, so the simulator controls it.
 //! - Losing every source never stops this node serving reads or its own downstream clients.
@@ -26,6 +31,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
+use super::bootstrap::{BootstrapFailed, bootstrap};
 use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, UpstreamStatus, Want, read_message, write_message};
 use super::server::KEEPALIVE_INTERVAL;
 use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
@@ -33,8 +39,7 @@ use crate::entry::VerifiedEntry;
 use crate::metrics::Metrics;
 use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe, SourceChange};
-use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
-use crate::store::{Store, StoreError, StoreLocation};
+use crate::store::StoreError;
 
 /// The legacy backoff's ceiling: far above any sane cap, as in the seed's incident.
 const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(600);
@@ -91,9 +96,13 @@ pub async fn run(state: Arc<NodeState>) {
     }
     // Why the previous source was left, for the next `NodeEvent::SourceChanged`.
     let mut left_because = SourceChange::Start;
+    // The source whose snapshot transfer is staged, half done.
+    let mut staged_from: Option<SocketAddr> = None;
     loop {
         let mut progressed = false;
         let mut out_of_retention = 0;
+        // Sources that ended without saying whether they hold our next entry (down, refusing,
+        // silent or misbehaving): they cannot veto a bootstrap another source calls for.
         let mut damaged = state.is_damaged();
         for (position, &source) in sources.iter().enumerate() {
             if damaged {
@@ -136,20 +145,41 @@ pub async fn run(state: Arc<NodeState>) {
                 state.metrics.failovers.inc();
             }
         }
-        if out_of_retention == sources.len() || damaged {
-            // No source has our next entry, or our store is damaged: bootstrap from the first
-            // source that serves a snapshot (a verified one replaces the whole store).
+        if (out_of_retention > 0 && !progressed) || damaged {
+            // A source no longer holds our next entry and no source gave us anything this
+            // round, or our store is damaged: bootstrap from the first source that serves a
+            // snapshot (a verified one replaces the whole store). Waiting for every source to
+            // say "out of retention" would wait for ever on one that is down.
             if damaged {
                 tracing::warn!(node = %state.config.name, "a stored value is damaged: re-bootstrapping from a source");
                 left_because = SourceChange::Damaged;
             }
-            for &source in &sources {
-                match bootstrap(&state, source).await {
-                    Ok(()) => {
-                        progressed = true;
-                        break;
+            // The source whose transfer is staged first: another source's export is another
+            // snapshot, and asking it would start the transfer again at chunk 0.
+            let mut order = sources.clone();
+            if let Some(staged) = staged_from.filter(|s| order.contains(s)) {
+                order.retain(|s| *s != staged);
+                order.insert(0, staged);
+            }
+            'sources: for source in order {
+                loop {
+                    match bootstrap(&state, source).await {
+                        Ok(()) => {
+                            progressed = true;
+                            staged_from = None;
+                            break 'sources;
+                        }
+                        // A transfer that broke off after storing chunks resumes from the same
+                        // source at once: each attempt stores more, so this ends.
+                        Err(BootstrapFailed { reason, chunks_stored }) if chunks_stored > 0 => {
+                            tracing::warn!(%source, error = %reason, chunks_stored, "snapshot transfer broke off: resuming it");
+                            staged_from = Some(source);
+                        }
+                        Err(BootstrapFailed { reason, .. }) => {
+                            tracing::warn!(%source, error = %reason, "bootstrap attempt failed");
+                            break;
+                        }
                     }
-                    Err(e) => tracing::warn!(%source, error = %e, "bootstrap attempt failed"),
                 }
             }
         }
@@ -222,8 +252,10 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
         Ok(Err(e)) => return Ended::Disconnected(format!("connect: {e}")),
         Err(_) => return Ended::Disconnected("connect timed out".into()),
     };
-    if let Err(e) = write_message(&mut stream, &hello_from(state, Want::Log, resume_from)).await {
-        return Ended::Disconnected(format!("hello: {e}"));
+    match timeout(staleness, write_message(&mut stream, &hello_from(state, Want::Log, resume_from))).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Ended::Disconnected(format!("hello: {e}")),
+        Err(_) => return Ended::Disconnected("sending the hello timed out".into()),
     }
     // Frames arrive through a reader task, so that waiting for one can be cut short to judge
     // staleness without tearing a frame in half (`read_message` is not cancel-safe).
@@ -245,6 +277,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
     let mut last_said = UpstreamStatus::Healthy;
     // Whether a verdict to leave waited once for the frames that arrived while we judged.
     let mut deferred = false;
+    // Since when the source's keepalives have said it holds entries we lack (none arriving).
+    let mut behind_since: Option<Instant> = None;
     // PLANTED BUG (legacy): without a staleness timeout a source that stops sending is followed
     // for as long as its connection stays open.
     let silence_allowed = if state.config.legacy.never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
@@ -287,6 +321,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             }
             Message::Entries { entries } => {
                 state.heard_from_source(None);
+                behind_since = None;
                 let entries = match decode_frame(entries) {
                     Ok(entries) => entries,
                     Err(reason) => return violation(&state.metrics, reason),
@@ -315,10 +350,24 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                     return Ended::Stale { better };
                 }
             }
-            Message::Keepalive { upstream, .. } => {
+            Message::Keepalive { upstream, applied_index } => {
                 last_said = upstream;
                 state.heard_from_source(Some(upstream.wire()));
-                state.set_ready(); // the source has nothing newer
+                let ours = state.read_store(|s| s.applied_index());
+                if applied_index > ours {
+                    // The source holds entries we lack, yet sends keepalives instead of them: a
+                    // stalled stream. A moment of it is a race (it applied one as the keepalive
+                    // left); `staleness_failover` of it is a source to leave, not wait on.
+                    let since = *behind_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= staleness {
+                        state.metrics.failovers.inc();
+                        tracing::warn!(node = %state.config.name, %source, source_index = applied_index, ours, waited = ?since.elapsed(), "the source holds entries we lack but has sent none: leaving it");
+                        return Ended::Stale { better: None };
+                    }
+                } else {
+                    behind_since = None;
+                    state.set_ready(); // the source has nothing newer
+                }
                 if let Verdict::Leave { better } = judgement.judge(state, Heard::Said(upstream), &others).await
                     && leave_now(&arriving, &mut deferred)
                 {
@@ -339,15 +388,6 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 return violation(&state.metrics, format!("unexpected {} while following the log", other.frame_type()));
             }
         }
-    }
-}
-
-/// Marks the node as no longer in the middle of a snapshot transfer when dropped.
-struct Transferring<'a>(&'a NodeState);
-
-impl Drop for Transferring<'_> {
-    fn drop(&mut self) {
-        self.0.set_transferring(false);
     }
 }
 
@@ -385,16 +425,25 @@ fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
         .collect()
 }
 
-/// Checks and applies one frame of entries as one commit.
+/// Checks and applies one frame of entries, at most `replication.apply_batch_entries_max` to a
+/// commit.
 fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
+    let per_commit = state.config.replication.apply_batch_entries_max.max(1);
+    entries.chunks(per_commit).try_for_each(|batch| apply_batch(state, batch))
+}
+
+/// Checks and applies `entries` as one commit.
+fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
     let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
     let legacy = state.config.legacy.apply_without_gap_check;
-    let applied =
-        state.with_store(
-            |store| {
-                if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }
-            },
-        );
+    let applied = state.with_store(|store| {
+        if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }?;
+        // Published under the store lock, as every apply is (see `NodeState::applied`).
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+            state.applied(first, last);
+        }
+        Ok(())
+    });
     applied.map_err(|e| match e {
         StoreError::Refused(refusal) => refusal.to_string(),
         // The commit met damage already in the store (a RocksDB compaction reading a corrupt
@@ -407,126 +456,5 @@ fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), Strin
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);
-    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-        state.applied(first, last);
-    }
-    Ok(())
-}
-
-/// Fetches a snapshot from `source` (resuming a staged one when the source still has it),
-/// installs it in place of the current store, and returns. Replication then resumes from the
-/// snapshot's index.
-async fn bootstrap(state: &NodeState, source: SocketAddr) -> Result<(), String> {
-    let staging = super::server::snapshot_dir(state).join("import");
-    let staged = SnapshotImport::staged(&staging);
-    if staged.is_some() {
-        state.probe(Probe::SnapshotResumed);
-    }
-    let want = Want::Snapshot {
-        resume_chunk: staged.as_ref().map_or(0, |(_, next)| *next),
-        manifest_fingerprint: staged.as_ref().map(|(m, _)| m.fingerprint()),
-    };
-    let idle = state.config.replication.staleness_failover;
-    let mut stream = timeout(idle, TcpStream::connect(source))
-        .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| format!("connect: {e}"))?;
-    write_message(&mut stream, &hello(state, want)).await.map_err(|e| e.to_string())?;
-    let mut import: Option<SnapshotImport> = None;
-    let _transfer = Transferring(state);
-    loop {
-        let message = timeout(idle, read_message(&mut stream))
-            .await
-            .map_err(|_| "snapshot source went quiet".to_string())?
-            .map_err(|e| e.to_string())?
-            .ok_or("snapshot source closed the connection")?;
-        match message {
-            Message::Welcome { .. } => {}
-            Message::SnapshotManifest { manifest_json } => {
-                let manifest: SnapshotManifest =
-                    serde_json::from_slice(&manifest_json).map_err(|e| format!("snapshot manifest: {e}"))?;
-                if manifest.db_id != state.config.database_id || manifest.engine != state.config.storage.engine {
-                    return Err(format!("snapshot is of database {} on {}", manifest.db_id, manifest.engine));
-                }
-                import = Some(SnapshotImport::begin(&staging, manifest).map_err(|e| e.to_string())?);
-            }
-            Message::SnapshotChunk(chunk) => {
-                let import = import.as_mut().ok_or("chunk before the manifest")?;
-                if chunk.number < import.next_chunk() {
-                    continue; // already durable from an earlier attempt
-                }
-                import.write_chunk(&chunk).map_err(|e| e.to_string())?;
-                // Each stored chunk is a write to this node's disk.
-                state.disk_io(DiskOp::Commit { bytes: chunk.bytes.len() as u64 }).await;
-                state.set_transferring(import.next_chunk() < import.manifest().chunk_count());
-            }
-            Message::SnapshotDone => {
-                let import = import.take().ok_or("snapshot ended before its manifest")?;
-                return install(state, import);
-            }
-            Message::Refused { reason, detail } => return Err(format!("refused: {reason:?}: {detail}")),
-            other => return Err(format!("unexpected {} during a snapshot transfer", other.frame_type())),
-        }
-    }
-}
-
-/// Verifies the finished import and swaps it in for the current store.
-fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
-    let config = &state.config;
-    let options = config.store_options();
-    let fresh = match config.storage.engine {
-        crate::store::EngineKind::Memory => StoreLocation::Memory(Default::default()),
-        kind => StoreLocation::new(kind, &super::server::snapshot_dir(state).join("installing")),
-    };
-    let imported = import.finish(&fresh, &options).map_err(|e| e.to_string())?;
-    let index = imported.applied_index();
-    let ours = state.read_store(|s| s.applied_index());
-    if index < ours {
-        // Never back: a node that re-bootstraps over a damaged store waits for a source that
-        // has caught up with what it had applied.
-        return Err(format!("the snapshot is at index {index}, behind this store's {ours}"));
-    }
-    match &fresh {
-        StoreLocation::Memory(scratch) => match state.memory_disk() {
-            // Move the imported data onto the disk that outlives this process, then reopen.
-            Some(live) => {
-                drop(imported);
-                let live = live.clone();
-                state.with_store(|store| -> Result<(), String> {
-                    live.take_contents_of(scratch);
-                    *store = Store::open(&StoreLocation::Memory(live), &options).map_err(|e| e.to_string())?;
-                    Ok(())
-                })?;
-                state.after_apply();
-            }
-            None => state.replace_store(imported),
-        },
-        StoreLocation::Lmdb(new_path) | StoreLocation::Rocksdb(new_path) => {
-            // Close both stores, move the new one into place, reopen it there.
-            drop(imported);
-            let live = config.storage.path.clone();
-            let retired = super::server::snapshot_dir(state).join("retired");
-            let _ = std::fs::remove_dir_all(&retired);
-            state.with_store(|store| -> Result<(), String> {
-                let placeholder =
-                    Store::open(&StoreLocation::Memory(Default::default()), &options).map_err(|e| e.to_string())?;
-                drop(std::mem::replace(store, placeholder));
-                std::fs::rename(&live, &retired).map_err(|e| format!("retiring {}: {e}", live.display()))?;
-                std::fs::rename(new_path, &live).map_err(|e| format!("installing {}: {e}", live.display()))?;
-                *store = Store::open(&StoreLocation::new(config.storage.engine, &live), &options)
-                    .map_err(|e| e.to_string())?;
-                Ok(())
-            })?;
-            let _ = std::fs::remove_dir_all(&retired);
-            state.after_apply();
-        }
-    }
-    state.metrics.bootstraps.inc();
-    state.probe(Probe::SnapshotInstalled);
-    state.healed();
-    let hash = state.read_store(|s| s.chain_hash());
-    tracing::info!(node = %config.name, index, hash = %hash, "bootstrapped from a snapshot");
-    state.report(NodeEvent::Bootstrapped { index, hash: hash.to_string() });
-    state.cursor_persisted(index);
     Ok(())
 }

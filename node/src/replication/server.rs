@@ -44,10 +44,28 @@ pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_
 /// How long a finished export is kept for clients resuming an interrupted bootstrap.
 const EXPORT_REUSE_MAX: Duration = Duration::from_secs(600);
 
-/// The newest snapshot export, kept so an interrupted bootstrap can resume against it.
+/// One export on disk. Its folder is removed when the last holder lets it go: the cache, when
+/// a newer export replaces it, or the last transfer still reading it — never under a client.
+#[derive(Debug)]
+struct Export {
+    dir: PathBuf,
+    /// As served (in this node's chunk size): what a resuming client names.
+    manifest: SnapshotManifest,
+    made: tokio::time::Instant,
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "could not remove a snapshot export");
+        }
+    }
+}
+
+/// The newest snapshot export, shared by every client that can use it.
 #[derive(Debug, Default)]
 struct ExportCache {
-    newest: Option<(PathBuf, SnapshotManifest, tokio::time::Instant)>,
+    newest: Option<Arc<Export>>,
     exports_made: u64,
 }
 
@@ -141,7 +159,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 );
                 return refuse(&mut stream, metrics, RefusalReason::TooManyBootstraps, detail).await;
             };
-            serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint).await
+            serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
     }
 }
@@ -172,6 +190,9 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());
         }
+        // Seen before the store is read, not after: an apply published between the read and
+        // the mark would otherwise go unnoticed until the next keepalive, a second later.
+        applied.mark_unchanged();
         // A client that has everything this node applied needs no read: the applied index is
         // the store's head, in memory. Only a read that returns entries touches the disk.
         if state.read_store(|store| last < store.applied_index()) {
@@ -212,7 +233,6 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
             }
             LogRead::Entries(_) | LogRead::Ahead { .. } => {
                 // Caught up (or ahead of us): wait for new entries, keeping the client informed.
-                applied.mark_unchanged();
                 tokio::select! {
                 // Fixed poll order: select!'s default random order draws from a process-wide
                 // seed, which would make runs differ under one simulator seed.
@@ -240,9 +260,11 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     exports: &Mutex<ExportCache>,
     resume_chunk: u64,
     fingerprint: Option<String>,
+    client_index: u64,
 ) -> Result<(), ProtocolError> {
-    let source = match current_export(state, exports, fingerprint.as_deref()) {
-        Ok(source) => source,
+    // Held for the whole transfer: the export's folder outlives every client reading it.
+    let (_export, source) = match current_export(state, exports, fingerprint.as_deref(), client_index) {
+        Ok(found) => found,
         Err(e) => {
             tracing::error!(error = %e, "exporting a snapshot failed");
             return write_message(&mut stream, &Message::Refused { reason: RefusalReason::ShuttingDown, detail: e })
@@ -266,33 +288,42 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     write_message(&mut stream, &Message::SnapshotDone).await
 }
 
-/// The export matching `fingerprint` if it is still kept, else a fresh export.
+/// The export a client at `client_index` gets: the newest one while it is younger than
+/// [`EXPORT_REUSE_MAX`] and either is the one the client is resuming (`fingerprint`) or is
+/// still of use to it (a client resuming an older one starts this one afresh) — not behind the client, and with this node's log still holding every
+/// entry after it, so the client follows the log from there. Otherwise a fresh export. So a
+/// tier that falls out of retention together shares one export instead of each client's
+/// export deleting the one the others are reading.
 fn current_export(
     state: &NodeState,
     exports: &Mutex<ExportCache>,
     fingerprint: Option<&str>,
-) -> Result<SnapshotSource, String> {
+    client_index: u64,
+) -> Result<(Arc<Export>, SnapshotSource), String> {
     let mut cache = exports.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((dir, manifest, made)) = &cache.newest {
-        let fresh = made.elapsed() < EXPORT_REUSE_MAX;
-        if fresh && fingerprint == Some(manifest.fingerprint().as_str()) {
-            return open_export(state, dir);
+    if let Some(export) = &cache.newest {
+        let fresh = export.made.elapsed() < EXPORT_REUSE_MAX;
+        let resuming = fingerprint == Some(export.manifest.fingerprint().as_str());
+        let first_retained = state.read_store(|s| s.first_retained_index());
+        let of_use =
+            export.manifest.applied_index >= client_index && export.manifest.applied_index + 1 >= first_retained;
+        if fresh && (resuming || of_use) {
+            return Ok((export.clone(), open_export(state, &export.dir)?));
         }
     }
     let root = snapshot_dir(state);
     cache.exports_made += 1;
     let dir = root.join(format!("export-{}", cache.exports_made));
     if dir.exists() {
+        // Left by an earlier process of this node (numbers start again at each start).
         std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     state.read_store(|store| store.export_snapshot(&dir)).map_err(|e| e.to_string())?;
     let source = open_export(state, &dir)?;
-    // The manifest as served (in this node's chunk size): what a resuming client names.
-    let manifest = source.manifest().clone();
-    if let Some((old, _, _)) = cache.newest.replace((dir.clone(), manifest, tokio::time::Instant::now())) {
-        let _ = std::fs::remove_dir_all(old);
-    }
-    Ok(source)
+    let export = Arc::new(Export { dir, manifest: source.manifest().clone(), made: tokio::time::Instant::now() });
+    // The one it replaces is removed once the last transfer reading it ends.
+    cache.newest = Some(export.clone());
+    Ok((export, source))
 }
 
 /// An export, served in `replication.snapshot_chunk_bytes` chunks.
@@ -304,9 +335,14 @@ fn open_export(state: &NodeState, dir: &std::path::Path) -> Result<SnapshotSourc
 
 /// Where this node keeps snapshot exports and imports: beside its store.
 pub fn snapshot_dir(state: &NodeState) -> PathBuf {
-    let path = &state.config.storage.path;
+    snapshot_dir_of(&state.config)
+}
+
+/// [`snapshot_dir`] for a configuration (before the node's state exists).
+pub fn snapshot_dir_of(config: &crate::config::NodeConfig) -> PathBuf {
+    let path = &config.storage.path;
     if path.as_os_str().is_empty() {
-        std::env::temp_dir().join(format!("qs-node-{}-snapshots", state.config.name))
+        std::env::temp_dir().join(format!("qs-node-{}-snapshots", config.name))
     } else {
         let mut name = path.file_name().unwrap_or_default().to_os_string();
         name.push(".snapshots");

@@ -179,8 +179,94 @@ pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
     finish(&merged, known.is_some(), out)
 }
 
+/// `qsim nightly --plan`: what the definition runs and, from a recent night's timings, what a
+/// shard costs against the definition's `shard_budget`.
+pub fn nightly_plan(definition: &Path, jobs: Option<usize>, timings: Option<&Path>) -> ExitCode {
+    let nightly = match qs_sim::sweep::nightly::Nightly::load(definition) {
+        Ok(nightly) => nightly,
+        Err(e) => {
+            eprintln!("qsim nightly: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let mut names = Vec::new();
+    for &(ref path, engine) in &nightly.runs {
+        match load(path, Some(engine)) {
+            Ok(s) => names.push(s.run_name()),
+            Err(e) => {
+                eprintln!("qsim nightly: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
+    let seeds = nightly.seeds.end - nightly.seeds.start;
+    let jobs = jobs.or(nightly.jobs).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let format = |d: std::time::Duration| {
+        humantime_serde::re::humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
+    };
+    println!(
+        "plan       {}: {} pairs × seeds {}..{} = {} runs, {} shards of about {} runs, {jobs} at a time",
+        definition.display(),
+        names.len(),
+        nightly.seeds.start,
+        nightly.seeds.end,
+        names.len() as u64 * seeds,
+        nightly.shards,
+        (names.len() as u64 * seeds).div_ceil(nightly.shards)
+    );
+    if let Some(budget) = nightly.shard_budget {
+        println!("budget     {} a shard (shard_budget)", format(budget));
+    }
+    let Some(timings) = timings else {
+        println!("estimate   give --timings SUMMARY.json (a recent night's) for each pair's time and a shard's");
+        return ExitCode::from(exit::PASS);
+    };
+    let summary: SweepSummary = match std::fs::read_to_string(timings)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(summary) => summary,
+        Err(e) => {
+            eprintln!("qsim nightly: timings {}: {e}", timings.display());
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let plan =
+        qs_sim::sweep::nightly::estimate(&names, seeds, nightly.shards, jobs, nightly.shard_budget, &summary.results);
+    println!("timings    {} ({} runs)", timings.display(), summary.results.len());
+    for pair in &plan.pairs {
+        match pair.mean_wall_ms {
+            Some(ms) => println!(
+                "pair       {:<40} {:>8.2} s a run (mean of {}), {} a night",
+                pair.run_name,
+                ms as f64 / 1000.0,
+                pair.runs_timed,
+                format(std::time::Duration::from_millis(ms * seeds))
+            ),
+            None => println!("pair       {:<40} not timed: charged the mean of the timed pairs", pair.run_name),
+        }
+    }
+    println!("estimate   a shard takes about {} ({jobs} runs at a time)", format(plan.shard_wall));
+    if let (Some(budget), Some(fill)) = (nightly.shard_budget, plan.seeds_to_fill) {
+        let verdict = if plan.shard_wall > budget { "OVER the budget" } else { "within the budget" };
+        println!("budget     {} a shard: {verdict}; {fill} seeds a pair would fill it", format(budget));
+    }
+    ExitCode::from(exit::PASS)
+}
+
 /// One shard of the nightly definition at `definition`.
-pub fn nightly(definition: &Path, shard: qs_sim::sweep::Shard, jobs: Option<usize>, out: PathBuf) -> ExitCode {
+/// With `first_seeds`, only that many of the definition's seeds (at least one).
+pub fn nightly(
+    definition: &Path,
+    shard: qs_sim::sweep::Shard,
+    jobs: Option<usize>,
+    first_seeds: Option<u64>,
+    out: PathBuf,
+) -> ExitCode {
+    if first_seeds == Some(0) {
+        eprintln!("qsim nightly: --first-seeds must be at least 1");
+        return ExitCode::from(exit::USAGE);
+    }
     let nightly = match qs_sim::sweep::nightly::Nightly::load(definition).and_then(|n| {
         n.check_shard(shard)?;
         Ok(n)
@@ -201,10 +287,23 @@ pub fn nightly(definition: &Path, shard: qs_sim::sweep::Shard, jobs: Option<usiz
             }
         }
     }
-    println!("nightly    {} ({} scenario × engine pairs)", definition.display(), scenarios.len());
+    let seeds = match first_seeds {
+        Some(n) => nightly.seeds.start..nightly.seeds.end.min(nightly.seeds.start.saturating_add(n)),
+        None => nightly.seeds.clone(),
+    };
+    println!(
+        "nightly    {} ({} scenario × engine pairs{})",
+        definition.display(),
+        scenarios.len(),
+        if first_seeds.is_some() {
+            format!(", only its first {} seeds", seeds.end - seeds.start)
+        } else {
+            String::new()
+        }
+    );
     sweep(SweepPlan {
         scenarios,
-        seeds: nightly.seeds.clone(),
+        seeds,
         shard,
         jobs: jobs.or(nightly.jobs),
         settings: RunSettings {

@@ -10,6 +10,8 @@
 //! known = "nightly-known.txt"     # failure signatures already known, beside this file
 //! run_timeout = "20m"             # every run's wall-clock budget (default: from its scenario)
 //! check_determinism = true        # re-run failing runs and 5 % of passing ones (default: true)
+//! shard_budget = "45m"            # the wall time a shard may take; `qsim nightly --plan` checks
+//!                                 # the seeds against it from a recent night's timings
 //!
 //! [[sweep]]
 //! scenarios = ["scenarios/quickstart.toml", "scenarios/swarm.toml"]
@@ -45,6 +47,8 @@ struct NightlyFile {
     run_timeout: Option<Duration>,
     #[serde(default = "yes")]
     check_determinism: bool,
+    #[serde(default, with = "humantime_serde")]
+    shard_budget: Option<Duration>,
     sweep: Vec<SweepFile>,
 }
 
@@ -70,6 +74,8 @@ pub struct Nightly {
     pub known: Option<PathBuf>,
     pub run_timeout: Option<Duration>,
     pub check_determinism: bool,
+    /// The wall time one shard may take on its machine (see [`estimate`]).
+    pub shard_budget: Option<Duration>,
     /// Every (scenario file, engine) pair, in the file's order.
     pub runs: Vec<(PathBuf, EngineKind)>,
 }
@@ -109,6 +115,9 @@ impl Nightly {
         }
         if file.run_timeout.is_some_and(|t| t.is_zero()) {
             return Err(invalid("run_timeout", "must be above zero".into()));
+        }
+        if file.shard_budget.is_some_and(|t| t.is_zero()) {
+            return Err(invalid("shard_budget", "must be above zero".into()));
         }
         let known = file.known.map(|k| path.parent().unwrap_or(Path::new("")).join(k));
         if let Some(known) = &known
@@ -154,6 +163,7 @@ impl Nightly {
             known,
             run_timeout: file.run_timeout,
             check_determinism: file.check_determinism,
+            shard_budget: file.shard_budget,
             runs,
         })
     }
@@ -173,6 +183,58 @@ impl Nightly {
         }
         Ok(())
     }
+}
+
+/// One scenario × engine pair's share of a plan, from a recent night's timings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairEstimate {
+    /// The pair's run name (the scenario's name, with the engine when overridden).
+    pub run_name: String,
+    /// How many of its runs the timings hold.
+    pub runs_timed: u64,
+    /// Their mean wall time; `None` when none was timed (the plan then assumes the mean of
+    /// every timed run, and says so).
+    pub mean_wall_ms: Option<u64>,
+}
+
+/// What a plan costs: per pair, and a shard's wall time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanEstimate {
+    pub pairs: Vec<PairEstimate>,
+    /// Every run's wall time summed, divided among the shards and the runs a shard runs at
+    /// once. Runs share a machine's cores, so this is a floor when `jobs` exceeds the cores.
+    pub shard_wall: Duration,
+    /// Seeds per pair that would fill `shard_budget` (when the definition sets one).
+    pub seeds_to_fill: Option<u64>,
+}
+
+/// Estimates a plan of `seeds` seeds over the pairs named `run_names`, cut into `shards` shards
+/// of `jobs` runs at a time, from `timings` (a recent sweep's runs, any seeds).
+pub fn estimate(
+    run_names: &[String],
+    seeds: u64,
+    shards: u64,
+    jobs: usize,
+    budget: Option<Duration>,
+    timings: &[qs_reports::schema::RunResult],
+) -> PlanEstimate {
+    let pairs: Vec<PairEstimate> = run_names
+        .iter()
+        .map(|name| {
+            let walls: Vec<u64> = timings.iter().filter(|r| &r.scenario == name).map(|r| r.wall_ms).collect();
+            let runs_timed = walls.len() as u64;
+            let mean_wall_ms = (runs_timed > 0).then(|| walls.iter().sum::<u64>() / runs_timed);
+            PairEstimate { run_name: name.clone(), runs_timed, mean_wall_ms }
+        })
+        .collect();
+    let timed: Vec<u64> = pairs.iter().filter_map(|p| p.mean_wall_ms).collect();
+    let fallback = if timed.is_empty() { 0 } else { timed.iter().sum::<u64>() / timed.len() as u64 };
+    // One seed of every pair, in wall milliseconds.
+    let per_seed_ms: u64 = pairs.iter().map(|p| p.mean_wall_ms.unwrap_or(fallback)).sum();
+    let parallel = shards.max(1) * jobs.max(1) as u64;
+    let shard_wall = Duration::from_millis(per_seed_ms.saturating_mul(seeds) / parallel);
+    let seeds_to_fill = budget.filter(|_| per_seed_ms > 0).map(|b| b.as_millis() as u64 * parallel / per_seed_ms);
+    PlanEstimate { pairs, shard_wall, seeds_to_fill }
 }
 
 #[cfg(test)]
@@ -230,11 +292,50 @@ mod tests {
             (GOOD.replace("\"memory\", \"lmdb\"", "\"memory\", \"memory\""), "sweep"),
             (format!("known = \"missing.txt\"\n{GOOD}"), "known"),
             (format!("run_timeout = \"0s\"\n{GOOD}"), "run_timeout"),
+            (format!("shard_budget = \"0s\"\n{GOOD}"), "shard_budget"),
         ] {
             let err = parse(&text).unwrap_err();
             assert!(err.contains("test-nightly.toml") && err.contains(&format!("field `{field}`")), "{field}: {err}");
         }
         let err = parse("seeds = \"1..2\"\nshards = 1\nsweeps = []").unwrap_err();
         assert!(err.contains("sweeps"), "{err}");
+    }
+
+    fn timed(scenario: &str, wall_ms: u64) -> qs_reports::schema::RunResult {
+        qs_reports::schema::RunResult {
+            scenario: scenario.into(),
+            path: PathBuf::new(),
+            seed: 1,
+            outcome: qs_reports::schema::Outcome::Pass,
+            expected: "pass".into(),
+            ok: true,
+            exit_code: Some(0),
+            digest: None,
+            first_problem: None,
+            reproduce: String::new(),
+            out: PathBuf::new(),
+            max_lag_ms: None,
+            converged_after_ms: None,
+            signature: None,
+            wall_ms,
+            determinism_checked: false,
+            probes: Vec::new(),
+        }
+    }
+
+    /// A shard's time is every pair's mean wall time × seeds, shared by shards × jobs; a pair
+    /// with no timing is charged the mean of the timed ones; the budget gives the seeds.
+    #[test]
+    fn a_plan_is_estimated_from_a_nights_timings() {
+        let timings = [timed("a", 1_000), timed("a", 3_000), timed("b", 10_000), timed("other", 99_000)];
+        let names = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let plan = estimate(&names, 100, 4, 2, Some(Duration::from_secs(3600)), &timings);
+        assert_eq!(plan.pairs[0], PairEstimate { run_name: "a".into(), runs_timed: 2, mean_wall_ms: Some(2_000) });
+        assert_eq!(plan.pairs[2].mean_wall_ms, None);
+        // One seed: 2 s + 10 s + 6 s (c at the mean) = 18 s; × 100 seeds / (4 × 2) = 225 s.
+        assert_eq!(plan.shard_wall, Duration::from_secs(225));
+        // An hour × 8 / 18 s = 1600 seeds.
+        assert_eq!(plan.seeds_to_fill, Some(1600));
+        assert_eq!(estimate(&names, 100, 4, 2, None, &timings).seeds_to_fill, None);
     }
 }

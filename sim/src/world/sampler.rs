@@ -57,15 +57,15 @@ pub(super) async fn sampler(
             let oomed = oomed.lock().unwrap_or_else(|p| p.into_inner());
             live(&states).into_iter().filter(|(name, _)| !down.contains(name) && !oomed.contains(name)).collect()
         };
-        let samples: Vec<(String, u64, u64)> = running
-            .iter()
-            .map(|(name, state)| (name.clone(), state.lag_ms(), state.read_store(|s| s.applied_index())))
-            .collect();
+        let samples: Vec<(String, u64)> =
+            running.iter().map(|(name, state)| (name.clone(), state.read_store(|s| s.applied_index()))).collect();
         let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
         {
             let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
             let at_ms = recorder.now_ms();
-            for (node, lag_ms, applied) in samples {
+            for (node, applied) in samples {
+                // The simulator's measurement, from the root's commits: not the node's own word.
+                let lag_ms = recorder.lag_ms(applied, at_ms);
                 recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
             }
             for (node, mut window) in reads {
