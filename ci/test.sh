@@ -42,3 +42,16 @@ RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated -
 
 echo "== the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim
+
+# The real nightly definition on its first seeds, every scenario × engine pair, judged as the
+# merge judges a night (known failures pass, a new failure group fails): a pair that fails on its
+# first seeds cannot land.
+echo "== the nightly definition, every pair on its first 2 seeds (qsim nightly --first-seeds 2)" >&2
+smoke=$(mktemp -d)
+trap 'rm -rf "$smoke"' EXIT
+./qsim nightly ci/nightly.toml --first-seeds 2 --out "$smoke/nightly" >"$smoke/nightly.log" 2>&1 || {
+  grep -E "^(group|results|  )" "$smoke/nightly.log" >&2 || tail -40 "$smoke/nightly.log" >&2
+  echo "the nightly definition's first seeds did not end as expected (new failure groups above)" >&2
+  exit 1
+}
+grep -E "^results" "$smoke/nightly.log" >&2

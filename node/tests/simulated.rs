@@ -263,3 +263,76 @@ fn slow_clients_are_timed_out_on_simulated_time() {
     // The same seed, the same instants.
     assert_eq!(slow_clients(11), closed);
 }
+
+/// A source that welcomes every client at index 10 and then sends only keepalives — saying it
+/// is recovering its own path, which the staleness rules wait on — never an entry. Returns the
+/// simulated time of each connection it accepted.
+async fn stalled_source(listener: tokio::net::TcpListener, accepted: std::sync::Arc<std::sync::Mutex<Vec<Duration>>>) {
+    use qs_node::replication::protocol::{Message, UpstreamStatus, read_message, write_message};
+    loop {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        accepted.lock().unwrap().push(madsim::time::TimeHandle::current().elapsed());
+        tokio::spawn(async move {
+            let Ok(Some(Message::Hello(hello))) = read_message(&mut stream).await else { return };
+            let welcome =
+                Message::Welcome { server_id: 99, db_id: hello.db_id, applied_index: 10, first_retained_index: 1 };
+            if write_message(&mut stream, &welcome).await.is_err() {
+                return;
+            }
+            loop {
+                madsim::time::sleep(Duration::from_secs(1)).await;
+                let keepalive =
+                    Message::Keepalive { applied_index: 10, upstream: UpstreamStatus::Recovering { hops: 1 } };
+                if write_message(&mut stream, &keepalive).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// A replica whose only source holds entries it lacks and sends none — only keepalives saying
+/// it is recovering — leaves that connection after `replication.staleness_failover` at its
+/// shipped default (30 s) and connects again, instead of waiting on it for ever.
+#[test]
+fn a_stalled_source_is_left_at_the_default_deadline() {
+    let runtime = Runtime::with_seed_and_config(5, madsim::Config::default());
+    let accepted = runtime.block_on(async {
+        let handle = Handle::current();
+        let (source_ip, edge_ip): (IpAddr, IpAddr) = ("10.0.2.1".parse().unwrap(), "10.0.2.2".parse().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let source_accepted = accepted.clone();
+        handle.create_node().name("source").ip(source_ip).build().spawn(async move {
+            let listener = tokio::net::TcpListener::bind(addr(source_ip, 7000)).await.unwrap();
+            let _ = ready_tx.send(());
+            stalled_source(listener, source_accepted).await;
+        });
+        ready_rx.await.unwrap();
+        let text = format!(
+            "name = \"edge\"\nrole = \"replica\"\ndatabase_id = \"{DB}\"\n[storage]\nengine = \"memory\"\n\
+             [listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n[replication]\nprimaries = [\"{}\"]\n",
+            addr(edge_ip, 7000),
+            addr(edge_ip, 11211),
+            addr(edge_ip, 8000),
+            addr(source_ip, 7000)
+        );
+        let config = NodeConfig::parse(&text, "edge").unwrap();
+        assert_eq!(config.replication.staleness_failover, Duration::from_secs(30), "the shipped default");
+        let log = std::sync::Arc::new(EventLog::default());
+        handle.create_node().name("edge").ip(edge_ip).build().spawn(async move {
+            let _node = start_logged(config, 3, &log).await;
+            std::future::pending::<()>().await;
+        });
+        madsim::time::sleep(Duration::from_secs(75)).await;
+        let accepted = accepted.lock().unwrap().clone();
+        accepted
+    });
+    assert!(accepted.len() >= 2, "the replica never left the stalled source: connections at {accepted:?}");
+    let stayed = accepted[1] - accepted[0];
+    // The deadline, then at most a keepalive interval to notice and a reconnect backoff.
+    assert!(
+        stayed >= Duration::from_secs(30) && stayed <= Duration::from_secs(30 + 1 + 5),
+        "stayed {stayed:?} with the stalled source (connections at {accepted:?})"
+    );
+}
