@@ -325,8 +325,7 @@ fn a_stalled_source_is_left_at_the_default_deadline() {
             std::future::pending::<()>().await;
         });
         madsim::time::sleep(Duration::from_secs(75)).await;
-        let accepted = accepted.lock().unwrap().clone();
-        accepted
+        accepted.lock().unwrap().clone()
     });
     assert!(accepted.len() >= 2, "the replica never left the stalled source: connections at {accepted:?}");
     let stayed = accepted[1] - accepted[0];

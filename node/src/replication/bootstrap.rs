@@ -328,7 +328,7 @@ pub fn recover_interrupted_install(live: &Path, snapshots: &Path) -> std::io::Re
     }
 }
 
-/// How long [`bootstrap`] waits for any one step by default (`replication.snapshot_timeout`):
+/// How long a bootstrap waits for any one step by default (`replication.snapshot_timeout`):
 /// as long as a source may stay silent on the log stream.
 pub const SNAPSHOT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
