@@ -55,8 +55,10 @@ fn retired_dir(snapshots: &Path) -> PathBuf {
     snapshots.join("retired")
 }
 
-/// Why a bootstrap attempt failed, and how many chunks it stored before (a transfer that broke
-/// off after storing some resumes from the same source).
+/// Why a bootstrap attempt failed, and how many chunks it stored before the transfer broke off
+/// (a transfer that broke off after storing some resumes from the same source). A transfer that
+/// arrived whole and then failed to install (a damaged snapshot, a failed swap) counts none: the
+/// same source would serve the same snapshot again.
 #[derive(Debug)]
 pub(super) struct BootstrapFailed {
     pub reason: String,
@@ -134,6 +136,7 @@ async fn fetch_and_install(
             }
             Message::SnapshotDone => {
                 let import = import.take().ok_or("snapshot ended before its manifest")?;
+                *chunks_stored = 0; // whole: not a transfer to resume
                 return install(state, import);
             }
             Message::Refused { reason, detail } => return Err(format!("refused: {reason:?}: {detail}")),

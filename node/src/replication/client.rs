@@ -41,6 +41,11 @@ use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe, SourceChange};
 use crate::store::StoreError;
 
+/// Most times in a row a broken transfer is resumed from one source before the next source
+/// gets a turn: each resume stores more, but a source whose export keeps changing under it
+/// must not hold a replica for ever.
+const RESUMES_IN_A_ROW_MAX: u32 = 64;
+
 /// The legacy backoff's ceiling: far above any sane cap, as in the seed's incident.
 const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -162,7 +167,7 @@ pub async fn run(state: Arc<NodeState>) {
                 order.insert(0, staged);
             }
             'sources: for source in order {
-                loop {
+                for resumed in 0.. {
                     match bootstrap(&state, source).await {
                         Ok(()) => {
                             progressed = true;
@@ -171,7 +176,9 @@ pub async fn run(state: Arc<NodeState>) {
                         }
                         // A transfer that broke off after storing chunks resumes from the same
                         // source at once: each attempt stores more, so this ends.
-                        Err(BootstrapFailed { reason, chunks_stored }) if chunks_stored > 0 => {
+                        Err(BootstrapFailed { reason, chunks_stored })
+                            if chunks_stored > 0 && resumed < RESUMES_IN_A_ROW_MAX =>
+                        {
                             tracing::warn!(%source, error = %reason, chunks_stored, "snapshot transfer broke off: resuming it");
                             staged_from = Some(source);
                         }
