@@ -28,7 +28,7 @@ use tokio::time::timeout;
 use super::protocol::{Message, Want, read_message, write_message};
 use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe};
-use crate::store::snapshot::{SnapshotImport, SnapshotManifest};
+use crate::store::snapshot::{SnapshotImport, SnapshotManifest, sync_dir_io};
 use crate::store::{Store, StoreLocation};
 
 /// Marks the node as no longer in the middle of a snapshot transfer when dropped.
@@ -307,10 +307,6 @@ fn swap_in(
 
 fn sync_dirs(dirs: &[&Path]) -> std::io::Result<()> {
     dirs.iter().try_for_each(|dir| sync_dir_io(dir))
-}
-
-fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir).and_then(|d| d.sync_all())
 }
 
 /// Finishes a swap a crash interrupted, before the store at `live` is opened: with no live

@@ -175,7 +175,12 @@ fn file_crc(path: &Path) -> Result<(u64, u32), SnapshotError> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), SnapshotError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+    sync_dir_io(dir).map_err(io(dir))
+}
+
+/// `fsync`s a directory, so the renames and creations in it are durable.
+pub(crate) fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all())
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content.

@@ -179,26 +179,36 @@ pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
     finish(&merged, known.is_some(), out)
 }
 
+/// The nightly definition at `definition` (checked against `shard`, if given) and its scenario
+/// × engine pairs loaded; a problem is printed and answered with the usage exit code.
+fn load_nightly(
+    definition: &Path,
+    shard: Option<qs_sim::sweep::Shard>,
+) -> Result<(qs_sim::sweep::nightly::Nightly, Vec<Scenario>), ExitCode> {
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("qsim nightly: {e}");
+        ExitCode::from(exit::USAGE)
+    };
+    let nightly = qs_sim::sweep::nightly::Nightly::load(definition).map_err(|e| usage(&e))?;
+    if let Some(shard) = shard {
+        nightly.check_shard(shard).map_err(|e| usage(&e))?;
+    }
+    let scenarios = nightly
+        .runs
+        .iter()
+        .map(|(path, engine)| load(path, Some(*engine)).map_err(|e| usage(&e)))
+        .collect::<Result<_, _>>()?;
+    Ok((nightly, scenarios))
+}
+
 /// `qsim nightly --plan`: what the definition runs and, from a recent night's timings, what a
 /// shard costs against the definition's `shard_budget`.
 pub fn nightly_plan(definition: &Path, jobs: Option<usize>, timings: Option<&Path>) -> ExitCode {
-    let nightly = match qs_sim::sweep::nightly::Nightly::load(definition) {
-        Ok(nightly) => nightly,
-        Err(e) => {
-            eprintln!("qsim nightly: {e}");
-            return ExitCode::from(exit::USAGE);
-        }
+    let (nightly, scenarios) = match load_nightly(definition, None) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
-    let mut names = Vec::new();
-    for &(ref path, engine) in &nightly.runs {
-        match load(path, Some(engine)) {
-            Ok(s) => names.push(s.run_name()),
-            Err(e) => {
-                eprintln!("qsim nightly: {e}");
-                return ExitCode::from(exit::USAGE);
-            }
-        }
-    }
+    let names: Vec<String> = scenarios.iter().map(Scenario::run_name).collect();
     let seeds = nightly.seeds.end - nightly.seeds.start;
     let jobs = jobs.or(nightly.jobs).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let format = |d: std::time::Duration| {
@@ -267,26 +277,10 @@ pub fn nightly(
         eprintln!("qsim nightly: --first-seeds must be at least 1");
         return ExitCode::from(exit::USAGE);
     }
-    let nightly = match qs_sim::sweep::nightly::Nightly::load(definition).and_then(|n| {
-        n.check_shard(shard)?;
-        Ok(n)
-    }) {
-        Ok(nightly) => nightly,
-        Err(e) => {
-            eprintln!("qsim nightly: {e}");
-            return ExitCode::from(exit::USAGE);
-        }
+    let (nightly, scenarios) = match load_nightly(definition, Some(shard)) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
-    let mut scenarios = Vec::new();
-    for &(ref path, engine) in &nightly.runs {
-        match load(path, Some(engine)) {
-            Ok(s) => scenarios.push(s),
-            Err(e) => {
-                eprintln!("qsim nightly: {e}");
-                return ExitCode::from(exit::USAGE);
-            }
-        }
-    }
     let seeds = match first_seeds {
         Some(n) => nightly.seeds.start..nightly.seeds.end.min(nightly.seeds.start.saturating_add(n)),
         None => nightly.seeds.clone(),
