@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cache calibration (README "Calibration"): the simulator's cache models beside real RocksDB
+# Cache calibration (docs/performance.md, "Calibration"): the simulator's cache models beside real RocksDB
 # (direct reads, block cache tickers, one cache size per row; beside the RocksDB-shaped model
 # given the same bytes) and real LMDB (cold page cache, with and without read-ahead: major
 # faults), on the same keys and Zipf get sequence. Prints figures, marks rows past the stated

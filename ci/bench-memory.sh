@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory calibration (README "Calibration"): a release qs-node on RocksDB under HTTP writes and
+# Memory calibration (docs/performance.md, "Calibration"): a release qs-node on RocksDB under HTTP writes and
 # memcached reads, RSS and accounted memory from /metrics once a second, on glibc malloc, glibc
 # with MALLOC_ARENA_MAX=2, and jemalloc, beside the simulator's allocator factors.
 # Builds two qs-node binaries — `--features jemalloc` (rust-rocksdb's jemalloc, replacing malloc

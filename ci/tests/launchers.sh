@@ -461,7 +461,7 @@ done
 echo "== the launchers"
 for path in ci/nightly.toml ci/nightly-shard.sh ci/nightly-merge.sh; do
   if [[ ! -f $path ]]; then
-    fail "$path is missing: every launcher reads or runs it (README, \"Sweeping seeds\")"
+    fail "$path is missing: every launcher reads or runs it (docs/sweeps.md, \"The nightly\")"
   elif [[ $path == *.sh && ! -x $path ]]; then
     fail "$path is not executable: the workflow and the Jobs run it directly"
   else

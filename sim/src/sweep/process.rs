@@ -44,7 +44,7 @@ pub const BUDGET_MIN: Duration = Duration::from_secs(60);
 pub const BUDGET_MAX: Duration = Duration::from_secs(3600);
 /// Wall seconds allowed per simulated second. The slowest engine runs the 40-node reference
 /// scenario at about 6 simulated seconds per wall second on a busy 2-core machine in a release
-/// build (README, `./ci/bench-sim.sh`), and a debug build several times slower; 2 wall seconds
+/// build (docs/performance.md, `./ci/bench-sim.sh`), and a debug build several times slower; 2 wall seconds
 /// per simulated second leaves a debug build of a heavy scenario room.
 pub const WALL_PER_SIMULATED: u32 = 2;
 /// Share of passing runs a determinism check re-runs, in percent (FoundationDB's harness
