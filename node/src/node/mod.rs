@@ -195,7 +195,7 @@ impl Node {
         Ok(Node { state, listeners, root, background })
     }
 
-    /// Shuts the node down (the real binary does on SIGTERM and SIGINT; see the README):
+    /// Shuts the node down (the real binary does on SIGTERM and SIGINT; see docs/operating.md, "Stopping a node"):
     ///
     /// 1. [`Lifecycle::Draining`]: every listener closes its socket (new clients are refused);
     ///    the root commits the batch it is gathering and every write already queued, and refuses
