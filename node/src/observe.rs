@@ -25,6 +25,8 @@ pub enum SourceChange {
     OutOfRetention,
     /// This node's own store was damaged (a value failed its checksum): it re-bootstrapped.
     Damaged,
+    /// This node's own store failed a commit (a disk error): not the source's doing.
+    StoreFailed,
 }
 
 impl SourceChange {
@@ -38,6 +40,7 @@ impl SourceChange {
             SourceChange::Violation => "violation",
             SourceChange::OutOfRetention => "out_of_retention",
             SourceChange::Damaged => "damaged",
+            SourceChange::StoreFailed => "store_failed",
         }
     }
 }
@@ -79,6 +82,8 @@ pub enum Probe {
     FaultPointDropAfterHandshake,
     FaultPointDropMidSnapshot,
     FaultPointEarlyKeepalive,
+    /// A store was reopened after a failed commit (a disk error) and its head read back.
+    StoreReopened,
 }
 
 /// What a node did.

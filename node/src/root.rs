@@ -183,6 +183,7 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
         if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
             state.disk_io(DiskOp::Commit { bytes: 0 }).await;
             let committed = state.with_store(|store| {
+                state.settle(store)?;
                 let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
                 store.apply(std::slice::from_ref(&entry))?;
                 // Published under the store lock, so the committer cannot publish an older index
@@ -202,6 +203,8 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
 fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     let timestamp_ms = crate::clock::unix_ms();
     let outcome = state.with_store(|store| {
+        // After a failed commit the head is unknown until the store is reopened.
+        state.settle(store).map_err(|e| e.to_string())?;
         // The value each key will hold once the batch so far is applied.
         let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let mut kept: Vec<Op> = Vec::new();

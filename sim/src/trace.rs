@@ -37,6 +37,7 @@ pub fn probe(reached: qs_node::observe::Probe) -> Probe {
         Node::FaultPointDropAfterHandshake => Probe::FaultPointDropAfterHandshake,
         Node::FaultPointDropMidSnapshot => Probe::FaultPointDropMidSnapshot,
         Node::FaultPointEarlyKeepalive => Probe::FaultPointEarlyKeepalive,
+        Node::StoreReopened => Probe::StoreReopened,
     }
 }
 
@@ -52,6 +53,7 @@ pub fn source_reason(change: qs_node::observe::SourceChange) -> SourceReason {
         SourceChange::Violation => SourceReason::Violation,
         SourceChange::OutOfRetention => SourceReason::OutOfRetention,
         SourceChange::Damaged => SourceReason::Damaged,
+        SourceChange::StoreFailed => SourceReason::StoreFailed,
     }
 }
 

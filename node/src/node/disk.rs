@@ -18,7 +18,10 @@ pub enum DiskOp {
 /// returned latency is slept in simulated time before the operation (so a slow disk delays
 /// exactly the tasks that touch it), and a model may panic to kill the node's process the way a
 /// SIGBUS on a poisoned mmap page does.
-pub trait DiskModel: Send + Sync + std::fmt::Debug {
+///
+/// It is the disk's [`IoFaults`](crate::store::faults::IoFaults) too: the I/O errors it gives
+/// opens, commits, renames and the node's own writes (none, by default).
+pub trait DiskModel: crate::store::faults::IoFaults + Send + Sync + std::fmt::Debug {
     fn charge(&self, op: DiskOp) -> std::time::Duration;
 
     /// How long the pages one read or apply touches take to reach: the simulator's cache model

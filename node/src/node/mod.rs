@@ -82,7 +82,10 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Moves a damaged store directory to `<dir>.damaged` (replacing an earlier one) and returns
 /// where it went. A memory store has no directory; its damage never stops it opening.
-fn set_aside_damaged_store(location: &StoreLocation) -> Result<String, StoreError> {
+fn set_aside_damaged_store(
+    location: &StoreLocation,
+    options: &crate::store::OpenOptions,
+) -> Result<String, StoreError> {
     let (StoreLocation::Lmdb(dir) | StoreLocation::Rocksdb(dir)) = location else {
         return Ok("nowhere (a memory store)".into());
     };
@@ -95,7 +98,9 @@ fn set_aside_damaged_store(location: &StoreLocation) -> Result<String, StoreErro
     if kept.exists() {
         std::fs::remove_dir_all(&kept).map_err(|e| io(&format!("removing {}", kept.display()), e))?;
     }
-    std::fs::rename(dir, &kept).map_err(|e| io(&format!("moving {} to {}", dir.display(), kept.display()), e))?;
+    crate::store::faults::check_io(options.io_faults.as_ref(), crate::store::faults::IoOp::Rename)
+        .and_then(|()| std::fs::rename(dir, &kept))
+        .map_err(|e| io(&format!("moving {} to {}", dir.display(), kept.display()), e))?;
     Ok(kept.display().to_string())
 }
 
@@ -135,13 +140,18 @@ impl Node {
                 )))
             })?;
         }
-        let (store, damaged_at_open) = match Store::open(location, &config.store_options()) {
+        // On the simulator's failing disk, opens and commits fail as the disk says.
+        let options = crate::store::OpenOptions {
+            io_faults: disk.clone().map(|disk| disk as Arc<dyn crate::store::faults::IoFaults>),
+            ..config.store_options()
+        };
+        let (store, damaged_at_open) = match Store::open(location, &options) {
             Err(e) if e.is_damage() && config.role == Role::Replica => {
                 // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
                 // replacing any earlier one) and start empty, to re-bootstrap from a source.
-                let kept = set_aside_damaged_store(location).map_err(StartError::Store)?;
+                let kept = set_aside_damaged_store(location, &options).map_err(StartError::Store)?;
                 tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");
-                (Store::open(location, &config.store_options())?, true)
+                (Store::open(location, &options)?, true)
             }
             opened => (opened?, false),
         };

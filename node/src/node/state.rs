@@ -20,6 +20,7 @@ use crate::observe::{NodeEvent, NodeObserver};
 use crate::replication::protocol::UpstreamStatus;
 use crate::replication::staleness::SOURCE_QUIET;
 use crate::store::Store;
+use crate::store::faults::IoOp;
 
 use super::{DiskModel, DiskOp, PageAccess};
 
@@ -168,6 +169,33 @@ impl NodeState {
         }
     }
 
+    /// How this node opens its store: the configuration's options, on the simulator's disk (its
+    /// I/O errors) when there is one.
+    pub fn store_options(&self) -> crate::store::OpenOptions {
+        crate::store::OpenOptions { io_faults: self.io_faults(), ..self.config.store_options() }
+    }
+
+    /// The simulated disk's I/O errors, if any (none on a real node).
+    pub fn io_faults(&self) -> Option<Arc<dyn crate::store::faults::IoFaults>> {
+        self.disk.clone().map(|disk| disk as Arc<dyn crate::store::faults::IoFaults>)
+    }
+
+    /// Settles the store after a failed commit, before a change: reopens it and reports the
+    /// entries the failed commit turned out to hold as applied (see [`Store::settle`]). Call
+    /// it inside [`with_store`](Self::with_store), before every apply.
+    pub fn settle(&self, store: &mut Store) -> Result<(), crate::store::StoreError> {
+        if !store.is_unsettled() {
+            return Ok(());
+        }
+        let landed = store.settle()?;
+        self.probe(crate::observe::Probe::StoreReopened);
+        match (landed.first(), landed.last()) {
+            (Some(first), Some(last)) => self.applied(first, last),
+            _ => self.publish(store.applied_index()),
+        }
+        Ok(())
+    }
+
     /// The simulated disk a memory store lives on, if any.
     pub fn memory_disk(&self) -> Option<&crate::store::MemDisk> {
         self.memory_disk.as_ref()
@@ -214,6 +242,7 @@ impl NodeState {
             let written = marker
                 .parent()
                 .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| crate::store::faults::check_io(self.io_faults().as_ref(), IoOp::Write))
                 .and_then(|()| std::fs::write(&marker, b"a stored value failed its checksum: re-bootstrap\n"));
             if let Err(e) = written {
                 tracing::error!(marker = %marker.display(), error = %e, "could not record the damage on disk: a restart before the re-bootstrap would forget it until a read or scrub finds it again");

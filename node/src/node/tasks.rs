@@ -60,7 +60,7 @@ pub const LEGACY_WRITEBACK: std::time::Duration = std::time::Duration::from_secs
 pub(super) async fn legacy_writeback(state: Arc<NodeState>) {
     loop {
         tokio::time::sleep(LEGACY_WRITEBACK).await;
-        if let Err(e) = state.with_store(|store| store.sync()) {
+        if let Err(e) = state.with_store(|store| state.settle(store).and_then(|()| store.sync())) {
             tracing::error!(error = %e, "legacy writeback failed");
         }
     }
@@ -72,7 +72,10 @@ pub(super) async fn run_gc(state: Arc<NodeState>) {
         tokio::time::sleep(state.config.retention.gc_interval).await;
         let now = crate::clock::unix_ms();
         state.disk_io(DiskOp::Read).await;
-        let outcome = state.with_store(|store| store.collect_garbage(policy, now));
+        let outcome = state.with_store(|store| {
+            state.settle(store)?;
+            store.collect_garbage(policy, now)
+        });
         match outcome {
             Ok(outcome) if outcome.collected > 0 => {
                 tracing::debug!(collected = outcome.collected, first_retained = outcome.first_retained, "log collected")

@@ -28,8 +28,9 @@ use tokio::time::timeout;
 use super::protocol::{Message, Want, read_message, write_message};
 use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe};
+use crate::store::faults::{IoOp, check_io};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest, sync_dir_io};
-use crate::store::{Store, StoreLocation};
+use crate::store::{OpenOptions, Store, StoreLocation};
 
 /// Marks the node as no longer in the middle of a snapshot transfer when dropped.
 struct Transferring<'a>(&'a NodeState);
@@ -128,6 +129,8 @@ async fn fetch_and_install(
                 if chunk.number < import.next_chunk() {
                     continue; // already durable from an earlier attempt
                 }
+                check_io(state.io_faults().as_ref(), IoOp::Write)
+                    .map_err(|e| format!("storing snapshot chunk {}: {e}", chunk.number))?;
                 import.write_chunk(&chunk).map_err(|e| e.to_string())?;
                 *chunks_stored += 1;
                 // Each stored chunk is a write to this node's disk.
@@ -158,7 +161,7 @@ fn discard(dir: &Path) {
 /// Verifies the finished import and swaps it in for the current store.
 fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
     let config = &state.config;
-    let options = config.store_options();
+    let options = state.store_options();
     let ours = state.read_store(|s| s.applied_index());
     let index = import.manifest().applied_index;
     if index < ours {
@@ -193,12 +196,33 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
             Some(live) => {
                 drop(imported);
                 let live = live.clone();
-                state.with_store(|store| -> Result<(), String> {
+                let installed = state.with_store(|store| -> Result<(), SwapFailed> {
+                    // Moving the data onto the live disk is this engine's rename.
+                    check_io(options.io_faults.as_ref(), IoOp::Rename).map_err(|e| SwapFailed {
+                        why: format!("installing the imported data: {e}"),
+                        old_store_open: true,
+                    })?;
                     live.take_contents_of(scratch);
-                    *store = Store::open(&StoreLocation::Memory(live), &options).map_err(|e| e.to_string())?;
-                    Ok(())
-                })?;
+                    match Store::open(&StoreLocation::Memory(live), &options) {
+                        Ok(new) => {
+                            *store = new;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            // The old data is gone from the disk: nothing to serve.
+                            *store = Store::placeholder(config.database_id);
+                            Err(SwapFailed { why: format!("opening the installed store: {e}"), old_store_open: false })
+                        }
+                    }
+                });
                 state.after_apply();
+                if let Err(SwapFailed { why, old_store_open }) = installed {
+                    if !old_store_open {
+                        tracing::error!(node = %config.name, error = %why, "installing a snapshot failed after the old data was replaced: reads refused until a bootstrap succeeds");
+                        state.lost_store();
+                    }
+                    return Err(why);
+                }
             }
             None => state.replace_store(imported),
         },
@@ -240,7 +264,7 @@ fn swap_in(
     store: &mut Store,
     new_path: &Path,
     config: &crate::config::NodeConfig,
-    options: &crate::store::OpenOptions,
+    options: &OpenOptions,
 ) -> Result<(), SwapFailed> {
     let engine = config.storage.engine;
     let live = config.storage.path.clone();
@@ -248,10 +272,10 @@ fn swap_in(
     let retired = retired_dir(&snapshots);
     let live_parent = live.parent().unwrap_or(Path::new(".")).to_path_buf();
     let failed = |why: String| SwapFailed { why, old_store_open: false };
+    // Renames on the simulator's failing disk fail as the syscall would.
+    let rename = |from: &Path, to: &Path| check_io(options.io_faults.as_ref(), IoOp::Rename).and_then(|()| std::fs::rename(from, to));
     // Close the live store: the placeholder is never served (the lock is held throughout).
-    let placeholder =
-        Store::open(&StoreLocation::Memory(Default::default()), options).map_err(|e| failed(e.to_string()))?;
-    drop(std::mem::replace(store, placeholder));
+    drop(std::mem::replace(store, Store::placeholder(config.database_id)));
     let reopen_old = |store: &mut Store, why: String| -> SwapFailed {
         match Store::open(&StoreLocation::new(engine, &live), options) {
             Ok(old) => {
@@ -268,13 +292,13 @@ fn swap_in(
         {
             return Err(reopen_old(store, format!("removing {}: {e}", retired.display())));
         }
-        if let Err(e) = std::fs::rename(&live, &retired).and_then(|()| sync_dirs(&[&snapshots, &live_parent])) {
+        if let Err(e) = rename(&live, &retired).and_then(|()| sync_dirs(&[&snapshots, &live_parent])) {
             return Err(reopen_old(store, format!("retiring {}: {e}", live.display())));
         }
     }
     // Without a live store, a `retired` one (an earlier swap that could not move it back) is
     // the only copy of the old data: it stays until the new store is open.
-    let opened = std::fs::rename(new_path, &live)
+    let opened = rename(new_path, &live)
         .and_then(|()| sync_dirs(&[&live_parent, &snapshots]))
         .map_err(|e| format!("installing {}: {e}", live.display()))
         .and_then(|()| Store::open(&StoreLocation::new(engine, &live), options).map_err(|e| e.to_string()));
@@ -292,12 +316,12 @@ fn swap_in(
         Err(why) => {
             // Put the old store back; the new one moves aside, for the caller to discard.
             if live.exists() {
-                let _ = std::fs::rename(&live, new_path);
+                let _ = rename(&live, new_path);
             }
             if !retired.exists() {
                 return Err(failed(format!("{why}; there was no old store to put back")));
             }
-            match std::fs::rename(&retired, &live).and_then(|()| sync_dirs(&[&live_parent, &snapshots])) {
+            match rename(&retired, &live).and_then(|()| sync_dirs(&[&live_parent, &snapshots])) {
                 Ok(()) => Err(reopen_old(store, why)),
                 Err(e) => Err(failed(format!("{why}; moving {} back failed: {e}", retired.display()))),
             }

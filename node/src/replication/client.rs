@@ -65,6 +65,9 @@ pub(super) enum Ended {
     OutOfRetention { first_retained: u64 },
     /// Our own store holds a damaged value: we re-bootstrap.
     Damaged,
+    /// Our own store failed a commit (a disk error): no fault of the source's. The store is
+    /// settled (reopened) before the next apply.
+    StoreFailed(String),
 }
 
 impl Ended {
@@ -77,6 +80,7 @@ impl Ended {
             Ended::Violation(_) => SourceChange::Violation,
             Ended::OutOfRetention { .. } => SourceChange::OutOfRetention,
             Ended::Damaged => SourceChange::Damaged,
+            Ended::StoreFailed(_) => SourceChange::StoreFailed,
         }
     }
 }
@@ -343,8 +347,14 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
                 state.disk_io(DiskOp::Commit { bytes }).await;
                 state.pages_io(entries.iter().flat_map(|e| e.ops.iter())).await;
-                if let Err(reason) = apply_frame(state, &entries) {
-                    return violation(&state.metrics, reason);
+                match apply_frame(state, &entries) {
+                    Ok(()) => {}
+                    Err(ApplyFailed::Refused(reason)) => return violation(&state.metrics, reason),
+                    Err(ApplyFailed::Store(_)) if state.is_damaged() => return Ended::Damaged,
+                    Err(ApplyFailed::Store(reason)) => {
+                        tracing::error!(node = %state.config.name, %reason, "applying entries failed in this node's own store");
+                        return Ended::StoreFailed(reason);
+                    }
                 }
                 if state.read_store(|s| s.applied_index()) >= source_head {
                     state.set_ready(); // caught up with the source's head at connect time
@@ -432,18 +442,28 @@ fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
         .collect()
 }
 
+/// Why a frame was not applied: the source's doing, or this node's store's.
+enum ApplyFailed {
+    /// The entries were refused (a gap, a broken chain, another database): the source's fault.
+    Refused(String),
+    /// The store failed (damage, a disk error): this node's.
+    Store(String),
+}
+
 /// Checks and applies one frame of entries, at most `replication.apply_batch_entries_max` to a
 /// commit.
-fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
+fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), ApplyFailed> {
     let per_commit = state.config.replication.apply_batch_entries_max.max(1);
     entries.chunks(per_commit).try_for_each(|batch| apply_batch(state, batch))
 }
 
 /// Checks and applies `entries` as one commit.
-fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), String> {
+fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), ApplyFailed> {
     let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
     let legacy = state.config.legacy.apply_without_gap_check;
     let applied = state.with_store(|store| {
+        // After a failed commit the head is unknown until the store is reopened.
+        state.settle(store)?;
         if legacy { store.apply_without_gap_check(entries) } else { store.apply_verified(entries) }?;
         // Published under the store lock, as every apply is (see `NodeState::applied`).
         if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
@@ -452,14 +472,14 @@ fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), Strin
         Ok(())
     });
     applied.map_err(|e| match e {
-        StoreError::Refused(refusal) => refusal.to_string(),
+        StoreError::Refused(refusal) => ApplyFailed::Refused(refusal.to_string()),
         // The commit met damage already in the store (a RocksDB compaction reading a corrupt
         // block stops every write): the entries are fine, the store is not.
         damage if damage.is_damage() => {
             state.found_damage();
-            format!("applying: {damage}")
+            ApplyFailed::Store(format!("applying: {damage}"))
         }
-        other => format!("applying: {other}"),
+        other => ApplyFailed::Store(format!("applying: {other}")),
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);

@@ -47,6 +47,10 @@ pub enum StoreError {
     NotAStore { location: String, found: String },
     #[error("{location} has store format version {found}; this build reads version {STORE_FORMAT_VERSION}")]
     UnknownFormat { location: String, found: u64 },
+    /// A commit failed and its outcome is unknown: no change runs until the store is reopened
+    /// ([`Store::settle`](super::Store::settle)).
+    #[error("{location}: a commit failed ({why}); the store must be reopened before it changes again")]
+    Unsettled { location: String, why: String },
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
     #[error(transparent)]
@@ -70,6 +74,7 @@ impl StoreError {
             | StoreError::WrongDatabase { .. }
             | StoreError::NotAStore { .. }
             | StoreError::UnknownFormat { .. }
+            | StoreError::Unsettled { .. }
             | StoreError::Snapshot(_)
             | StoreError::Engine(_) => false,
         }

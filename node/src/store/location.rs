@@ -69,6 +69,9 @@ pub struct OpenOptions {
     /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
     /// commits then become durable at the next [`Store::sync`](super::Store::sync).
     pub sync_commits: bool,
+    /// The simulator's failing disk ([`IoFaults`](super::faults::IoFaults)): I/O errors on
+    /// opens and commits. None on a real node.
+    pub io_faults: Option<std::sync::Arc<dyn super::faults::IoFaults>>,
 }
 
 impl OpenOptions {
@@ -83,6 +86,7 @@ impl OpenOptions {
             lmdb_read_ahead: true,
             lmdb_write_map: false,
             sync_commits: true,
+            io_faults: None,
         }
     }
 }

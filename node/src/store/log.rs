@@ -177,6 +177,7 @@ impl Store {
 
     /// Collects the oldest log entries the policy allows, as one bounded commit.
     pub fn collect_garbage(&mut self, policy: RetentionPolicy, now_ms: u64) -> Result<GcOutcome, StoreError> {
+        self.check_settled()?;
         let first = self.head.first_retained_index;
         let mut new_first = first;
         if policy.keep_entries_min.is_some() || policy.keep_age_ms.is_some() {
@@ -214,7 +215,9 @@ impl Store {
                 end: log_key(new_first).to_vec(),
             }];
             head.changes_from(&self.head, &mut writes);
-            self.engine.commit(writes)?;
+            if let Err(e) = self.engine.commit(writes) {
+                return Err(self.commit_failed(e));
+            }
             self.head = head;
         }
         let more = collected == GC_ENTRIES_PER_PASS_MAX;

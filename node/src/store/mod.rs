@@ -20,6 +20,7 @@
 
 mod engine;
 mod error;
+pub mod faults;
 mod length_cache;
 mod lmdb;
 mod location;
@@ -112,6 +113,12 @@ pub struct Store {
     head: Head,
     logical_bytes_written: u64,
     checksum_failures: AtomicU64,
+    /// Where and how this store was opened, to reopen it after a failed commit (None: a
+    /// read-only store, which never commits).
+    opened_from: Option<(StoreLocation, OpenOptions)>,
+    /// A commit failed and the engine may or may not hold it: `head` is not trusted, and no
+    /// change runs until [`settle`](Self::settle) reopened the store and read the head back.
+    unsettled: Option<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -124,12 +131,19 @@ impl Store {
     /// Opens the store at `location`, creating it (empty, for `options.db_id`) if it is new.
     /// An existing store that holds another database is refused.
     pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
-        let engine: Box<dyn Engine> = match location {
+        faults::check_io(options.io_faults.as_ref(), faults::IoOp::Open)
+            .map_err(|e| EngineError::failed(location.kind(), format!("opening {}: {e}", location.describe())))?;
+        let mut engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, &options.into())?),
             StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, &options.into())?),
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone(), options.sync_commits)),
         };
-        Store::with_engine(engine, location.describe(), options.db_id)
+        if let Some(io_faults) = &options.io_faults {
+            engine = Box::new(faults::FaultyEngine::new(engine, io_faults.clone()));
+        }
+        let mut store = Store::with_engine(engine, location.describe(), options.db_id)?;
+        store.opened_from = Some((location.clone(), options.clone()));
+        Ok(store)
     }
 
     /// Opens the existing store at `location` read-only, beside a node that may be writing it,
@@ -200,6 +214,8 @@ impl Store {
                 head,
                 logical_bytes_written: 0,
                 checksum_failures: AtomicU64::new(0),
+                opened_from: None,
+                unsettled: None,
             };
             if location.kind() == EngineKind::Rocksdb
                 && attempt < READ_ONLY_OPEN_ATTEMPTS
@@ -265,7 +281,78 @@ impl Store {
                 head
             }
         };
-        Ok(Store { engine, location, head, logical_bytes_written: 0, checksum_failures: AtomicU64::new(0) })
+        Ok(Store {
+            engine,
+            location,
+            head,
+            logical_bytes_written: 0,
+            checksum_failures: AtomicU64::new(0),
+            opened_from: None,
+            unsettled: None,
+        })
+    }
+
+    /// An empty memory store of `db_id` that never fails to open (no disk, no faults): what
+    /// stands in the store's place while a store is swapped, never served.
+    pub fn placeholder(db_id: DatabaseId) -> Store {
+        Store::open(&StoreLocation::Memory(MemDisk::default()), &OpenOptions::new(db_id))
+            .expect("an empty memory store without faults opens")
+    }
+
+    /// Whether a failed commit left the store's head unknown (see [`settle`](Self::settle)).
+    pub fn is_unsettled(&self) -> bool {
+        self.unsettled.is_some()
+    }
+
+    /// Refuses a change while the head is unknown: a change on a stale head would seal or
+    /// check entries against a chain the engine may already have moved past.
+    fn check_settled(&self) -> Result<(), StoreError> {
+        match &self.unsettled {
+            Some(why) => Err(StoreError::Unsettled { location: self.location.clone(), why: why.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that a commit failed: its outcome is unknown until the store is settled.
+    fn commit_failed(&mut self, error: EngineError) -> StoreError {
+        self.unsettled = Some(error.to_string());
+        error.into()
+    }
+
+    /// After a failed commit, reopens the store and reads its head back from the engine, which
+    /// may hold the failed commit (an fsync that failed after the write reached the disk) or
+    /// not. Returns the entries that turned out to have been committed, for the node to report
+    /// as applied; nothing when the store was settled already. On failure (the disk still
+    /// refuses the open) the store stays unsettled, and every read fails until a later `settle`
+    /// succeeds: the engine was closed first, as an LMDB environment may be open only once in a
+    /// process.
+    pub fn settle(&mut self) -> Result<Vec<LogEntry>, StoreError> {
+        let Some(why) = self.unsettled.clone() else { return Ok(Vec::new()) };
+        let Some((location, options)) = self.opened_from.clone() else {
+            return Err(StoreError::Unsettled { location: self.location.clone(), why });
+        };
+        let before = self.head.applied_index;
+        self.engine = Box::new(faults::ClosedEngine::new(location.kind(), why.clone()));
+        let mut reopened = Store::open(&location, &options)?;
+        reopened.logical_bytes_written = self.logical_bytes_written;
+        reopened.checksum_failures = AtomicU64::new(self.checksum_failures.load(Ordering::Relaxed));
+        assert!(
+            reopened.head.applied_index >= before,
+            "{}: the store lost applied entries across a failed commit: {} after {before}",
+            self.location,
+            reopened.head.applied_index
+        );
+        *self = reopened;
+        let landed = self.head.applied_index - before;
+        tracing::warn!(location = %self.location, landed, why = %why, "store reopened after a failed commit");
+        if landed == 0 {
+            return Ok(Vec::new());
+        }
+        let limits = LogReadLimits { entries_max: landed as usize, bytes_max: usize::MAX };
+        match self.read_log_after(before, limits)? {
+            LogRead::Entries(entries) => Ok(entries),
+            other => unreachable!("entries {}..={} were just committed, yet the log read {other:?}", before + 1, self.head.applied_index),
+        }
     }
 
     pub fn engine_kind(&self) -> EngineKind {
@@ -321,6 +408,7 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
+        self.check_settled()?;
         // Every entry is checked (order, chain, database, limits, keys) before anything is read
         // for it, so a bad entry is refused as such, never met first as a bad key by the engine.
         let mut checked = self.head;
@@ -364,13 +452,16 @@ impl Store {
         // The head follows from what the batch replaces, which the engine finds as it writes.
         let stored_head = self.head;
         let mut moved = None;
-        self.engine.commit_replacing(writes, &mut |stored_records| {
+        let committed = self.engine.commit_replacing(writes, &mut |stored_records| {
             let head = head_after(stored_head, entries, &touched, stored_records, gap_check);
             let mut head_writes = Vec::new();
             head.changes_from(&stored_head, &mut head_writes);
             moved = Some(head);
             head_writes
-        })?;
+        });
+        if let Err(e) = committed {
+            return Err(self.commit_failed(e));
+        }
         self.head = moved.expect("a commit that succeeded asked for the head it wrote");
         self.logical_bytes_written += logical_bytes_written;
         Ok(())
@@ -507,12 +598,14 @@ impl Store {
     /// Pushes buffered writes to their final on-disk form (RocksDB memtables to SST files).
     /// Durability does not depend on it: every commit is already synced.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        Ok(self.engine.flush()?)
+        self.check_settled()?;
+        self.engine.flush().map_err(|e| self.commit_failed(e))
     }
 
     /// Makes every commit durable (see [`OpenOptions::sync_commits`]).
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        Ok(self.engine.sync()?)
+        self.check_settled()?;
+        self.engine.sync().map_err(|e| self.commit_failed(e))
     }
 }
 

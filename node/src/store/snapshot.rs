@@ -435,7 +435,9 @@ impl SnapshotImport {
                 if path.exists() {
                     fs::remove_dir(path).map_err(io(path))?;
                 }
-                fs::rename(&data, path).map_err(io(path))?;
+                super::faults::check_io(options.io_faults.as_ref(), super::faults::IoOp::Rename)
+                    .and_then(|()| fs::rename(&data, path))
+                    .map_err(io(path))?;
                 sync_dir(path.parent().unwrap_or(Path::new(".")))?;
                 fs::remove_dir_all(&self.staging).map_err(io(&self.staging))?;
                 Store::open(target, &options)

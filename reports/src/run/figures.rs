@@ -83,6 +83,7 @@ fn reason_color(reason: SourceReason) -> RGBColor {
         SourceReason::OutOfRetention => RGBColor(0x6D, 0x4C, 0x41),
         SourceReason::Violation => RGBColor(0x88, 0x0E, 0x4F),
         SourceReason::Damaged => RGBColor(0x00, 0x69, 0x5C),
+        SourceReason::StoreFailed => RGBColor(0x5D, 0x40, 0x37),
     }
 }
 

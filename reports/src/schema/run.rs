@@ -22,6 +22,7 @@ pub enum Checker {
     Cache,
     Memory,
     Coverage,
+    Start,
 }
 
 impl Checker {
@@ -38,6 +39,7 @@ impl Checker {
             Checker::Cache => "cache",
             Checker::Memory => "memory",
             Checker::Coverage => "coverage",
+            Checker::Start => "start",
         }
     }
 }

@@ -94,6 +94,9 @@ pub enum Event {
     },
     /// The run entered a phase.
     Phase { at_ms: u64, phase: RunPhase },
+    /// `node`'s process failed to start (`reason`: the node's own error, e.g. a store it could
+    /// not open); its supervisor starts it again 1–10 s later.
+    StartFailed { at_ms: u64, node: String, reason: String },
     /// End of run, per node.
     NodeSummary {
         at_ms: u64,
@@ -138,6 +141,7 @@ impl Event {
             | Event::CacheSample { at_ms, .. }
             | Event::MemorySample { at_ms, .. }
             | Event::Phase { at_ms, .. }
+            | Event::StartFailed { at_ms, .. }
             | Event::Probes { at_ms, .. }
             | Event::NodeSummary { at_ms, .. }
             | Event::KeyUsage { at_ms, .. } => *at_ms,
@@ -182,6 +186,10 @@ pub enum FaultKind {
     /// The power goes out on the target and its `group` (a rack, a data center): every process
     /// dies and loses what its disk had not synced; after `duration` they start again.
     PowerLoss,
+    /// The node's disk answers I/O errors (`error`: EIO or ENOSPC) on the operations `ops`
+    /// (open, commit, rename, write; all by default) for `duration`: the node must surface them,
+    /// lose nothing acknowledged, and recover (reopen its store) or stop cleanly.
+    DiskError,
     /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
     Oom,
     /// One of the node's fault points fired (`detail` names it): a stalled commit, a dropped
@@ -206,6 +214,7 @@ impl FaultKind {
             FaultKind::Sigbus => "sigbus",
             FaultKind::BitRot => "bit_rot",
             FaultKind::PowerLoss => "power_loss",
+            FaultKind::DiskError => "disk_error",
             FaultKind::Oom => "oom",
             FaultKind::FaultPoint => "fault_point",
         }
@@ -265,6 +274,9 @@ pub enum SourceReason {
     Violation,
     /// The node's own store was damaged (bit rot): it re-bootstrapped.
     Damaged,
+    /// The node's own store failed a commit (a disk error): it reconnected once the store was
+    /// reopened.
+    StoreFailed,
 }
 
 impl SourceReason {
@@ -277,6 +289,7 @@ impl SourceReason {
             SourceReason::OutOfRetention => "out_of_retention",
             SourceReason::Violation => "violation",
             SourceReason::Damaged => "damaged",
+            SourceReason::StoreFailed => "store_failed",
         }
     }
 }
@@ -334,12 +347,14 @@ pub enum Probe {
     FaultSigbus,
     FaultBitRot,
     FaultPowerLoss,
+    FaultDiskError,
     FaultOom,
+    StoreReopened,
 }
 
 impl Probe {
     /// Every probe, in table order.
-    pub const ALL: [Probe; 32] = [
+    pub const ALL: [Probe; 34] = [
         Probe::LeftStaleSource,
         Probe::WaitedForRecoveringSource,
         Probe::MovedToProbedSource,
@@ -371,7 +386,9 @@ impl Probe {
         Probe::FaultSigbus,
         Probe::FaultBitRot,
         Probe::FaultPowerLoss,
+        Probe::FaultDiskError,
         Probe::FaultOom,
+        Probe::StoreReopened,
     ];
 
     /// The probe of a fault kind being applied (a fault point's is its own).
@@ -390,6 +407,7 @@ impl Probe {
             FaultKind::Sigbus => Probe::FaultSigbus,
             FaultKind::BitRot => Probe::FaultBitRot,
             FaultKind::PowerLoss => Probe::FaultPowerLoss,
+            FaultKind::DiskError => Probe::FaultDiskError,
             FaultKind::Oom => Probe::FaultOom,
             // Each point has its own probe, counted by the node when it fires.
             FaultKind::FaultPoint => return None,

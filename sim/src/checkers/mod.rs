@@ -13,6 +13,7 @@ pub mod memory;
 pub mod progress;
 pub mod reads;
 pub mod sequence;
+pub mod start;
 
 use crate::scenario::Scenario;
 use crate::trace::{Checker, Observer};
@@ -27,6 +28,7 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         Box::new(lag::Lag::with_paths(scenario.checks.lag_max.as_millis() as u64, paths.clone())),
         Box::new(containment::Containment::new(paths)),
         Box::new(cursor::Cursor::default()),
+        Box::new(start::Start::default()),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
             scenario.checks.lag_max.as_millis() as u64,
@@ -99,12 +101,13 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [Checker; 8] = [
+pub const NAMES: [Checker; 9] = [
     Checker::Sequence,
     Checker::Chain,
     Checker::Lag,
     Checker::Containment,
     Checker::Cursor,
+    Checker::Start,
     Checker::Reads,
     Checker::Progress,
     Checker::Convergence,

@@ -11,10 +11,17 @@
 //! - **sigbus**: the disk has poisoned pages. At start-up (the store's head is read) and on a
 //!   third of reads, the process dies the way LMDB's mmap dies on a bad page: abruptly, in the
 //!   middle of whatever it was doing — the operation never returns, and the process is killed
-//!   at that simulated instant by the [`supervisor`], which restarts it after 1–10 s. It dies
+//!   at that simulated instant by the [`supervisor`](super::process::supervisor), which
+//!   restarts it after 1–10 s. It dies
 //!   again at start-up, until the fault ends: then the disk is replaced by an empty one and the
 //!   node bootstraps from its sources. It must not serve reads before it has caught up, and its
 //!   downstream must fail over while it crash-loops.
+//!
+//! - **disk_error**: the disk answers EIO or ENOSPC on the operations the fault names (opening
+//!   the store, a commit, a rename, the node's own file writes). An EIO on a commit landed or
+//!   not, drawn half and half from the disk's stream: the node cannot know which
+//!   (`qs_node::store::faults` has the model). While on, the node must refuse what it cannot
+//!   make durable, lose nothing it acknowledged, and recover once the disk answers again.
 //!
 //! Latency is charged in simulated time before the operation runs, from a generator seeded by
 //! the run's seed and the node's position, so it is part of the run's determinism. Healthy disks
@@ -25,46 +32,16 @@ use std::time::Duration;
 
 use madsim::time::Instant;
 use qs_node::node::{DiskModel, DiskOp, PageAccess};
+use qs_node::store::faults::{DiskError, IoFailure, IoFaults, IoOp};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::process::Supervision;
 use crate::scenario::DiskModelKind;
 
 /// How long an operation that hit a poisoned page "takes": forever, as far as the process is
 /// concerned; the supervisor kills it at once.
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// Nodes whose process just hit a poisoned page, for the supervisor to kill.
-#[derive(Debug, Default)]
-pub struct Sigbus {
-    dead: Mutex<Vec<String>>,
-    wake: tokio::sync::Notify,
-}
-
-/// A node the supervisor watches: its name, its madsim node, its disk.
-pub type Supervised = (String, madsim::runtime::NodeHandle, std::sync::Arc<SimDisk>);
-
-/// Kills each node that hit a poisoned page, at that instant, and restarts it 1–10 s later, as
-/// systemd would — unless its disk was replaced meanwhile (the replacement restarted it).
-pub async fn supervisor(sigbus: std::sync::Arc<Sigbus>, nodes: Vec<Supervised>, seed: u64) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_7065_7276_6973);
-    loop {
-        sigbus.wake.notified().await;
-        let dead = std::mem::take(&mut *sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()));
-        for name in dead {
-            let Some((_, node, device)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
-            super::process::kill(node);
-            let delay = Duration::from_millis(rng.random_range(1_000..=10_000));
-            let (node, device) = (node.clone(), device.clone());
-            tokio::spawn(async move {
-                madsim::time::sleep(delay).await;
-                if device.is_failing() {
-                    super::process::restart(&node);
-                }
-            });
-        }
-    }
-}
 
 /// Latencies observed on a slow disk since the last sample.
 #[derive(Debug, Default)]
@@ -84,6 +61,8 @@ struct State {
     sampling: bool,
     /// The node's cache and memory models, if the scenario has `[resources]`.
     model: Option<crate::resources::NodeModel>,
+    /// A `disk_error` fault: the error and the operations it fails.
+    io_errors: Option<(DiskError, Vec<IoOp>)>,
 }
 
 /// One node's simulated disk device: its latency model and whether it is failing.
@@ -91,11 +70,11 @@ struct State {
 pub struct SimDisk {
     node: String,
     state: Mutex<State>,
-    sigbus: std::sync::Arc<Sigbus>,
+    supervision: std::sync::Arc<Supervision>,
 }
 
 impl SimDisk {
-    pub fn new(node: &str, seed: u64, position: usize, sigbus: std::sync::Arc<Sigbus>) -> SimDisk {
+    pub fn new(node: &str, seed: u64, position: usize, supervision: std::sync::Arc<Supervision>) -> SimDisk {
         let rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6469_736b_0000_0000 ^ position as u64);
         SimDisk {
             node: node.to_string(),
@@ -107,8 +86,9 @@ impl SimDisk {
                 window: DiskWindow::default(),
                 sampling: false,
                 model: None,
+                io_errors: None,
             }),
-            sigbus,
+            supervision,
         }
     }
 
@@ -133,6 +113,11 @@ impl SimDisk {
     /// Runs `f` on the node's models, if it has any.
     pub fn with_model<R>(&self, f: impl FnOnce(&mut crate::resources::NodeModel) -> R) -> Option<R> {
         self.lock().model.as_mut().map(f)
+    }
+
+    /// Starts (Some) or ends (None) a `disk_error` fault.
+    pub fn set_io_errors(&self, errors: Option<(DiskError, Vec<IoOp>)>) {
+        self.lock().io_errors = errors;
     }
 
     pub fn set_failing(&self, failing: bool) {
@@ -160,10 +145,24 @@ fn micros(rng: &mut ChaCha8Rng, range: std::ops::Range<u64>) -> Duration {
     Duration::from_micros(rng.random_range(range))
 }
 
+impl IoFaults for SimDisk {
+    fn io_error(&self, op: IoOp) -> Option<IoFailure> {
+        let mut state = self.lock();
+        let (error, ops) = state.io_errors.clone()?;
+        if !ops.contains(&op) {
+            return None;
+        }
+        // Whether an EIO commit reached the disk anyway: drawn only for one, so a disk without
+        // the fault draws exactly what it drew before there was one.
+        let landed = error == DiskError::Eio && op == IoOp::Commit && state.rng.random_bool(0.5);
+        Some(IoFailure { error, landed })
+    }
+}
+
 impl DiskModel for SimDisk {
     fn charge(&self, op: DiskOp) -> Duration {
         let mut state = self.lock();
-        Self::charge_locked(&self.node, &self.sigbus, &mut state, op)
+        Self::charge_locked(&self.node, &self.supervision, &mut state, op)
     }
 
     /// With a cache model, a page read is a hit (free: memory) or a miss (a disk read, drawn
@@ -177,13 +176,13 @@ impl DiskModel for SimDisk {
         let misses = match (misses, access) {
             (Some(misses), _) => misses,
             (None, PageAccess::Get { .. }) => {
-                return Self::charge_locked(&self.node, &self.sigbus, &mut state, DiskOp::Read);
+                return Self::charge_locked(&self.node, &self.supervision, &mut state, DiskOp::Read);
             }
             (None, PageAccess::Apply { .. }) => return Duration::ZERO,
         };
         let mut total = Duration::ZERO;
         for _ in 0..misses {
-            let latency = Self::charge_locked(&self.node, &self.sigbus, &mut state, DiskOp::Read);
+            let latency = Self::charge_locked(&self.node, &self.supervision, &mut state, DiskOp::Read);
             if latency == NEVER {
                 return NEVER;
             }
@@ -194,12 +193,11 @@ impl DiskModel for SimDisk {
 }
 
 impl SimDisk {
-    fn charge_locked(node: &str, sigbus: &Sigbus, state: &mut State, op: DiskOp) -> Duration {
+    fn charge_locked(node: &str, supervision: &Supervision, state: &mut State, op: DiskOp) -> Duration {
         if state.failing && (op == DiskOp::Open || (op == DiskOp::Read && state.rng.random_bool(1.0 / 3.0))) {
             // Dies like a process that touched a poisoned mmap page: this operation never
             // returns, and the supervisor kills the process now.
-            sigbus.dead.lock().unwrap_or_else(|p| p.into_inner()).push(node.to_string());
-            sigbus.wake.notify_one();
+            supervision.died_of_sigbus(node);
             return NEVER;
         }
         let rng = &mut state.rng;

@@ -3,7 +3,7 @@
 //!
 //! - [`process`]: kill (restart after `duration`; a short one is a fast restart), pause;
 //! - [`network`]: partition, one-way partitions, split groups, clogged links, latency, loss;
-//! - [`disk`]: slow SSD models, failing disks (SIGBUS);
+//! - [`disk`]: slow SSD models, failing disks (SIGBUS), I/O errors (EIO, ENOSPC);
 //! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
 //!   once and their disks keep only what was synced — on the memory engine, commits made with
 //!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); LMDB and
@@ -170,6 +170,10 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
         FaultKind::Latency => network::latency(if on { fault.latency } else { None }),
         FaultKind::Loss => network::loss(if on { fault.rate } else { None }),
         FaultKind::SlowDisk => by_name(fault.target.get_ref()).device.set_slow(if on { fault.model } else { None }),
+        FaultKind::DiskError => {
+            let errors = on.then(|| (fault.error.unwrap_or(crate::scenario::DiskError::Eio), fault.failing_ops()));
+            by_name(fault.target.get_ref()).device.set_io_errors(errors);
+        }
         FaultKind::Sigbus if on => {
             // The disk starts failing; the running process dies at its next unlucky read.
             by_name(fault.target.get_ref()).device.set_failing(true);

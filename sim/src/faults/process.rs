@@ -9,8 +9,92 @@
 //! - **pause**: the process stops being scheduled, like SIGSTOP or a long GC pause. Its
 //!   connections stay open but silent, so only the staleness threshold can detect it. After
 //!   `duration` it resumes and carries on.
+//!
+//! The [`supervisor`] is the nodes' systemd: it kills a process that hit a poisoned page (see
+//! `disk.rs`) and starts it again, and starts again a process that failed to start, 1–10 s
+//! later, unless a fault holds the node down meanwhile (that fault's end starts it).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use madsim::runtime::{Handle, NodeHandle};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::disk::SimDisk;
+use crate::trace::{Event, SharedRecorder};
+
+/// What the supervisor is told: processes that hit a poisoned page, and processes that failed
+/// to start (with the node's error).
+#[derive(Debug, Default)]
+pub struct Supervision {
+    sigbus: Mutex<Vec<String>>,
+    failed_starts: Mutex<Vec<(String, String)>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Supervision {
+    /// `node`'s process touched a poisoned page: the supervisor kills it now.
+    pub fn died_of_sigbus(&self, node: &str) {
+        self.sigbus.lock().unwrap_or_else(|p| p.into_inner()).push(node.to_string());
+        self.wake.notify_one();
+    }
+
+    /// `node`'s process failed to start with `reason`: recorded, and started again later.
+    pub fn failed_to_start(&self, node: &str, reason: String) {
+        self.failed_starts.lock().unwrap_or_else(|p| p.into_inner()).push((node.to_string(), reason));
+        self.wake.notify_one();
+    }
+}
+
+/// A node the supervisor watches: its name, its madsim node, its disk.
+pub type Supervised = (String, NodeHandle, Arc<SimDisk>);
+
+/// The nodes' supervisor (see the module doc). `down`: the nodes a fault holds down now.
+pub async fn supervisor(
+    supervision: Arc<Supervision>,
+    nodes: Vec<Supervised>,
+    down: Arc<Mutex<BTreeSet<String>>>,
+    recorder: SharedRecorder,
+    seed: u64,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_7065_7276_6973);
+    loop {
+        supervision.wake.notified().await;
+        let sigbus = std::mem::take(&mut *supervision.sigbus.lock().unwrap_or_else(|p| p.into_inner()));
+        for name in sigbus {
+            let Some((_, node, device)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
+            kill(node);
+            let delay = Duration::from_millis(rng.random_range(1_000..=10_000));
+            let (node, device) = (node.clone(), device.clone());
+            tokio::spawn(async move {
+                madsim::time::sleep(delay).await;
+                // Unless its disk was replaced meanwhile (the replacement restarted it).
+                if device.is_failing() {
+                    restart(&node);
+                }
+            });
+        }
+        let failed = std::mem::take(&mut *supervision.failed_starts.lock().unwrap_or_else(|p| p.into_inner()));
+        for (name, reason) in failed {
+            let Some((_, node, _)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
+            {
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                recorder.record(Event::StartFailed { at_ms, node: name.clone(), reason });
+            }
+            let delay = Duration::from_millis(rng.random_range(1_000..=10_000));
+            let (node, down) = (node.clone(), down.clone());
+            tokio::spawn(async move {
+                madsim::time::sleep(delay).await;
+                if !down.lock().unwrap_or_else(|p| p.into_inner()).contains(&name) {
+                    restart(&node);
+                }
+            });
+        }
+    }
+}
 
 pub fn kill(node: &NodeHandle) {
     Handle::current().kill(node.id());

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+pub use qs_node::store::faults::{DiskError, IoOp};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -37,6 +38,12 @@ pub struct Fault {
     /// `kill`, `pause` and `partition`). If that never happens, the fault never starts.
     #[serde(default)]
     pub during: Option<During>,
+    /// `disk_error`: the error the disk answers (`eio` by default).
+    #[serde(default)]
+    pub error: Option<DiskError>,
+    /// `disk_error`: the operations that fail (`open`, `commit`, `rename`, `write`); all when empty.
+    #[serde(default)]
+    pub ops: Vec<IoOp>,
 }
 
 /// What a fault with `during` waits for its target to be doing.
@@ -60,6 +67,8 @@ impl Fault {
             latency: None,
             rate: None,
             during: None,
+            error: None,
+            ops: Vec::new(),
         }
     }
 
@@ -72,9 +81,21 @@ impl Fault {
             FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),
             FaultKind::Loss => format!("{:.1}% lost", self.rate.unwrap_or_default() * 100.0),
             FaultKind::Sigbus => "crash loop until the disk is replaced".into(),
+            FaultKind::DiskError => {
+                let ops: Vec<&str> = self.failing_ops().iter().map(|op| op.as_str()).collect();
+                format!("{} on {}", self.error.unwrap_or(DiskError::Eio).as_str(), ops.join(", "))
+            }
             _ if self.during == Some(During::Bootstrap) => "in the middle of a snapshot transfer".into(),
             _ => String::new(),
         }
+    }
+
+    /// `disk_error`: the operations that fail, in a fixed order (every one when `ops` is empty).
+    pub fn failing_ops(&self) -> Vec<IoOp> {
+        let mut ops = if self.ops.is_empty() { IoOp::ALL.to_vec() } else { self.ops.clone() };
+        ops.sort();
+        ops.dedup();
+        ops
     }
 
     /// `split`'s side: the target and its group.

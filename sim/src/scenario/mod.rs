@@ -95,7 +95,7 @@ mod swarm;
 mod validate;
 mod workload;
 
-pub use fault::{DiskModelKind, During, Fault, FaultKind, Swarm};
+pub use fault::{DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, Swarm};
 pub use workload::{Burst, SizeDistribution, ValueBytes, Workload, WriterModes};
 
 use std::path::{Path, PathBuf};

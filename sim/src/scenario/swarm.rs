@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::fault::{DiskError, IoOp};
 use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Workload, WriterModes};
 
 impl Scenario {
@@ -83,6 +84,14 @@ impl Scenario {
                 }
                 FaultKind::Latency => fault.latency = Some(Duration::from_millis(rng.random_range(20..=200))),
                 FaultKind::Loss => fault.rate = Some(rng.random_range(0.01..0.2)),
+                FaultKind::DiskError => {
+                    fault.error = Some(if rng.random_bool(0.5) { DiskError::Eio } else { DiskError::Enospc });
+                    // Half fail everything; half one operation alone (a rename alone reaches
+                    // the middle of a snapshot install, which a failing commit never lets start).
+                    if rng.random_bool(0.5) {
+                        fault.ops = vec![IoOp::ALL[rng.random_range(0..IoOp::ALL.len())]];
+                    }
+                }
                 _ => {}
             }
             // Faults touching a node (as target, peer or group member) never overlap on it.

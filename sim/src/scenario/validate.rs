@@ -216,11 +216,15 @@ impl Scenario {
                     }
                 }
                 FaultKind::SlowDisk => needs("model", f.model.is_some())?,
+                FaultKind::DiskError => {}
                 FaultKind::Latency => {
                     needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
                 }
                 FaultKind::Loss => needs("rate", f.rate.is_some_and(|r| r > 0.0 && r < 1.0))?,
                 _ => {}
+            }
+            if f.kind != FaultKind::DiskError && (f.error.is_some() || !f.ops.is_empty()) {
+                return bad(span, "fault.error", format!("`error` and `ops` are a disk_error's, not a {}'s", f.kind));
             }
             if f.at >= self.scenario.duration {
                 return bad(span, "fault.at", "must fall inside the scenario's duration".into());

@@ -26,7 +26,8 @@ use qs_node::node::{Node, NodeState};
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
 use crate::checkers::reads::Reads;
-use crate::faults::disk::{Sigbus, SimDisk};
+use crate::faults::disk::SimDisk;
+use crate::faults::process::Supervision;
 use crate::faults::{FaultStep, SimNode};
 use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
 use crate::scenario::{Scenario, Workload};
@@ -163,7 +164,7 @@ fn start_nodes(
     seed: u64,
     states: &States,
     scratch: &std::path::Path,
-    sigbus: &Arc<Sigbus>,
+    supervision: &Arc<Supervision>,
     observer: &Arc<dyn qs_node::observe::NodeObserver>,
 ) -> Vec<SimNode> {
     let handle = Handle::current();
@@ -182,13 +183,13 @@ fn start_nodes(
             }
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
-            let device = Arc::new(SimDisk::new(&name, seed, position, sigbus.clone()));
+            let device = Arc::new(SimDisk::new(&name, seed, position, supervision.clone()));
             if let Some(models) = &models {
                 device.set_model(crate::resources::NodeModel::new(models.clone()));
             }
             let starts = Arc::new(AtomicU64::new(0));
-            let (states, node_name, init_data, init_device, init_observer) =
-                (states.clone(), name.clone(), data.clone(), device.clone(), observer.clone());
+            let (states, node_name, init_data, init_device, init_observer, init_supervision) =
+                (states.clone(), name.clone(), data.clone(), device.clone(), observer.clone(), supervision.clone());
             let handle = handle
                 .create_node()
                 .name(&name)
@@ -201,6 +202,7 @@ fn start_nodes(
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     let relays = relays.clone();
+                    let supervision = init_supervision.clone();
                     // A new process: an empty cache (but LMDB's, in the OS), a young heap.
                     init_device.with_model(|m| m.process_started(now_ms()));
                     async move {
@@ -235,7 +237,8 @@ fn start_nodes(
                                     .insert(name, Arc::downgrade(&node.state));
                                 std::future::pending::<()>().await;
                             }
-                            Err(e) => panic!("node {name} failed to start: {e}"),
+                            // The process exits; its supervisor records why and starts it again.
+                            Err(e) => supervision.failed_to_start(&name, e.to_string()),
                         }
                     }
                 })
@@ -355,11 +358,13 @@ async fn world(
 ) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
     let states: States = Arc::default();
-    let sigbus = Arc::new(Sigbus::default());
+    let supervision = Arc::new(Supervision::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
-    let nodes = Arc::new(start_nodes(&scenario, seed, &states, &scratch, &sigbus, &observer));
+    let nodes = Arc::new(start_nodes(&scenario, seed, &states, &scratch, &supervision, &observer));
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
-    tokio::spawn(crate::faults::disk::supervisor(sigbus, supervised, seed));
+    // The nodes a fault holds down: shared by the fault book and the supervisor.
+    let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+    tokio::spawn(crate::faults::process::supervisor(supervision, supervised, down.clone(), recorder.clone(), seed));
     let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
     let acked: Acked = Arc::default();
     let windows: ReadWindows = Arc::default();
@@ -429,7 +434,7 @@ async fn world(
     }
 
     let book =
-        FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down: Arc::default() };
+        FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),

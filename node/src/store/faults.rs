@@ -1,0 +1,238 @@
+//! The simulator's seam for a failing disk: I/O errors (EIO, ENOSPC) on the operations a node
+//! makes durable — an engine commit, opening a store, a rename, a file it writes itself.
+//!
+//! A real node has no [`IoFaults`]: its disk gives the errors. Under the simulator the node's
+//! disk model answers [`IoFaults::io_error`] before each such operation, and the store's engine
+//! is wrapped in a [`FaultyEngine`] that fails it the way the engines fail:
+//!
+//! - **ENOSPC** on a commit: nothing was written. The outcome is known.
+//! - **EIO** on a commit: the write may have reached the disk before the error (a failed fsync
+//!   says nothing of what the device kept; PostgreSQL's "fsyncgate"), so the disk model decides
+//!   whether it landed: a landed commit is durable and visible, and still reported failed. After
+//!   an EIO the engine refuses every later commit until it is reopened, as LMDB does after a
+//!   failed meta-page write (`MDB_PANIC`) and RocksDB does with a background error. A node must
+//!   therefore treat a failed commit's outcome as unknown and reopen its store before it writes
+//!   again ([`Store::apply`](super::Store::apply) does).
+//! - **open**: the store cannot be opened or created while the fault lasts.
+//!
+//! What is not modelled: torn writes inside an engine's files (a commit here is all or
+//! nothing, as the engine contract says), and reads failing (a disk that cannot be read is
+//! `sigbus`'s, or `bit_rot`'s).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::engine::{Complete, Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write};
+
+/// An operation a failing disk may refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoOp {
+    /// Opening (or creating) a store.
+    Open,
+    /// An engine commit: the write and its fsync.
+    Commit,
+    /// A rename of a store directory or a staged file (installing a snapshot, setting damage aside).
+    Rename,
+    /// A file the node writes itself: a snapshot chunk or export, the damage marker.
+    Write,
+}
+
+impl IoOp {
+    pub const ALL: [IoOp; 4] = [IoOp::Open, IoOp::Commit, IoOp::Rename, IoOp::Write];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoOp::Open => "open",
+            IoOp::Commit => "commit",
+            IoOp::Rename => "rename",
+            IoOp::Write => "write",
+        }
+    }
+}
+
+/// The error a failing disk gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskError {
+    /// An I/O error: the device failed the operation; a write's outcome is unknown.
+    Eio,
+    /// The device is full: nothing was written.
+    Enospc,
+}
+
+impl DiskError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskError::Eio => "eio",
+            DiskError::Enospc => "enospc",
+        }
+    }
+
+    /// The error as the OS reports it (`EIO`, `ENOSPC`).
+    pub fn to_io(self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(match self {
+            DiskError::Eio => libc::EIO,
+            DiskError::Enospc => libc::ENOSPC,
+        })
+    }
+}
+
+/// What the disk did to one operation it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoFailure {
+    pub error: DiskError,
+    /// A commit failed with EIO whose write nevertheless reached the disk.
+    pub landed: bool,
+}
+
+/// Whether the disk fails an operation now. The simulator's disk model implements it; a real
+/// node has none.
+pub trait IoFaults: Send + Sync + std::fmt::Debug {
+    /// The failure the disk gives `op` now, if any. Called once per operation, before it runs.
+    fn io_error(&self, _op: IoOp) -> Option<IoFailure> {
+        None
+    }
+}
+
+/// Fails with the disk's error if `faults` fail `op` now: the node's own renames and writes
+/// call it before they run, so they fail as the syscall would.
+pub(crate) fn check_io(faults: Option<&Arc<dyn IoFaults>>, op: IoOp) -> std::io::Result<()> {
+    match faults.and_then(|faults| faults.io_error(op)) {
+        Some(failure) => Err(failure.error.to_io()),
+        None => Ok(()),
+    }
+}
+
+/// An engine whose commits a failing disk can refuse (see the module doc). Reads pass through.
+pub(crate) struct FaultyEngine {
+    inner: Box<dyn Engine>,
+    faults: Arc<dyn IoFaults>,
+    /// An EIO was reported: every later commit fails until the store is reopened.
+    fenced: bool,
+}
+
+impl FaultyEngine {
+    pub(crate) fn new(inner: Box<dyn Engine>, faults: Arc<dyn IoFaults>) -> FaultyEngine {
+        FaultyEngine { inner, faults, fenced: false }
+    }
+
+    fn failed(&self, why: impl Into<String>) -> EngineError {
+        EngineError::failed(self.inner.kind(), why.into())
+    }
+
+    /// Runs one durable change through the disk's faults: `change` runs unless the disk refuses
+    /// the write outright.
+    fn durable<R>(
+        &mut self,
+        what: &str,
+        change: impl FnOnce(&mut dyn Engine) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
+        if self.fenced {
+            return Err(self.failed(format!(
+                "{what} refused: an earlier commit failed with an I/O error; the store must be reopened"
+            )));
+        }
+        match self.faults.io_error(IoOp::Commit) {
+            None => change(self.inner.as_mut()),
+            Some(IoFailure { error: DiskError::Enospc, .. }) => {
+                Err(self.failed(format!("{what}: {}", DiskError::Enospc.to_io())))
+            }
+            Some(IoFailure { error: DiskError::Eio, landed }) => {
+                self.fenced = true;
+                if landed {
+                    change(self.inner.as_mut())?;
+                }
+                Err(self.failed(format!("{what}: fsync: {}", DiskError::Eio.to_io())))
+            }
+        }
+    }
+}
+
+impl Engine for FaultyEngine {
+    fn kind(&self) -> EngineKind {
+        self.inner.kind()
+    }
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.inner.get(table, key)
+    }
+    fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        self.inner.value_lens(table, keys)
+    }
+    fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        self.inner.get_each(table, keys, found)
+    }
+    fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
+        self.inner.scan(table, start, visit)
+    }
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
+        self.durable("commit", |engine| engine.commit(writes))
+    }
+    fn commit_replacing(&mut self, writes: Vec<Write>, complete: Complete<'_>) -> Result<(), EngineError> {
+        self.durable("commit", |engine| engine.commit_replacing(writes, complete))
+    }
+    fn sync(&mut self) -> Result<(), EngineError> {
+        self.durable("sync", |engine| engine.sync())
+    }
+    fn flush(&mut self) -> Result<(), EngineError> {
+        self.durable("flush", |engine| engine.flush())
+    }
+    fn disk_bytes(&self) -> Result<u64, EngineError> {
+        self.inner.disk_bytes()
+    }
+    fn disk_bytes_written(&self) -> u64 {
+        self.inner.disk_bytes_written()
+    }
+    fn export_native(&self, dir: &Path) -> Result<(), EngineError> {
+        check_io(Some(&self.faults), IoOp::Write)
+            .map_err(|e| self.failed(format!("exporting into {}: {e}", dir.display())))?;
+        self.inner.export_native(dir)
+    }
+    fn resources(&self) -> EngineResources {
+        self.inner.resources()
+    }
+}
+
+/// The engine of a store closed to be reopened after a failed commit, while the reopen has not
+/// succeeded: every operation fails, naming why.
+pub(crate) struct ClosedEngine {
+    kind: EngineKind,
+    why: String,
+}
+
+impl ClosedEngine {
+    pub(crate) fn new(kind: EngineKind, why: String) -> ClosedEngine {
+        ClosedEngine { kind, why }
+    }
+
+    fn closed(&self) -> EngineError {
+        EngineError::failed(self.kind, format!("the store is closed to be reopened after a failed commit ({})", self.why))
+    }
+}
+
+impl Engine for ClosedEngine {
+    fn kind(&self) -> EngineKind {
+        self.kind
+    }
+    fn get(&self, _: Table, _: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Err(self.closed())
+    }
+    fn scan(&self, _: Table, _: &[u8], _: Visit<'_>) -> Result<(), EngineError> {
+        Err(self.closed())
+    }
+    fn commit(&mut self, _: Vec<Write>) -> Result<(), EngineError> {
+        Err(self.closed())
+    }
+    fn flush(&mut self) -> Result<(), EngineError> {
+        Err(self.closed())
+    }
+    fn disk_bytes(&self) -> Result<u64, EngineError> {
+        Err(self.closed())
+    }
+    fn disk_bytes_written(&self) -> u64 {
+        0
+    }
+    fn export_native(&self, _: &Path) -> Result<(), EngineError> {
+        Err(self.closed())
+    }
+}
