@@ -17,7 +17,9 @@
 //! did not arrive within `connections.http.body_read_timeout`, `413` a body over
 //! [`BODY_BYTES_MAX`], `429` over quota with `Retry-After` (seconds) and `retry_after_ms` in the
 //! body — a producer over quota is slowed down, never silently dropped — and `503` when the root
-//! is shutting down (the write was not applied). Keys in paths are percent-decoded.
+//! is shutting down or cannot write now (the write was not applied). A `500` is a commit that
+//! failed with its outcome unknown (a disk error: it may have landed); retry it. Keys in paths
+//! are percent-decoded.
 //!
 //! Connections (see [`crate::connections`]): at most `connections.http.max`; headers must
 //! arrive within `header_read_timeout` (hyper's, on [`NodeTimer`] — simulated time under the
@@ -333,7 +335,8 @@ impl Api {
                 StatusCode::OK,
                 serde_json::json!({ "index": receipt.index, "identical_dropped": receipt.identical_dropped }),
             ),
-            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+            Err(crate::root::WriteError::NotApplied(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+            Err(crate::root::WriteError::Unknown(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
         }
     }
 

@@ -8,7 +8,10 @@
 //!   identical values. A value that cannot be read (it fails its checksum) is never taken for
 //!   the same value or for nothing: the write is logged, and repairs the key everywhere.
 //! - A write is acknowledged only after the commit that holds it returned: an acknowledged write
-//!   is durable on the root.
+//!   is durable on the root. A write whose commit failed is answered [`WriteError::Unknown`]:
+//!   a failed commit may have reached the disk (an fsync error says nothing of what the device
+//!   kept), so it is never called "not applied"; the store is reopened before the next commit
+//!   and any entry that landed is replicated like every other.
 //! - A heartbeat entry (an entry with no operations) is written at the heartbeat interval when no
 //!   other entry was, so every replica can measure its lag from the newest entry's timestamp.
 //! - At shutdown ([`Lifecycle::Draining`]) the batch being gathered is committed at once, the
@@ -40,11 +43,23 @@ pub const WRITE_QUEUE_DEPTH_MAX: usize = 10_000;
 /// Encoded bytes one entry may use, leaving room below `ENTRY_BYTES_MAX` for the header.
 const ENTRY_BODY_BYTES_MAX: usize = ENTRY_BYTES_MAX - 4096;
 
+/// Why a write was not acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// Nothing of the write was applied: the root is shutting down, its entries were refused,
+    /// or its store could not be made ready to write (reopened after a failed commit).
+    #[error("{0}")]
+    NotApplied(String),
+    /// The commit holding the write failed, and may or may not have reached the disk.
+    #[error("{0}")]
+    Unknown(String),
+}
+
 /// One producer request: its operations, and where to send the index that made them durable.
 #[derive(Debug)]
 pub struct WriteRequest {
     pub ops: Vec<Op>,
-    pub reply: oneshot::Sender<Result<WriteReceipt, String>>,
+    pub reply: oneshot::Sender<Result<WriteReceipt, WriteError>>,
     /// Its bytes on the write queue gauge, for as long as the request exists.
     _queued: QueuedBytes,
 }
@@ -91,13 +106,14 @@ pub struct WriteQueue {
 
 impl WriteQueue {
     /// Submits `ops` and waits until they are durable. An `Err` means they were not applied.
-    pub async fn write(&self, ops: Vec<Op>) -> Result<WriteReceipt, String> {
+    pub async fn write(&self, ops: Vec<Op>) -> Result<WriteReceipt, WriteError> {
         let (reply, receipt) = oneshot::channel();
         let queued = QueuedBytes::new(&self.queued_bytes, ops.iter().map(Op::logical_bytes).sum());
         let request = WriteRequest { ops, reply, _queued: queued };
-        self.requests.send(request).await.map_err(|_| SHUTTING_DOWN.to_string())?;
+        let shutting_down = || WriteError::NotApplied(SHUTTING_DOWN.to_string());
+        self.requests.send(request).await.map_err(|_| shutting_down())?;
         // The sender is dropped unanswered only when the committer ended before committing it.
-        receipt.await.map_err(|_| SHUTTING_DOWN.to_string())?
+        receipt.await.map_err(|_| shutting_down())?
     }
 }
 
@@ -204,7 +220,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     let timestamp_ms = crate::clock::unix_ms();
     let outcome = state.with_store(|store| {
         // After a failed commit the head is unknown until the store is reopened.
-        state.settle(store).map_err(|e| e.to_string())?;
+        state.settle(store).map_err(|e| WriteError::NotApplied(format!("the store is not ready to write: {e}")))?;
         // The value each key will hold once the batch so far is applied.
         let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let mut kept: Vec<Op> = Vec::new();
@@ -255,14 +271,20 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
             }
             dropped.push(identical);
         }
-        let entries = pack(store, timestamp_ms, kept)?;
-        store.apply(&entries).map_err(|e| e.to_string())?;
+        let entries = pack(store, timestamp_ms, kept).map_err(WriteError::NotApplied)?;
+        store.apply(&entries).map_err(|e| match e {
+            // Refused before anything was written.
+            crate::store::StoreError::Refused(_) | crate::store::StoreError::Unsettled { .. } => {
+                WriteError::NotApplied(format!("commit refused: {e}"))
+            }
+            e => WriteError::Unknown(format!("commit failed, its outcome unknown: {e}")),
+        })?;
         // Published under the store lock: the heartbeat cannot publish a newer index first, so
         // the applied index (and the cas token and gauge) never step back.
         if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
             state.applied(first, last);
         }
-        Ok::<_, String>((store.applied_index(), dropped, entries, probes, read_failures))
+        Ok::<_, WriteError>((store.applied_index(), dropped, entries, probes, read_failures))
     });
     match outcome {
         Ok((index, dropped, entries, probes, read_failures)) => {
@@ -285,7 +307,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
             state.after_apply();
             tracing::error!(error = %e, "write batch commit failed");
             for request in batch {
-                let _ = request.reply.send(Err(format!("commit failed: {e}")));
+                let _ = request.reply.send(Err(e.clone()));
             }
         }
     }

@@ -236,3 +236,101 @@ impl Engine for ClosedEngine {
         Err(self.closed())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::entry::{DatabaseId, Op};
+    use crate::store::{MemDisk, OpenOptions, Store, StoreError, StoreLocation};
+
+    /// A disk that fails the next operations of one kind with a given failure.
+    #[derive(Debug, Default)]
+    struct Scripted(Mutex<Vec<(IoOp, IoFailure)>>);
+
+    impl Scripted {
+        fn fail_next(&self, op: IoOp, error: DiskError, landed: bool) {
+            self.0.lock().unwrap().push((op, IoFailure { error, landed }));
+        }
+    }
+
+    impl IoFaults for Scripted {
+        fn io_error(&self, op: IoOp) -> Option<IoFailure> {
+            let mut script = self.0.lock().unwrap();
+            let position = script.iter().position(|(o, _)| *o == op)?;
+            Some(script.remove(position).1)
+        }
+    }
+
+    fn set(store: &Store, i: u64) -> crate::entry::LogEntry {
+        let ops = vec![Op::Set { key: format!("cfg:{i}").into_bytes(), value: format!("v{i}").into_bytes() }];
+        store.next_entry(i, ops).expect("entry")
+    }
+
+    fn stores(disk: &Arc<Scripted>) -> Vec<(tempfile::TempDir, StoreLocation, OpenOptions)> {
+        let options = OpenOptions { io_faults: Some(disk.clone()), ..OpenOptions::new(DatabaseId(3)) };
+        [crate::store::EngineKind::Memory, crate::store::EngineKind::Lmdb, crate::store::EngineKind::Rocksdb]
+            .into_iter()
+            .map(|kind| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let location = match kind {
+                    crate::store::EngineKind::Memory => StoreLocation::Memory(MemDisk::default()),
+                    kind => StoreLocation::new(kind, &dir.path().join("store")),
+                };
+                (dir, location, options.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_that_failed_but_landed_is_found_by_settle_and_nothing_changes_before() {
+        let disk = Arc::new(Scripted::default());
+        for (_dir, location, options) in stores(&disk) {
+            let mut store = Store::open(&location, &options).expect("open");
+            store.apply(&[set(&store, 1)]).expect("a healthy commit");
+            disk.fail_next(IoOp::Commit, DiskError::Eio, true);
+            let landed = set(&store, 2);
+            assert!(store.apply(std::slice::from_ref(&landed)).is_err(), "{location:?}: the fsync failed");
+            assert!(store.is_unsettled());
+            // Sealed on the stale head, entry 2 again would fork the chain: refused.
+            let forked = set(&store, 2);
+            assert!(matches!(store.apply(&[forked]), Err(StoreError::Unsettled { .. })), "{location:?}");
+            let found = store.settle().expect("settle");
+            assert_eq!(found, vec![landed], "{location:?}: the landed entry is reported");
+            assert_eq!(store.applied_index(), 2);
+            assert_eq!(store.get(b"cfg:2").unwrap().as_deref(), Some(&b"v2"[..]));
+            store.apply(&[set(&store, 3)]).expect("writes go on after the settle");
+            assert!(store.settle().expect("settled").is_empty(), "a settled store has nothing to report");
+        }
+    }
+
+    #[test]
+    fn a_full_disk_writes_nothing_and_an_unopenable_one_keeps_the_store_unsettled_until_it_opens() {
+        let disk = Arc::new(Scripted::default());
+        for (_dir, location, options) in stores(&disk) {
+            let mut store = Store::open(&location, &options).expect("open");
+            disk.fail_next(IoOp::Commit, DiskError::Enospc, false);
+            assert!(store.apply(&[set(&store, 1)]).is_err());
+            disk.fail_next(IoOp::Open, DiskError::Eio, false);
+            assert!(store.settle().is_err(), "{location:?}: the disk refuses the reopen");
+            assert!(store.is_unsettled());
+            assert!(store.get(b"cfg:1").is_err(), "{location:?}: a closed store reads nothing");
+            assert!(store.settle().expect("the disk answers again").is_empty(), "nothing landed");
+            assert_eq!(store.applied_index(), 0);
+            store.apply(&[set(&store, 1)]).expect("a commit after the settle");
+            assert_eq!(store.applied_index(), 1);
+        }
+    }
+
+    #[test]
+    fn after_an_eio_the_engine_refuses_commits_until_reopened() {
+        let disk = Arc::new(Scripted::default());
+        let engine = crate::store::mem::MemEngine::open(MemDisk::default(), true);
+        let mut engine = FaultyEngine::new(Box::new(engine), disk.clone());
+        disk.fail_next(IoOp::Commit, DiskError::Eio, false);
+        assert!(engine.commit(Vec::new()).is_err());
+        let refused = engine.commit(Vec::new()).expect_err("fenced");
+        assert!(refused.to_string().contains("must be reopened"), "{refused}");
+    }
+}

@@ -160,6 +160,10 @@ pub enum FaultKind {
     Kill,
     /// The node's process stops running (SIGSTOP); after `duration` it resumes.
     Pause,
+    /// The node is stopped gracefully (SIGTERM): it stops accepting, the root commits and
+    /// answers the writes already queued, connections finish within the drain timeout, the
+    /// store closes; after `duration` it starts again.
+    Stop,
     /// The node can neither send nor receive; after `duration` the network heals.
     Partition,
     /// One-way: the node receives nothing (its sends still arrive).
@@ -203,6 +207,7 @@ impl FaultKind {
         match self {
             FaultKind::Kill => "kill",
             FaultKind::Pause => "pause",
+            FaultKind::Stop => "stop",
             FaultKind::Partition => "partition",
             FaultKind::PartitionIn => "partition_in",
             FaultKind::PartitionOut => "partition_out",
@@ -238,7 +243,15 @@ impl FaultKind {
 
     /// Whether the node cannot run (its samples would be stale) while the fault is on.
     pub fn stops_the_node(self) -> bool {
-        matches!(self, FaultKind::Kill | FaultKind::Pause | FaultKind::Sigbus | FaultKind::PowerLoss | FaultKind::Oom)
+        matches!(
+            self,
+            FaultKind::Kill
+                | FaultKind::Pause
+                | FaultKind::Stop
+                | FaultKind::Sigbus
+                | FaultKind::PowerLoss
+                | FaultKind::Oom
+        )
     }
 }
 
@@ -336,6 +349,7 @@ pub enum Probe {
     FaultPointEarlyKeepalive,
     FaultKill,
     FaultPause,
+    FaultStop,
     FaultPartition,
     FaultPartitionIn,
     FaultPartitionOut,
@@ -354,7 +368,7 @@ pub enum Probe {
 
 impl Probe {
     /// Every probe, in table order.
-    pub const ALL: [Probe; 34] = [
+    pub const ALL: [Probe; 35] = [
         Probe::LeftStaleSource,
         Probe::WaitedForRecoveringSource,
         Probe::MovedToProbedSource,
@@ -375,6 +389,7 @@ impl Probe {
         Probe::FaultPointEarlyKeepalive,
         Probe::FaultKill,
         Probe::FaultPause,
+        Probe::FaultStop,
         Probe::FaultPartition,
         Probe::FaultPartitionIn,
         Probe::FaultPartitionOut,
@@ -396,6 +411,7 @@ impl Probe {
         Some(match kind {
             FaultKind::Kill => Probe::FaultKill,
             FaultKind::Pause => Probe::FaultPause,
+            FaultKind::Stop => Probe::FaultStop,
             FaultKind::Partition => Probe::FaultPartition,
             FaultKind::PartitionIn => Probe::FaultPartitionIn,
             FaultKind::PartitionOut => Probe::FaultPartitionOut,

@@ -1,7 +1,8 @@
 //! Fault injectors, one module per family; each module's doc states its fault model (when it
 //! may fire, what it does, what the cluster must survive).
 //!
-//! - [`process`]: kill (restart after `duration`; a short one is a fast restart), pause;
+//! - [`process`]: kill (restart after `duration`; a short one is a fast restart), pause, stop
+//!   (SIGTERM: the node's own graceful shutdown, then a start after `duration`);
 //! - [`network`]: partition, one-way partitions, split groups, clogged links, latency, loss;
 //! - [`disk`]: slow SSD models, failing disks (SIGBUS), I/O errors (EIO, ENOSPC);
 //! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
@@ -48,6 +49,9 @@ pub struct SimNode {
     pub data: Arc<Mutex<MemDisk>>,
     /// The store's directory (LMDB, RocksDB); replacing the disk deletes it, bit rot damages its files.
     pub store_path: Option<std::path::PathBuf>,
+    /// SIGTERM: the running process shuts down gracefully when notified (a stopped or killed
+    /// one has nobody waiting, and keeps no signal for its next start).
+    pub sigterm: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for SimNode {
@@ -151,6 +155,8 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
         FaultKind::BitRot => detail = "latent: the node must have noticed and healed".into(),
         FaultKind::Kill if on => process::kill(&by_name(fault.target.get_ref()).handle),
         FaultKind::Kill => process::restart(&by_name(fault.target.get_ref()).handle),
+        FaultKind::Stop if on => by_name(fault.target.get_ref()).sigterm.notify_waiters(),
+        FaultKind::Stop => process::restart(&by_name(fault.target.get_ref()).handle),
         FaultKind::Pause if on => process::pause(&by_name(fault.target.get_ref()).handle),
         FaultKind::Pause => process::resume(&by_name(fault.target.get_ref()).handle),
         FaultKind::Partition => network::partition(&by_name(fault.target.get_ref()).handle, on),

@@ -9,6 +9,10 @@
 //! - **pause**: the process stops being scheduled, like SIGSTOP or a long GC pause. Its
 //!   connections stay open but silent, so only the staleness threshold can detect it. After
 //!   `duration` it resumes and carries on.
+//! - **stop**: SIGTERM — the node runs its own graceful shutdown (`Node::shutdown` with its
+//!   configured drain timeout): no new connections, the root commits and answers the writes
+//!   already queued, open connections finish, the store closes. After `duration` it starts
+//!   again. A write it answered while draining is acknowledged like any other.
 //!
 //! The [`supervisor`] is the nodes' systemd: it kills a process that hit a poisoned page (see
 //! `disk.rs`) and starts it again, and starts again a process that failed to start, 1–10 s

@@ -87,6 +87,13 @@ fn fault_table(fault: &Fault) -> Table {
     if let Some(during) = fault.during {
         t.insert("during".into(), Value::try_from(during).expect("`during` serializes"));
     }
+    if let Some(error) = fault.error {
+        t.insert("error".into(), Value::try_from(error).expect("disk errors serialize"));
+    }
+    if !fault.ops.is_empty() {
+        let ops = fault.ops.iter().map(|op| Value::try_from(op).expect("I/O operations serialize")).collect();
+        t.insert("ops".into(), Value::Array(ops));
+    }
     t
 }
 

@@ -188,8 +188,16 @@ fn start_nodes(
                 device.set_model(crate::resources::NodeModel::new(models.clone()));
             }
             let starts = Arc::new(AtomicU64::new(0));
-            let (states, node_name, init_data, init_device, init_observer, init_supervision) =
-                (states.clone(), name.clone(), data.clone(), device.clone(), observer.clone(), supervision.clone());
+            let sigterm = Arc::new(tokio::sync::Notify::new());
+            let (states, node_name, init_data, init_device, init_observer, init_supervision, init_sigterm) = (
+                states.clone(),
+                name.clone(),
+                data.clone(),
+                device.clone(),
+                observer.clone(),
+                supervision.clone(),
+                sigterm.clone(),
+            );
             let handle = handle
                 .create_node()
                 .name(&name)
@@ -203,6 +211,7 @@ fn start_nodes(
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
                     let relays = relays.clone();
                     let supervision = init_supervision.clone();
+                    let sigterm = init_sigterm.clone();
                     // A new process: an empty cache (but LMDB's, in the OS), a young heap.
                     init_device.with_model(|m| m.process_started(now_ms()));
                     async move {
@@ -234,7 +243,13 @@ fn start_nodes(
                                 states
                                     .lock()
                                     .unwrap_or_else(|p| p.into_inner())
-                                    .insert(name, Arc::downgrade(&node.state));
+                                    .insert(name.clone(), Arc::downgrade(&node.state));
+                                // Runs until killed, or until SIGTERM (a `stop` fault): then the
+                                // node's own graceful shutdown, and the process exits.
+                                sigterm.notified().await;
+                                let drain_timeout = node.state.config.connections.drain_timeout;
+                                let report = node.shutdown(drain_timeout).await;
+                                tracing::info!(node = %name, ?report, "stopped by SIGTERM");
                                 std::future::pending::<()>().await;
                             }
                             // The process exits; its supervisor records why and starts it again.
@@ -243,7 +258,7 @@ fn start_nodes(
                     }
                 })
                 .build();
-            SimNode { name, ip, handle, device, data, store_path }
+            SimNode { name, ip, handle, device, data, store_path, sigterm }
         })
         .collect()
 }
