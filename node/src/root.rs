@@ -399,4 +399,40 @@ mod tests {
         });
         assert_eq!(state.metrics.checksum_failures.get(), 2, "each damaged read is counted");
     }
+
+    /// A disk that fails the next commit with EIO, the write landing anyway.
+    #[derive(Debug, Default)]
+    struct LandsThenFails(std::sync::Mutex<bool>);
+
+    impl crate::store::faults::IoFaults for LandsThenFails {
+        fn io_error(&self, op: crate::store::faults::IoOp) -> Option<crate::store::faults::IoFailure> {
+            let fail = op == crate::store::faults::IoOp::Commit && std::mem::take(&mut *self.0.lock().unwrap());
+            fail.then_some(crate::store::faults::IoFailure {
+                error: crate::store::faults::DiskError::Eio,
+                landed: true,
+            })
+        }
+    }
+
+    /// A commit that failed may have landed: its writes are answered "unknown" (500), never "not
+    /// applied" (503), and the next write finds the landed entry and follows it.
+    #[tokio::test]
+    async fn a_failed_commit_is_answered_unknown_and_the_next_write_follows_what_landed() {
+        let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+        let disk = Arc::new(LandsThenFails::default());
+        let options = crate::store::OpenOptions { io_faults: Some(disk.clone()), ..config.store_options() };
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &options).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let (queue, _tasks) = start(state.clone(), Duration::from_millis(1), Duration::from_secs(3600));
+        let first = queue.write(vec![set("dns:a", "1")]).await.unwrap();
+        *disk.0.lock().unwrap() = true;
+        let failed = queue.write(vec![set("dns:b", "2")]).await.expect_err("the commit failed");
+        assert!(matches!(failed, WriteError::Unknown(_)), "{failed:?}");
+        let next = queue.write(vec![set("dns:c", "3")]).await.unwrap();
+        assert_eq!(next.index, first.index + 2, "the landed entry keeps its index; the next write follows it");
+        state.read_store(|s| {
+            assert_eq!(s.get(b"dns:b").unwrap().as_deref(), Some(&b"2"[..]), "it landed");
+            assert!(!s.is_unsettled());
+        });
+    }
 }

@@ -10,9 +10,12 @@
 //!   to one key in flight, so the newest acknowledgement of a key is a value the key may end
 //!   with. Each acknowledgement is traced. With a `burst`, it writes at the burst's rate for the
 //!   burst's length, periodically.
-//! - A reader is a session pinned to one edge, sending `gets <key>` (the cas unique is the edge's
-//!   applied index) with Zipf key popularity; each answer goes to the reads checker, and latency,
-//!   misses and errors are summed per edge for the once-a-second `read_sample`.
+//! - A reader is a session pinned to one edge, sending `gets` (the cas unique is the edge's
+//!   applied index) or plain `get` for one key or several (half the requests ask for 2–4, as
+//!   clients batch lookups), with Zipf key popularity; each key's answer goes to the reads
+//!   checker (a plain `get` carries no index: it is judged against the session's last-seen
+//!   one), and latency (per request), reads and misses (per key) and errors (per request) are
+//!   summed per edge for the once-a-second `read_sample`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +35,8 @@ pub use crate::scenario::nodes::PRODUCER_TOKEN;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a reader waits for one answer before dropping the connection.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most keys one read request asks for.
+const KEYS_PER_READ_MAX: usize = 4;
 
 /// Per key, what it may end with (`checkers::convergence`): the writer records each write it
 /// sends and each acknowledgement.
@@ -68,6 +73,8 @@ pub struct ReaderSpec {
 
 pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, windows: ReadWindows) {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7265_6164_6572);
+    // The request's shape (how many keys, `get` or `gets`) from a stream of its own.
+    let mut shapes = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7368_6170_6573);
     let interval = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let popularity =
         rand_distr::Zipf::new(spec.keys.len() as f64, spec.skew).expect("validated: at least one key, skew >= 0");
@@ -75,37 +82,53 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
     loop {
         madsim::time::sleep(interval).await;
         // Zipf ranks start at 1; rank 1 is the hottest key.
-        let rank = rng.sample(popularity) as usize;
-        let key = &spec.keys[(rank - 1).min(spec.keys.len() - 1)];
-        let started = madsim::time::Instant::now();
-        let answer = match connection.as_mut() {
-            Some(conn) => madsim::time::timeout(READ_TIMEOUT, gets(conn, key)).await.unwrap_or(Err(GetError::Io)),
-            None => match madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await {
-                Ok(Ok(stream)) => {
-                    let conn = connection.insert(BufReader::new(stream));
-                    madsim::time::timeout(READ_TIMEOUT, gets(conn, key)).await.unwrap_or(Err(GetError::Io))
+        let draw = |rng: &mut ChaCha8Rng| {
+            let rank = rng.sample(popularity) as usize;
+            spec.keys[(rank - 1).min(spec.keys.len() - 1)].as_str()
+        };
+        let mut keys = vec![draw(&mut rng)];
+        if shapes.random_bool(0.5) {
+            for _ in 1..shapes.random_range(2..=KEYS_PER_READ_MAX) {
+                let key = draw(&mut shapes);
+                if !keys.contains(&key) {
+                    keys.push(key);
                 }
-                _ => Err(GetError::Io),
-            },
+            }
+        }
+        let with_cas = shapes.random_bool(0.75);
+        let started = madsim::time::Instant::now();
+        if connection.is_none()
+            && let Ok(Ok(stream)) =
+                madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await
+        {
+            connection = Some(BufReader::new(stream));
+        }
+        let answer = match connection.as_mut() {
+            Some(conn) => {
+                madsim::time::timeout(READ_TIMEOUT, get(conn, &keys, with_cas)).await.unwrap_or(Err(GetError::Io))
+            }
+            None => Err(GetError::Io),
         };
         let latency_us = started.elapsed().as_micros() as u64;
         let mut windows = windows.lock().unwrap_or_else(|p| p.into_inner());
         let window = windows.entry(spec.edge.clone()).or_default();
         match answer {
-            Ok(value) => {
-                window.reads += 1;
-                window.misses += u64::from(value.is_none());
+            Ok(values) => {
+                window.reads += values.len() as u64;
+                window.misses += values.iter().filter(|v| v.is_none()).count() as u64;
                 window.latencies_us.push(latency_us);
                 drop(windows);
-                let (value, token) = match &value {
-                    Some((value, token)) => (Some(value.as_slice()), *token),
-                    None => (None, 0),
-                };
                 let at_ms = recorder.lock().unwrap_or_else(|p| p.into_inner()).now_ms();
-                let observed = Observed { at_ms, reader: &spec.name, node: &spec.edge, key, value, token };
-                let found = reads.lock().read(observed);
-                if let Some(violation) = found {
-                    recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+                for (key, value) in keys.iter().zip(&values) {
+                    let (value, token) = match value {
+                        Some((value, token)) => (Some(value.as_slice()), *token),
+                        None => (None, 0),
+                    };
+                    let observed = Observed { at_ms, reader: &spec.name, node: &spec.edge, key, value, token };
+                    let found = reads.lock().read(observed);
+                    if let Some(violation) = found {
+                        recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+                    }
                 }
             }
             Err(GetError::Refused) => window.errors += 1,
@@ -124,36 +147,46 @@ enum GetError {
     Refused,
 }
 
-/// One `gets`: the value and its cas unique (the edge's applied index), or None for a miss.
+/// One `gets` (`with_cas`) or `get` of `keys`: per key in order, its value and cas unique (the
+/// edge's applied index; 0 for a plain `get`, whose answer carries none), or None for a miss.
 /// A miss carries no token; the reads checker judges it against the session's last-seen index.
-async fn gets(conn: &mut BufReader<tokio::net::TcpStream>, key: &str) -> Result<Option<(Vec<u8>, u64)>, GetError> {
+/// An answer naming a key not asked for, or one twice, is a broken connection.
+async fn get(
+    conn: &mut BufReader<tokio::net::TcpStream>,
+    keys: &[&str],
+    with_cas: bool,
+) -> Result<Vec<Option<(Vec<u8>, u64)>>, GetError> {
     let stream = conn.get_mut();
-    stream.write_all(format!("gets {key}\r\n").as_bytes()).await.map_err(|_| GetError::Io)?;
+    let command = if with_cas { "gets" } else { "get" };
+    stream.write_all(format!("{command} {}\r\n", keys.join(" ")).as_bytes()).await.map_err(|_| GetError::Io)?;
     stream.flush().await.map_err(|_| GetError::Io)?;
-    let mut line = String::new();
-    conn.read_line(&mut line).await.map_err(|_| GetError::Io)?;
-    if line == "END\r\n" {
-        return Ok(None);
+    let mut values: Vec<Option<(Vec<u8>, u64)>> = vec![None; keys.len()];
+    loop {
+        let mut line = String::new();
+        conn.read_line(&mut line).await.map_err(|_| GetError::Io)?;
+        if line == "END\r\n" {
+            return Ok(values);
+        }
+        if line.starts_with("SERVER_ERROR") || line.starts_with("CLIENT_ERROR") {
+            return Err(GetError::Refused);
+        }
+        // VALUE <key> <flags> <bytes> [<cas unique>]
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(&"VALUE"), Some(key), Some(bytes)) = (fields.first(), fields.get(1), fields.get(3)) else {
+            return Err(GetError::Io);
+        };
+        let cas = match (with_cas, fields.get(4)) {
+            (true, Some(cas)) => cas.parse().map_err(|_| GetError::Io)?,
+            (false, None) => 0,
+            _ => return Err(GetError::Io),
+        };
+        let bytes: usize = bytes.parse().map_err(|_| GetError::Io)?;
+        let Some(position) = keys.iter().position(|k| k == key).filter(|&at| values[at].is_none()) else {
+            return Err(GetError::Io);
+        };
+        let mut data = vec![0; bytes + 2];
+        conn.read_exact(&mut data).await.map_err(|_| GetError::Io)?;
+        data.truncate(bytes);
+        values[position] = Some((data, cas));
     }
-    if line.starts_with("SERVER_ERROR") || line.starts_with("CLIENT_ERROR") {
-        return Err(GetError::Refused);
-    }
-    // VALUE <key> <flags> <bytes> <cas unique>
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let (Some(&"VALUE"), Some(bytes), Some(cas)) = (fields.first(), fields.get(3), fields.get(4)) else {
-        return Err(GetError::Io);
-    };
-    let (bytes, cas): (usize, u64) = match (bytes.parse(), cas.parse()) {
-        (Ok(b), Ok(c)) => (b, c),
-        _ => return Err(GetError::Io),
-    };
-    let mut data = vec![0; bytes + 2];
-    conn.read_exact(&mut data).await.map_err(|_| GetError::Io)?;
-    data.truncate(bytes);
-    line.clear();
-    conn.read_line(&mut line).await.map_err(|_| GetError::Io)?;
-    if line != "END\r\n" {
-        return Err(GetError::Io);
-    }
-    Ok(Some((data, cas)))
 }

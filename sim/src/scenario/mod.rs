@@ -30,6 +30,7 @@
 //! retention_entries = 100000       # log entries each node keeps
 //! gc_interval = "1s"
 //! # lmdb_write_map = true           # LMDB runs: MDB_WRITEMAP (default); false writes with pwrite
+//! # producer_quota = true           # the producer's generous default quota; false: none
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -281,6 +282,9 @@ pub struct NodeSettings {
     /// way). `false` runs the `pwrite` path. Other engines ignore it, so `--engine` can still
     /// move the scenario between engines.
     pub lmdb_write_map: bool,
+    /// The writers' producer runs under a generous quota (`nodes::producer_quota`), as a
+    /// production root's producers do; `false` turns it off.
+    pub producer_quota: bool,
 }
 
 impl Default for NodeSettings {
@@ -294,6 +298,7 @@ impl Default for NodeSettings {
             snapshot_chunk_bytes: None,
             scrub_interval: None,
             lmdb_write_map: true,
+            producer_quota: true,
         }
     }
 }

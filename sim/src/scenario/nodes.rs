@@ -94,17 +94,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     let chunks =
         settings.snapshot_chunk_bytes.map_or(String::new(), |b| format!("snapshot_chunk_bytes = {}\n", b.as_u64()));
     let root_ip = ip(0, 0);
-    // The writers share one producer: its quota is the sum of theirs (a burst of one second's
-    // worth), or none to speak of.
-    let quotas: Vec<f64> = scenario
-        .workload
-        .iter()
-        .filter_map(|w| match w {
-            super::Workload::Writer { modes, .. } => modes.quota_per_s,
-            _ => None,
-        })
-        .collect();
-    let quota = if quotas.is_empty() { 1_000_000 } else { quotas.iter().sum::<f64>().ceil() as u64 };
+    let quota = producer_quota(scenario);
     let root = format!(
         "{}{}[root]\nbatch_window = \"{}ms\"\nheartbeat_interval = \"{}ms\"\n[[root.producers]]\nname = \"qsim\"\n\
          token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"{KEY_PREFIX}\"]\nwrites_per_s = {quota}\nburst = {quota}\n",
@@ -165,4 +155,49 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             Ok(Planned { config, ip, relays: relays.into_iter().collect() })
         })
         .collect()
+}
+
+/// Operations a second of the producer's default quota per operation a second its writers may
+/// offer at their peak: generous, so a correct token bucket never throttles a run, while one
+/// that never refilled would throttle every run after its first second.
+pub const QUOTA_HEADROOM: f64 = 4.0;
+/// The least default quota, in operations a second (a slow writer's Poisson bursts pass).
+pub const QUOTA_MIN_PER_S: f64 = 100.0;
+
+/// The writers' shared producer's quota in operations a second (and its burst: one second's
+/// worth). Producers run under a quota, as the example configuration's do: by default
+/// [`QUOTA_HEADROOM`] times the writers' peak offered operations a second (the highest of their
+/// rate, burst rate and preload rate, times the most operations a request may carry — a swarm
+/// writer's drawn batches included), at least [`QUOTA_MIN_PER_S`]; the sum of the writers'
+/// `modes.quota_per_s` when any sets one (a quota below the offered rate, to exercise 429s);
+/// none to speak of with `[node] producer_quota = false`.
+pub fn producer_quota(scenario: &Scenario) -> u64 {
+    let explicit: Vec<f64> = scenario
+        .workload
+        .iter()
+        .filter_map(|w| match w {
+            super::Workload::Writer { modes, .. } => modes.quota_per_s,
+            _ => None,
+        })
+        .collect();
+    if !explicit.is_empty() {
+        return explicit.iter().sum::<f64>().ceil() as u64;
+    }
+    if !scenario.node.producer_quota {
+        return 1_000_000;
+    }
+    let drawn_batches = scenario.swarm.as_ref().is_some_and(|s| s.writer_modes);
+    let peak: f64 = scenario
+        .workload
+        .iter()
+        .filter_map(|w| match w {
+            super::Workload::Writer { rate_per_s, burst, preload_rate_per_s, modes, .. } => {
+                let requests = rate_per_s.max(burst.map_or(0.0, |b| b.rate_per_s)).max(preload_rate_per_s.unwrap_or(0.0));
+                let ops = if drawn_batches { super::swarm::DRAWN_BATCH_OPS_MAX } else { modes.ops_per_request() };
+                Some(requests * f64::from(ops))
+            }
+            _ => None,
+        })
+        .sum();
+    (peak * QUOTA_HEADROOM).max(QUOTA_MIN_PER_S).ceil() as u64
 }

@@ -133,11 +133,14 @@ impl Scenario {
     }
 }
 
+/// The most operations a drawn writer's request carries.
+pub const DRAWN_BATCH_OPS_MAX: u32 = 8;
+
 /// Writer `writer`'s modes drawn from `seed`.
 fn drawn_modes(seed: u64, writer: usize) -> WriterModes {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6d6f_6465_7300_0000 ^ writer as u64);
-    let batch_ops = if rng.random_bool(0.5) { rng.random_range(2..=8) } else { 1 };
+    let batch_ops = if rng.random_bool(0.5) { rng.random_range(2..=DRAWN_BATCH_OPS_MAX) } else { 1 };
     let mut share = |on: bool, share: f64| if on && rng.random_bool(0.5) { share } else { 0.0 };
     WriterModes {
         batch_ops,
