@@ -98,8 +98,7 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
         let with_cas = shapes.random_bool(0.75);
         let started = madsim::time::Instant::now();
         if connection.is_none()
-            && let Ok(Ok(stream)) =
-                madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await
+            && let Ok(Ok(stream)) = madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await
         {
             connection = Some(BufReader::new(stream));
         }

@@ -273,7 +273,9 @@ fn swap_in(
     let live_parent = live.parent().unwrap_or(Path::new(".")).to_path_buf();
     let failed = |why: String| SwapFailed { why, old_store_open: false };
     // Renames on the simulator's failing disk fail as the syscall would.
-    let rename = |from: &Path, to: &Path| check_io(options.io_faults.as_ref(), IoOp::Rename).and_then(|()| std::fs::rename(from, to));
+    let rename = |from: &Path, to: &Path| {
+        check_io(options.io_faults.as_ref(), IoOp::Rename).and_then(|()| std::fs::rename(from, to))
+    };
     // Close the live store: the placeholder is never served (the lock is held throughout).
     drop(std::mem::replace(store, Store::placeholder(config.database_id)));
     let reopen_old = |store: &mut Store, why: String| -> SwapFailed {

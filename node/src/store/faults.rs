@@ -3,7 +3,7 @@
 //!
 //! A real node has no [`IoFaults`]: its disk gives the errors. Under the simulator the node's
 //! disk model answers [`IoFaults::io_error`] before each such operation, and the store's engine
-//! is wrapped in a [`FaultyEngine`] that fails it the way the engines fail:
+//! is wrapped in a `FaultyEngine` that fails it the way the engines fail:
 //!
 //! - **ENOSPC** on a commit: nothing was written. The outcome is known.
 //! - **EIO** on a commit: the write may have reached the disk before the error (a failed fsync
@@ -206,7 +206,10 @@ impl ClosedEngine {
     }
 
     fn closed(&self) -> EngineError {
-        EngineError::failed(self.kind, format!("the store is closed to be reopened after a failed commit ({})", self.why))
+        EngineError::failed(
+            self.kind,
+            format!("the store is closed to be reopened after a failed commit ({})", self.why),
+        )
     }
 }
 

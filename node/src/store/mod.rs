@@ -351,7 +351,11 @@ impl Store {
         let limits = LogReadLimits { entries_max: landed as usize, bytes_max: usize::MAX };
         match self.read_log_after(before, limits)? {
             LogRead::Entries(entries) => Ok(entries),
-            other => unreachable!("entries {}..={} were just committed, yet the log read {other:?}", before + 1, self.head.applied_index),
+            other => unreachable!(
+                "entries {}..={} were just committed, yet the log read {other:?}",
+                before + 1,
+                self.head.applied_index
+            ),
         }
     }
 

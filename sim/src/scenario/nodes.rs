@@ -192,7 +192,8 @@ pub fn producer_quota(scenario: &Scenario) -> u64 {
         .iter()
         .filter_map(|w| match w {
             super::Workload::Writer { rate_per_s, burst, preload_rate_per_s, modes, .. } => {
-                let requests = rate_per_s.max(burst.map_or(0.0, |b| b.rate_per_s)).max(preload_rate_per_s.unwrap_or(0.0));
+                let requests =
+                    rate_per_s.max(burst.map_or(0.0, |b| b.rate_per_s)).max(preload_rate_per_s.unwrap_or(0.0));
                 let ops = if drawn_batches { super::swarm::DRAWN_BATCH_OPS_MAX } else { modes.ops_per_request() };
                 Some(requests * f64::from(ops))
             }

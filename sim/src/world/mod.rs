@@ -448,8 +448,7 @@ async fn world(
         }
     }
 
-    let book =
-        FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down };
+    let book = FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
