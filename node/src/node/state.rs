@@ -85,7 +85,7 @@ impl NodeState {
         NodeState::with_disk(config, store, node_id, None, None, None, false)
     }
 
-    pub(super) fn with_disk(
+    pub(crate) fn with_disk(
         config: NodeConfig,
         store: Store,
         node_id: u128,

@@ -485,3 +485,71 @@ fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), Apply
     state.metrics.bytes_applied.inc_by(bytes);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::config::NodeConfig;
+    use crate::entry::{DatabaseId, Op};
+    use crate::observe::NodeObserver;
+    use crate::store::{MemDisk, OpenOptions, Store, StoreLocation};
+
+    /// The commits a replica made: each `Applied` event's first and last index.
+    #[derive(Debug, Default)]
+    struct Commits(Mutex<Vec<(u64, u64)>>);
+
+    impl NodeObserver for Commits {
+        fn observe(&self, _node: &str, event: NodeEvent) {
+            if let NodeEvent::Applied { first, last, .. } = event {
+                self.0.lock().unwrap().push((first, last));
+            }
+        }
+    }
+
+    /// A replica with `apply_batch_entries_max` at `per_commit` (None: the shipped default).
+    fn replica(per_commit: Option<usize>) -> (Arc<NodeState>, Arc<Commits>) {
+        let limit = per_commit.map_or(String::new(), |n| format!("apply_batch_entries_max = {n}\n"));
+        let text = format!(
+            "name = \"edge\"\nrole = \"replica\"\ndatabase_id = \"2a\"\n[storage]\nengine = \"memory\"\n\
+             [listen]\nreplication = \"127.0.0.1:7001\"\nmemcached = \"127.0.0.1:11001\"\nhttp = \"127.0.0.1:8001\"\n\
+             [replication]\nprimaries = [\"127.0.0.1:7000\"]\n{limit}"
+        );
+        let config = NodeConfig::parse(&text, "edge.toml").unwrap();
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
+        let commits = Arc::new(Commits::default());
+        let observer: Arc<dyn NodeObserver> = commits.clone();
+        (NodeState::with_disk(config, store, 1, None, None, Some(observer), false), commits)
+    }
+
+    /// `count` entries as a source sends them, chained from the start.
+    fn frame(count: u64) -> Vec<VerifiedEntry> {
+        let mut root = Store::open(&StoreLocation::Memory(MemDisk::default()), &OpenOptions::new(DatabaseId(0x2a)))
+            .expect("a root store");
+        (1..=count)
+            .map(|i| {
+                let ops = vec![Op::Set { key: format!("k{i}").into_bytes(), value: b"v".to_vec() }];
+                let entry = root.next_entry(i, ops).expect("an entry");
+                root.apply(std::slice::from_ref(&entry)).expect("applied at the root");
+                VerifiedEntry::decompress(entry.compress()).expect("a sound entry")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_frame_is_applied_at_most_apply_batch_entries_max_to_a_commit() {
+        let (state, commits) = replica(Some(2));
+        assert!(apply_frame(&state, &frame(5)).is_ok());
+        assert_eq!(*commits.0.lock().unwrap(), vec![(1, 2), (3, 4), (5, 5)], "three commits of at most two");
+        assert_eq!(state.read_store(|s| s.applied_index()), 5);
+    }
+
+    #[test]
+    fn at_the_shipped_default_a_frame_of_a_thousand_is_one_commit() {
+        let (state, commits) = replica(None);
+        assert_eq!(state.config.replication.apply_batch_entries_max, 1_000, "the documented default");
+        assert!(apply_frame(&state, &frame(1_001)).is_ok());
+        assert_eq!(*commits.0.lock().unwrap(), vec![(1, 1_000), (1_001, 1_001)]);
+    }
+}
