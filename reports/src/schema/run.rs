@@ -23,6 +23,7 @@ pub enum Checker {
     Memory,
     Coverage,
     Start,
+    Installs,
 }
 
 impl Checker {
@@ -40,6 +41,7 @@ impl Checker {
             Checker::Memory => "memory",
             Checker::Coverage => "coverage",
             Checker::Start => "start",
+            Checker::Installs => "installs",
         }
     }
 }

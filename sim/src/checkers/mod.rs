@@ -6,6 +6,7 @@
 pub mod cache;
 pub mod chain;
 pub mod containment;
+pub mod installs;
 pub mod convergence;
 pub mod cursor;
 pub mod lag;
@@ -22,6 +23,7 @@ use crate::trace::{Checker, Observer};
 /// feed it each read.
 pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario);
+    let sources = paths.sources.clone();
     let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),
         Box::new(chain::Chain::default()),
@@ -29,6 +31,7 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         Box::new(containment::Containment::new(paths)),
         Box::new(cursor::Cursor::default()),
         Box::new(start::Start::default()),
+        Box::new(installs::Installs::new(scenario.node.retention_entries, sources)),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
             scenario.checks.lag_max.as_millis() as u64,
@@ -101,13 +104,14 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [Checker; 9] = [
+pub const NAMES: [Checker; 10] = [
     Checker::Sequence,
     Checker::Chain,
     Checker::Lag,
     Checker::Containment,
     Checker::Cursor,
     Checker::Start,
+    Checker::Installs,
     Checker::Reads,
     Checker::Progress,
     Checker::Convergence,
