@@ -3,7 +3,7 @@
 //!
 //! Module map:
 //! - [`scenario`]: the scenario file format and its validation;
-//! - [`trace`]: events, the recorder (a `tracing` layer), the digest;
+//! - [`trace`]: events, the recorder (fed by the nodes through `RecorderObserver`), the digest;
 //! - [`checkers`]: one invariant family per file, fed by trace events;
 //! - [`resources`]: the per-node cache and memory models, scaled to the data a scenario stands
 //!   for, and the sizing formulas;
