@@ -86,6 +86,19 @@ pub enum Probe {
     StoreReopened,
 }
 
+/// Where a snapshot bootstrap attempt failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BootstrapStage {
+    /// Connecting to the source or sending the request.
+    Connect,
+    /// Waiting for the manifest: refused, timed out, another database, behind this store.
+    Manifest,
+    /// Receiving and storing the chunks: the transfer broke off, or a chunk could not be stored.
+    Transfer,
+    /// Verifying and swapping in the whole snapshot.
+    Install,
+}
+
 /// What a node did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeEvent {
@@ -93,6 +106,9 @@ pub enum NodeEvent {
     Applied { first: u64, last: u64, hash: String },
     /// A snapshot at `index` (chain hash `hash`) was installed.
     Bootstrapped { index: u64, hash: String },
+    /// A snapshot bootstrap from `source` failed at `stage`, after storing `chunks_stored`
+    /// chunks (a transfer that broke off after storing some resumes from the same source).
+    BootstrapFailed { source: SocketAddr, stage: BootstrapStage, chunks_stored: u64 },
     /// The node now follows `source`; `reason` says why it left the one before.
     SourceChanged { source: SocketAddr, reason: SourceChange },
     /// The node persisted its resume position `index` (the store's applied index, or a legacy

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use qs_node::observe::{NodeEvent, NodeObserver};
 
-pub use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceReason};
+pub use qs_reports::schema::{
+    BootstrapStage, Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceReason,
+};
 
 /// The node's probe, as the trace counts it (one arm per probe: a new one is a compile error
 /// here, not a probe no run ever counts).
@@ -38,6 +40,17 @@ pub fn probe(reached: qs_node::observe::Probe) -> Probe {
         Node::FaultPointDropMidSnapshot => Probe::FaultPointDropMidSnapshot,
         Node::FaultPointEarlyKeepalive => Probe::FaultPointEarlyKeepalive,
         Node::StoreReopened => Probe::StoreReopened,
+    }
+}
+
+/// The node's bootstrap stage, as the trace writes it (one arm per stage).
+pub fn bootstrap_stage(stage: qs_node::observe::BootstrapStage) -> BootstrapStage {
+    use qs_node::observe::BootstrapStage as Node;
+    match stage {
+        Node::Connect => BootstrapStage::Connect,
+        Node::Manifest => BootstrapStage::Manifest,
+        Node::Transfer => BootstrapStage::Transfer,
+        Node::Install => BootstrapStage::Install,
     }
 }
 
@@ -196,6 +209,13 @@ impl NodeObserver for RecorderObserver {
         let event = match event {
             NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
             NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
+            NodeEvent::BootstrapFailed { source, stage, chunks_stored } => Event::BootstrapFailed {
+                at_ms,
+                node,
+                source: source.to_string(),
+                stage: bootstrap_stage(stage),
+                chunks_stored,
+            },
             NodeEvent::SourceChanged { source, reason } => {
                 Event::SourceChanged { at_ms, node, source: source.to_string(), reason: source_reason(reason) }
             }

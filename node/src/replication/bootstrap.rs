@@ -27,7 +27,7 @@ use tokio::time::timeout;
 
 use super::protocol::{Message, Want, read_message, write_message};
 use crate::node::{DiskOp, NodeState};
-use crate::observe::{NodeEvent, Probe};
+use crate::observe::{BootstrapStage, NodeEvent, Probe};
 use crate::store::faults::{IoOp, check_io};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest, sync_dir_io};
 use crate::store::{OpenOptions, Store, StoreLocation};
@@ -64,22 +64,32 @@ fn retired_dir(snapshots: &Path) -> PathBuf {
 pub(super) struct BootstrapFailed {
     pub reason: String,
     pub chunks_stored: u64,
+    /// Where the attempt failed.
+    pub stage: BootstrapStage,
+}
+
+/// How far an attempt got: its stage and the chunks it stored.
+struct Progress {
+    stage: BootstrapStage,
+    chunks_stored: u64,
 }
 
 /// Fetches a snapshot from `source` (resuming a staged one when the source still has it),
 /// installs it in place of the current store, and returns. Replication then resumes from the
 /// snapshot's index. Every wait is bounded by `replication.snapshot_timeout`.
 pub(super) async fn bootstrap(state: &NodeState, source: std::net::SocketAddr) -> Result<(), BootstrapFailed> {
-    let mut chunks_stored = 0;
-    fetch_and_install(state, source, &mut chunks_stored)
-        .await
-        .map_err(|reason| BootstrapFailed { reason, chunks_stored })
+    let mut progress = Progress { stage: BootstrapStage::Connect, chunks_stored: 0 };
+    fetch_and_install(state, source, &mut progress).await.map_err(|reason| BootstrapFailed {
+        reason,
+        chunks_stored: progress.chunks_stored,
+        stage: progress.stage,
+    })
 }
 
 async fn fetch_and_install(
     state: &NodeState,
     source: std::net::SocketAddr,
-    chunks_stored: &mut u64,
+    progress: &mut Progress,
 ) -> Result<(), String> {
     let staging = staging_dir(state);
     let staged = SnapshotImport::staged(&staging);
@@ -96,6 +106,7 @@ async fn fetch_and_install(
         .map_err(|_| format!("connect timed out after {deadline:?} (replication.snapshot_timeout)"))?
         .map_err(|e| format!("connect: {e}"))?;
     write_message(&mut stream, &super::client::hello(state, want)).await.map_err(|e| e.to_string())?;
+    progress.stage = BootstrapStage::Manifest;
     let mut import: Option<SnapshotImport> = None;
     let _transfer = Transferring(state);
     loop {
@@ -122,6 +133,7 @@ async fn fetch_and_install(
                         manifest.applied_index
                     ));
                 }
+                progress.stage = BootstrapStage::Transfer;
                 import = Some(SnapshotImport::begin(&staging, manifest).map_err(|e| e.to_string())?);
             }
             Message::SnapshotChunk(chunk) => {
@@ -132,14 +144,15 @@ async fn fetch_and_install(
                 check_io(state.io_faults().as_ref(), IoOp::Write)
                     .map_err(|e| format!("storing snapshot chunk {}: {e}", chunk.number))?;
                 import.write_chunk(&chunk).map_err(|e| e.to_string())?;
-                *chunks_stored += 1;
+                progress.chunks_stored += 1;
                 // Each stored chunk is a write to this node's disk.
                 state.disk_io(DiskOp::Commit { bytes: chunk.bytes.len() as u64 }).await;
                 state.set_transferring(import.next_chunk() < import.manifest().chunk_count());
             }
             Message::SnapshotDone => {
                 let import = import.take().ok_or("snapshot ended before its manifest")?;
-                *chunks_stored = 0; // whole: not a transfer to resume
+                progress.chunks_stored = 0; // whole: not a transfer to resume
+                progress.stage = BootstrapStage::Install;
                 return install(state, import);
             }
             Message::Refused { reason, detail } => return Err(format!("refused: {reason:?}: {detail}")),

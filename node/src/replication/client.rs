@@ -180,14 +180,16 @@ pub async fn run(state: Arc<NodeState>) {
                         }
                         // A transfer that broke off after storing chunks resumes from the same
                         // source at once: each attempt stores more, so this ends.
-                        Err(BootstrapFailed { reason, chunks_stored })
+                        Err(BootstrapFailed { reason, chunks_stored, stage })
                             if chunks_stored > 0 && resumed < RESUMES_IN_A_ROW_MAX =>
                         {
                             tracing::warn!(%source, error = %reason, chunks_stored, "snapshot transfer broke off: resuming it");
+                            state.report(NodeEvent::BootstrapFailed { source, stage, chunks_stored });
                             staged_from = Some(source);
                         }
-                        Err(BootstrapFailed { reason, .. }) => {
-                            tracing::warn!(%source, error = %reason, "bootstrap attempt failed");
+                        Err(BootstrapFailed { reason, chunks_stored, stage }) => {
+                            tracing::warn!(%source, error = %reason, ?stage, "bootstrap attempt failed");
+                            state.report(NodeEvent::BootstrapFailed { source, stage, chunks_stored });
                             break;
                         }
                     }

@@ -12,6 +12,9 @@ pub enum Event {
     Applied { at_ms: u64, node: String, first: u64, last: u64, hash: String },
     /// `node` installed a snapshot at `index`.
     Bootstrapped { at_ms: u64, node: String, index: u64, hash: String },
+    /// A snapshot bootstrap of `node` from `source` (an address) failed at `stage`, after
+    /// storing `chunks_stored` chunks.
+    BootstrapFailed { at_ms: u64, node: String, source: String, stage: BootstrapStage, chunks_stored: u64 },
     /// A fault started or ended. `detail` says more where the kind has parameters (a latency
     /// model, a peer group).
     Fault {
@@ -142,6 +145,7 @@ impl Event {
             | Event::MemorySample { at_ms, .. }
             | Event::Phase { at_ms, .. }
             | Event::StartFailed { at_ms, .. }
+            | Event::BootstrapFailed { at_ms, .. }
             | Event::Probes { at_ms, .. }
             | Event::NodeSummary { at_ms, .. }
             | Event::KeyUsage { at_ms, .. } => *at_ms,
@@ -267,6 +271,20 @@ impl std::fmt::Display for FaultKind {
 pub enum FaultPhase {
     Start,
     End,
+}
+
+/// Where a snapshot bootstrap attempt failed (the node's `BootstrapStage`, as traced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootstrapStage {
+    /// Connecting to the source or sending the request.
+    Connect,
+    /// Waiting for the manifest (refused, timed out, another database, behind the store).
+    Manifest,
+    /// Receiving and storing chunks.
+    Transfer,
+    /// Verifying and swapping in the whole snapshot.
+    Install,
 }
 
 /// Why a node left its previous replication source (the node's `SourceChange`, as traced).

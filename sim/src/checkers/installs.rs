@@ -156,13 +156,8 @@ mod tests {
             for event in [applied("mid-1", 100), applied("mid-2", 100), applied("edge-1", 95)] {
                 check.observe(&event);
             }
-            let fault = Event::Fault {
-                at_ms: 0,
-                node: "edge-1".into(),
-                kind,
-                phase: FaultPhase::Start,
-                detail: String::new(),
-            };
+            let fault =
+                Event::Fault { at_ms: 0, node: "edge-1".into(), kind, phase: FaultPhase::Start, detail: String::new() };
             check.observe(&fault);
             assert!(check.observe(&installed("edge-1", 100)).is_empty(), "{kind}: its data was in question");
             assert_eq!(check.observe(&installed("edge-1", 100)).len(), 1, "{kind}: one install heals it");

@@ -6,9 +6,9 @@
 pub mod cache;
 pub mod chain;
 pub mod containment;
-pub mod installs;
 pub mod convergence;
 pub mod cursor;
+pub mod installs;
 pub mod lag;
 pub mod memory;
 pub mod progress;
