@@ -10,6 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// How many times an interrupt removes the scratch folders a still-running simulation may
+/// recreate, 10 ms apart, before it gives up and dies anyway.
+const INTERRUPT_REMOVALS_MAX: usize = 50;
+
 /// The scratch folders this process made and has not removed yet: what an interrupt removes.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -26,10 +30,16 @@ pub fn remove_on_interrupt() {
         std::thread::Builder::new().name("qsim-interrupts".into()).spawn(move || {
             let Some(signal) = signals.forever().next() else { return };
             let dirs: Vec<PathBuf> = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            for dir in &dirs {
-                // A store still writing can add a file between the walk and the last rmdir.
-                if std::fs::remove_dir_all(dir).is_err() {
+            // The simulation goes on until the process dies: a store it writes can add a file
+            // between the walk and the last rmdir, and a node it starts meanwhile recreates its
+            // folders (`create_dir_all`). Remove until they have stayed gone for a moment.
+            for _ in 0..INTERRUPT_REMOVALS_MAX {
+                for dir in &dirs {
                     let _ = std::fs::remove_dir_all(dir);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                if dirs.iter().all(|dir| !dir.exists()) {
+                    break;
                 }
             }
             if !dirs.is_empty() {
