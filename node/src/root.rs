@@ -242,6 +242,8 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
                     Some(value) => Some(value.clone()),
                     None => match store.get(op.key()) {
                         Ok(value) => Some(value),
+                        // Planted bug: the unreadable key counts as absent.
+                        Err(_) if state.config.legacy.unreadable_key_counts_as_absent => Some(None),
                         Err(e) => {
                             tracing::warn!(error = %e, "reading a key's current value failed: the write is kept");
                             read_failures.push(e.is_damage());
@@ -398,6 +400,39 @@ mod tests {
             assert_eq!(s.get(b"dns:b").unwrap().as_deref(), Some(&b"2"[..]));
         });
         assert_eq!(state.metrics.checksum_failures.get(), 2, "each damaged read is counted");
+    }
+
+    /// A disk whose reads fail with EIO while its switch is on.
+    #[derive(Debug, Default)]
+    struct UnreadableDisk(std::sync::atomic::AtomicBool);
+
+    impl crate::store::faults::IoFaults for UnreadableDisk {
+        fn io_error(&self, op: crate::store::faults::IoOp) -> Option<crate::store::faults::IoFailure> {
+            let fail = op == crate::store::faults::IoOp::Read && self.0.load(std::sync::atomic::Ordering::SeqCst);
+            fail.then_some(crate::store::faults::IoFailure {
+                error: crate::store::faults::DiskError::Eio,
+                landed: false,
+            })
+        }
+    }
+
+    /// A key whose current value cannot be read is not an absent key: a delete of it is logged
+    /// (its commit still lands), never dropped as an identical rewrite while answered 200.
+    #[tokio::test]
+    async fn a_delete_of_a_key_the_disk_cannot_read_is_logged_not_dropped() {
+        let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+        let disk = Arc::new(UnreadableDisk::default());
+        let options = crate::store::OpenOptions { io_faults: Some(disk.clone()), ..config.store_options() };
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &options).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let (queue, _tasks) = start(state.clone(), Duration::from_millis(1), Duration::from_secs(3600));
+        let written = queue.write(vec![set("dns:a", "1")]).await.unwrap();
+        disk.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        let deleted = queue.write(vec![Op::Delete { key: b"dns:a".to_vec() }]).await.unwrap();
+        assert_eq!((deleted.identical_dropped, deleted.index), (0, written.index + 1), "kept and logged");
+        disk.0.store(false, std::sync::atomic::Ordering::SeqCst);
+        state.read_store(|s| assert_eq!(s.get(b"dns:a").unwrap(), None, "the key is gone"));
+        assert_eq!(state.metrics.checksum_failures.get(), 0, "an I/O error is not damage");
     }
 
     /// A disk that fails the next commit with EIO, the write landing anyway.

@@ -199,6 +199,10 @@ pub struct LegacyConfig {
     /// deployment ran without syncing. A power loss loses acknowledged writes. Memory engine
     /// only: the simulator's power-loss model cannot drop a real file's page cache.
     pub acknowledge_before_sync: bool,
+    /// Root: a key whose current value cannot be read (an I/O error, a failed checksum) counts
+    /// as absent when the root drops identical rewrites, so a delete of it is dropped,
+    /// acknowledged and never logged — the replicas keep the key for ever.
+    pub unreadable_key_counts_as_absent: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -14,10 +14,14 @@
 //!   therefore treat a failed commit's outcome as unknown and reopen its store before it writes
 //!   again ([`Store::apply`](super::Store::apply) does).
 //! - **open**: the store cannot be opened or created while the fault lasts.
+//! - **read** (EIO only: a full disk reads fine): every read of the store fails while the fault
+//!   lasts — a `get`, a scan of the log, the lookups a write makes first. A node must answer
+//!   such a read as an error, never as "absent": a key it cannot read is not a key it does not
+//!   hold (the root once dropped a delete of an unreadable key as an identical rewrite).
 //!
 //! What is not modelled: torn writes inside an engine's files (a commit here is all or
-//! nothing, as the engine contract says), and reads failing (a disk that cannot be read is
-//! `sigbus`'s, or `bit_rot`'s).
+//! nothing, as the engine contract says), and reads returning wrong bytes (that is `bit_rot`'s;
+//! a mapped page that cannot be read is `sigbus`'s).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,10 +40,18 @@ pub enum IoOp {
     Rename,
     /// A file the node writes itself: a snapshot chunk or export, the damage marker.
     Write,
+    /// A read of the store: a lookup or a scan. Fails with EIO only.
+    Read,
 }
 
 impl IoOp {
-    pub const ALL: [IoOp; 4] = [IoOp::Open, IoOp::Commit, IoOp::Rename, IoOp::Write];
+    pub const ALL: [IoOp; 5] = [IoOp::Open, IoOp::Commit, IoOp::Rename, IoOp::Write, IoOp::Read];
+
+    /// Whether `error` can fail this operation: a full disk (ENOSPC) refuses what would write,
+    /// never a read.
+    pub fn fails_with(self, error: DiskError) -> bool {
+        !(self == IoOp::Read && error == DiskError::Enospc)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -47,6 +59,7 @@ impl IoOp {
             IoOp::Commit => "commit",
             IoOp::Rename => "rename",
             IoOp::Write => "write",
+            IoOp::Read => "read",
         }
     }
 }
@@ -104,7 +117,7 @@ pub(crate) fn check_io(faults: Option<&Arc<dyn IoFaults>>, op: IoOp) -> std::io:
     }
 }
 
-/// An engine whose commits a failing disk can refuse (see the module doc). Reads pass through.
+/// An engine whose commits and reads a failing disk can refuse (see the module doc).
 pub(crate) struct FaultyEngine {
     inner: Box<dyn Engine>,
     faults: Arc<dyn IoFaults>,
@@ -119,6 +132,14 @@ impl FaultyEngine {
 
     fn failed(&self, why: impl Into<String>) -> EngineError {
         EngineError::failed(self.inner.kind(), why.into())
+    }
+
+    /// Fails a read the way the syscall would if the disk fails reads now.
+    fn readable(&self, what: &str) -> Result<(), EngineError> {
+        match self.faults.io_error(IoOp::Read) {
+            Some(failure) => Err(self.failed(format!("{what}: {}", failure.error.to_io()))),
+            None => Ok(()),
+        }
     }
 
     /// Runs one durable change through the disk's faults: `change` runs unless the disk refuses
@@ -154,15 +175,19 @@ impl Engine for FaultyEngine {
         self.inner.kind()
     }
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.readable("read")?;
         self.inner.get(table, key)
     }
     fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        self.readable("read")?;
         self.inner.value_lens(table, keys)
     }
     fn get_each(&self, table: Table, keys: &[&[u8]], found: Found<'_>) -> Result<(), EngineError> {
+        self.readable("read")?;
         self.inner.get_each(table, keys, found)
     }
     fn scan(&self, table: Table, start: &[u8], visit: Visit<'_>) -> Result<(), EngineError> {
+        self.readable("scan")?;
         self.inner.scan(table, start, visit)
     }
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), EngineError> {
@@ -323,6 +348,21 @@ mod tests {
             assert_eq!(store.applied_index(), 0);
             store.apply(&[set(&store, 1)]).expect("a commit after the settle");
             assert_eq!(store.applied_index(), 1);
+        }
+    }
+
+    #[test]
+    fn a_disk_that_fails_reads_fails_every_lookup_and_scan_and_none_is_taken_for_absent() {
+        let disk = Arc::new(Scripted::default());
+        for (_dir, location, options) in stores(&disk) {
+            let mut store = Store::open(&location, &options).expect("open");
+            store.apply(&[set(&store, 1)]).expect("a healthy commit");
+            disk.fail_next(IoOp::Read, DiskError::Eio, false);
+            assert!(store.get(b"cfg:1").is_err(), "{location:?}: a failed read is an error, not a miss");
+            disk.fail_next(IoOp::Read, DiskError::Eio, false);
+            let limits = crate::store::LogReadLimits { entries_max: 10, bytes_max: 1 << 20 };
+            assert!(store.read_log_after(0, limits).is_err(), "{location:?}: the log cannot be read");
+            assert_eq!(store.get(b"cfg:1").unwrap().as_deref(), Some(&b"v1"[..]), "{location:?}: reads again");
         }
     }
 

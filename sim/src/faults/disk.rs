@@ -149,7 +149,7 @@ impl IoFaults for SimDisk {
     fn io_error(&self, op: IoOp) -> Option<IoFailure> {
         let mut state = self.lock();
         let (error, ops) = state.io_errors.clone()?;
-        if !ops.contains(&op) {
+        if !ops.contains(&op) || !op.fails_with(error) {
             return None;
         }
         // Whether an EIO commit reached the disk anyway: drawn only for one, so a disk without

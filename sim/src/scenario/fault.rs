@@ -41,7 +41,8 @@ pub struct Fault {
     /// `disk_error`: the error the disk answers (`eio` by default).
     #[serde(default)]
     pub error: Option<DiskError>,
-    /// `disk_error`: the operations that fail (`open`, `commit`, `rename`, `write`); all when empty.
+    /// `disk_error`: the operations that fail (`open`, `commit`, `rename`, `write`, `read`);
+    /// all its error can fail when empty.
     #[serde(default)]
     pub ops: Vec<IoOp>,
 }
@@ -90,9 +91,15 @@ impl Fault {
         }
     }
 
-    /// `disk_error`: the operations that fail, in a fixed order (every one when `ops` is empty).
+    /// `disk_error`: the operations that fail, in a fixed order (every one its error can fail
+    /// when `ops` is empty: a full disk still reads).
     pub fn failing_ops(&self) -> Vec<IoOp> {
-        let mut ops = if self.ops.is_empty() { IoOp::ALL.to_vec() } else { self.ops.clone() };
+        let error = self.error.unwrap_or(DiskError::Eio);
+        let mut ops = if self.ops.is_empty() {
+            IoOp::ALL.into_iter().filter(|op| op.fails_with(error)).collect()
+        } else {
+            self.ops.clone()
+        };
         ops.sort();
         ops.dedup();
         ops

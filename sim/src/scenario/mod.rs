@@ -583,4 +583,16 @@ converge_within = "30s"
         let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"oom\""));
         assert!(err.starts_with("s.toml:10: field `fault.kind`") && err.contains("memory model"), "{err}");
     }
+
+    #[test]
+    fn a_full_disk_that_fails_reads_is_refused_and_its_default_ops_leave_reads_alone() {
+        let disk_error =
+            |settings: &str| GOOD.replace("kind = \"kill\"", &format!("kind = \"disk_error\"\n{settings}"));
+        let err = refused(&disk_error("error = \"enospc\"\nops = [\"commit\", \"read\"]"));
+        assert!(err.starts_with("s.toml:10: field `fault.ops`") && err.contains("`read` fails only with eio"), "{err}");
+        let full = Scenario::parse(&disk_error("error = \"enospc\""), Path::new("s.toml")).unwrap();
+        assert!(!full.fault[0].get_ref().failing_ops().contains(&IoOp::Read), "a full disk reads");
+        let dead = Scenario::parse(&disk_error("error = \"eio\""), Path::new("s.toml")).unwrap();
+        assert_eq!(dead.fault[0].get_ref().failing_ops(), IoOp::ALL.to_vec(), "a dead disk fails every operation");
+    }
 }

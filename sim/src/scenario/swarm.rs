@@ -85,11 +85,14 @@ impl Scenario {
                 FaultKind::Latency => fault.latency = Some(Duration::from_millis(rng.random_range(20..=200))),
                 FaultKind::Loss => fault.rate = Some(rng.random_range(0.01..0.2)),
                 FaultKind::DiskError => {
-                    fault.error = Some(if rng.random_bool(0.5) { DiskError::Eio } else { DiskError::Enospc });
+                    let error = if rng.random_bool(0.5) { DiskError::Eio } else { DiskError::Enospc };
+                    fault.error = Some(error);
                     // Half fail everything; half one operation alone (a rename alone reaches
-                    // the middle of a snapshot install, which a failing commit never lets start).
+                    // the middle of a snapshot install, which a failing commit never lets start;
+                    // a read alone reaches the lookups a write makes first).
                     if rng.random_bool(0.5) {
-                        fault.ops = vec![IoOp::ALL[rng.random_range(0..IoOp::ALL.len())]];
+                        let ops: Vec<IoOp> = IoOp::ALL.into_iter().filter(|op| op.fails_with(error)).collect();
+                        fault.ops = vec![ops[rng.random_range(0..ops.len())]];
                     }
                 }
                 _ => {}

@@ -216,7 +216,20 @@ impl Scenario {
                     }
                 }
                 FaultKind::SlowDisk => needs("model", f.model.is_some())?,
-                FaultKind::DiskError => {}
+                FaultKind::DiskError => {
+                    let error = f.error.unwrap_or(DiskError::Eio);
+                    if let Some(op) = f.ops.iter().find(|op| !op.fails_with(error)) {
+                        return bad(
+                            span,
+                            "fault.ops",
+                            format!(
+                                "a disk answering {} still reads: `{}` fails only with eio",
+                                error.as_str(),
+                                op.as_str()
+                            ),
+                        );
+                    }
+                }
                 FaultKind::Latency => {
                     needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
                 }
