@@ -93,6 +93,10 @@ pub enum BootstrapStage {
     Connect,
     /// Waiting for the manifest: refused, timed out, another database, behind this store.
     Manifest,
+    /// Turned away by a source already serving the most transfers it serves at once
+    /// (`replication.bootstraps_served_max`): shedding by design; the replica tries elsewhere
+    /// or later.
+    Busy,
     /// Receiving and storing the chunks: the transfer broke off, or a chunk could not be stored.
     Transfer,
     /// Verifying and swapping in the whole snapshot.

@@ -49,6 +49,7 @@ pub fn bootstrap_stage(stage: qs_node::observe::BootstrapStage) -> BootstrapStag
     match stage {
         Node::Connect => BootstrapStage::Connect,
         Node::Manifest => BootstrapStage::Manifest,
+        Node::Busy => BootstrapStage::Busy,
         Node::Transfer => BootstrapStage::Transfer,
         Node::Install => BootstrapStage::Install,
     }

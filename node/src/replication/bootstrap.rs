@@ -155,7 +155,12 @@ async fn fetch_and_install(
                 progress.stage = BootstrapStage::Install;
                 return install(state, import);
             }
-            Message::Refused { reason, detail } => return Err(format!("refused: {reason:?}: {detail}")),
+            Message::Refused { reason, detail } => {
+                if reason == super::protocol::RefusalReason::TooManyBootstraps {
+                    progress.stage = BootstrapStage::Busy;
+                }
+                return Err(format!("refused: {reason:?}: {detail}"));
+            }
             other => return Err(format!("unexpected {} during a snapshot transfer", other.frame_type())),
         }
     }

@@ -279,6 +279,9 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
     let manifest_json = serde_json::to_vec(&manifest).expect("a manifest always serializes");
     write_message(&mut stream, &Message::SnapshotManifest { manifest_json }).await?;
     for number in first..manifest.chunk_count() {
+        // A chunk is a read of the disk: under the simulator it takes the disk's time, so the
+        // transfers of a tier bootstrapping together interleave as they do on a real machine.
+        state.disk_io(DiskOp::Read).await;
         let chunk = source.read_chunk(number).map_err(|e| ProtocolError::Io(std::io::Error::other(e.to_string())))?;
         write_message(&mut stream, &Message::SnapshotChunk(chunk)).await?;
         if number + 1 < manifest.chunk_count() && state.fault_point(FaultPoint::DropMidSnapshot) {
@@ -290,8 +293,9 @@ async fn serve_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// The export a client at `client_index` gets: the newest one while it is younger than
 /// [`EXPORT_REUSE_MAX`] and either is the one the client is resuming (`fingerprint`) or is
-/// still of use to it (a client resuming an older one starts this one afresh) — not behind the client, and with this node's log still holding every
-/// entry after it, so the client follows the log from there. Otherwise a fresh export. So a
+/// still of use to it (a client resuming an older one starts this one afresh) — not behind
+/// the client, and with this node's log still holding every entry after it, so the client
+/// follows the log from there. Otherwise a fresh export. So a
 /// tier that falls out of retention together shares one export instead of each client's
 /// export deleting the one the others are reading.
 fn current_export(

@@ -281,6 +281,8 @@ pub enum BootstrapStage {
     Connect,
     /// Waiting for the manifest (refused, timed out, another database, behind the store).
     Manifest,
+    /// Turned away by a source serving the most transfers it serves at once (by design).
+    Busy,
     /// Receiving and storing chunks.
     Transfer,
     /// Verifying and swapping in the whole snapshot.

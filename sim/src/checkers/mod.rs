@@ -24,6 +24,7 @@ use crate::trace::{Checker, Observer};
 pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario);
     let sources = paths.sources.clone();
+    let names_by_ip = paths.names_by_ip.clone();
     let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),
         Box::new(chain::Chain::default()),
@@ -31,7 +32,7 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         Box::new(containment::Containment::new(paths)),
         Box::new(cursor::Cursor::default()),
         Box::new(start::Start::default()),
-        Box::new(installs::Installs::new(scenario.node.retention_entries, sources)),
+        Box::new(installs::Installs::new(scenario.node.retention_entries, sources, names_by_ip)),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
             scenario.checks.lag_max.as_millis() as u64,
