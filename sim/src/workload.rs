@@ -45,7 +45,7 @@ pub type Acked = Arc<Mutex<BTreeMap<String, KeyFate>>>;
 pub use crate::checkers::convergence::KeyFate;
 
 mod writer;
-pub use writer::{WriterSpec, key_name, writer};
+pub use writer::{Judges, WriterSpec, key_name, writer};
 
 /// Reads summed over one sampling window, per edge.
 #[derive(Debug, Default, Clone)]

@@ -24,6 +24,7 @@ pub enum Checker {
     Coverage,
     Start,
     Installs,
+    Quota,
 }
 
 impl Checker {
@@ -42,6 +43,7 @@ impl Checker {
             Checker::Coverage => "coverage",
             Checker::Start => "start",
             Checker::Installs => "installs",
+            Checker::Quota => "quota",
         }
     }
 }

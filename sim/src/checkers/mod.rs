@@ -12,6 +12,7 @@ pub mod installs;
 pub mod lag;
 pub mod memory;
 pub mod progress;
+pub mod quota;
 pub mod reads;
 pub mod sequence;
 pub mod start;
@@ -105,7 +106,7 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [Checker; 10] = [
+pub const NAMES: [Checker; 11] = [
     Checker::Sequence,
     Checker::Chain,
     Checker::Lag,
@@ -114,6 +115,7 @@ pub const NAMES: [Checker; 10] = [
     Checker::Start,
     Checker::Installs,
     Checker::Reads,
+    Checker::Quota,
     Checker::Progress,
     Checker::Convergence,
 ];

@@ -76,17 +76,30 @@ struct Operation {
 /// write were a tenth of a simulated run.
 type IdleConnections = Arc<Mutex<Vec<SendRequest<Full<Bytes>>>>>;
 
+/// The checkers a writer feeds as it goes: every write's possible endings, the reads' history,
+/// and the producer's quota.
+#[derive(Clone, Debug)]
+pub struct Judges {
+    pub acked: Acked,
+    pub reads: Reads,
+    pub quota: crate::checkers::quota::Quota,
+}
+
 /// How the root answered a request.
 enum Answer {
     /// Committed at this root index.
     Acknowledged(u64),
     /// Refused: nothing in the request was applied.
     Refused,
+    /// Refused as over the producer's quota (429): nothing applied, no tokens taken.
+    OverQuota,
     /// No answer that says.
     Unknown,
 }
 
-pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, reads: Reads) {
+pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) {
+    let Judges { acked, reads, quota } = judges;
+    let mut requests = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
     let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
@@ -178,10 +191,26 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
                 }
             }
         }
+        requests += 1;
+        let request = (spec.writer_id as u64, requests);
+        let sent_ms = recorder.lock().unwrap_or_else(|p| p.into_inner()).now_ms();
+        quota.lock().sent(request, sent_ms, ops.len() as u64);
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
-        let (root, idle) = (spec.root, idle.clone());
+        let (root, idle, quota) = (spec.root, idle.clone(), quota.clone());
         tokio::spawn(async move {
             let answer = madsim::time::timeout(WRITE_TIMEOUT, send(root, &ops, &idle)).await.unwrap_or(Answer::Unknown);
+            {
+                let how = match answer {
+                    Answer::OverQuota => crate::checkers::quota::Answered::OverQuota,
+                    Answer::Acknowledged(_) | Answer::Refused => crate::checkers::quota::Answered::Other,
+                    Answer::Unknown => crate::checkers::quota::Answered::Unknown,
+                };
+                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let at_ms = recorder.now_ms();
+                if let Some(violation) = quota.lock().answered(request, at_ms, how) {
+                    recorder.record(violation);
+                }
+            }
             match answer {
                 Answer::Acknowledged(index) => {
                     let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
@@ -202,7 +231,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, acked: Acked, re
                         fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
                     }
                 }
-                Answer::Refused => {
+                Answer::Refused | Answer::OverQuota => {
                     let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
                     let mut reads = reads.lock();
                     for op in last.values() {
@@ -300,10 +329,8 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     // The root's refusals: nothing in the request was applied (see `http_api`'s module doc).
     use hyper::StatusCode;
     match status {
-        StatusCode::BAD_REQUEST
-        | StatusCode::FORBIDDEN
-        | StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::SERVICE_UNAVAILABLE => Answer::Refused,
+        StatusCode::TOO_MANY_REQUESTS => Answer::OverQuota,
+        StatusCode::BAD_REQUEST | StatusCode::FORBIDDEN | StatusCode::SERVICE_UNAVAILABLE => Answer::Refused,
         _ => Answer::Unknown,
     }
 }

@@ -392,6 +392,9 @@ async fn world(
     let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
     let writer_modes = scenario.writer_modes_for(seed);
+    // The writers share one producer, so one bucket: writes_per_s and burst are both its quota.
+    let quota_per_s = crate::scenario::nodes::producer_quota(&scenario);
+    let quota = crate::checkers::quota::Quota::new(quota_per_s, quota_per_s);
     for (i, workload) in scenario.workload.iter().enumerate() {
         if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
             workload.clone()
@@ -408,7 +411,8 @@ async fn world(
                 modes: writer_modes[writers],
                 seed: seed + i as u64,
             };
-            producer.spawn(crate::workload::writer(spec, recorder.clone(), acked.clone(), reads.clone()));
+            let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
+            producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
             writers += 1;
         }
     }
