@@ -171,11 +171,24 @@ fn start_nodes(
     let cross_dc_latency = scenario.topology.cross_dc_latency;
     let models = scenario.models().map(Arc::new);
     let fault_points = scenario.buggify_for(seed);
+    // The nodes a power loss may hit: their real files go through the simulated page cache.
+    let power_can_fail: std::collections::BTreeSet<String> = scenario
+        .faults_for(seed)
+        .iter()
+        .filter(|f| f.kind == crate::scenario::FaultKind::PowerLoss)
+        .flat_map(|f| f.group_with_target())
+        .collect();
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
-        .map(|(position, Planned { config, ip, relays })| {
+        .map(|(position, Planned { mut config, ip, relays })| {
             let name = config.name.clone();
+            // LMDB on a disk whose power can fail writes its pages with `pwrite`, which the
+            // simulated page cache sees; stores to a writable map it could not (nothing else the
+            // simulator observes differs: see `NodeSettings::lmdb_write_map`).
+            if config.storage.engine == EngineKind::Lmdb && power_can_fail.contains(&name) {
+                config.storage.write_map = Some(false);
+            }
             let store_path = (config.storage.engine != EngineKind::Memory).then(|| config.storage.path.clone());
             // The node's own folder: its LMDB environment, snapshot transfers, legacy side files.
             if let Some(dir) = config.storage.path.parent() {
@@ -184,6 +197,16 @@ fn start_nodes(
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
             let device = Arc::new(SimDisk::new(&name, seed, position, supervision.clone()));
+            let page_cache = match config.storage.path.parent() {
+                Some(dir) if store_path.is_some() && power_can_fail.contains(&name) => {
+                    device.set_power_can_fail();
+                    match crate::faults::page_cache::watch(dir) {
+                        Ok(watch) => Some(watch),
+                        Err(e) => panic!("{name}'s folder {} in the simulated page cache: {e}", dir.display()),
+                    }
+                }
+                _ => None,
+            };
             if let Some(models) = &models {
                 device.set_model(crate::resources::NodeModel::new(models.clone()));
             }
@@ -258,7 +281,7 @@ fn start_nodes(
                     }
                 })
                 .build();
-            SimNode { name, ip, handle, device, data, store_path, sigterm }
+            SimNode { name, ip, handle, device, data, store_path, page_cache, sigterm }
         })
         .collect()
 }
