@@ -25,6 +25,7 @@ use madsim::runtime::{Handle, Runtime};
 use qs_node::node::{Node, NodeState};
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
+use crate::checkers::fetch::Fetch;
 use crate::checkers::reads::Reads;
 use crate::faults::disk::SimDisk;
 use crate::faults::process::Supervision;
@@ -128,10 +129,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let reads = Reads::default();
-    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads));
+    let fetch = Fetch::new(crate::checkers::fetch_judge(scenario));
+    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads, &fetch));
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
-    let end = runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()));
+    let end = runtime.block_on(world(
+        scenario.clone(),
+        seed,
+        scratch.to_path_buf(),
+        recorder.clone(),
+        reads.clone(),
+        fetch.clone(),
+    ));
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).take_events();
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
@@ -393,8 +402,18 @@ async fn world(
     scratch: std::path::PathBuf,
     recorder: SharedRecorder,
     reads: Reads,
+    fetch: Fetch,
 ) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
+    // Every replica's reads from its sources, as the simulated network delivers them, to the
+    // `fetch` checker (before any node starts: a stream takes the hook when it is made).
+    let fetch_recorder = recorder.clone();
+    madsim::net::NetSim::current().set_tcp_read_hook(Some(Arc::new(move |local, peer, bytes: &bytes::Bytes| {
+        let violation = fetch.lock().read(now_ms(), local, peer, bytes);
+        if let Some(violation) = violation {
+            fetch_recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+        }
+    })));
     let states: States = Arc::default();
     let supervision = Arc::new(Supervision::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
