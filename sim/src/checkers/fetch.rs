@@ -2,10 +2,13 @@
 //!
 //! Two halves, each true of any correct node whatever the faults:
 //! - **the client asks from what it applied**: a replica's hello for the log (not a probe's
-//!   newest-only hello) names as its last index at least the index the replica has applied when
-//!   it reads the source's first answer — judged then, not when the source reads the hello: a
-//!   source paused with the hello unread answers long after, to a client that gave up and moved
-//!   on (and then reads nothing). A client resuming from an old cursor fetches again what it has.
+//!   newest-only hello) names as its last index at least the index the replica had applied when
+//!   it sent it. The judge sees reads, not sends, so it takes the least of two moments after the
+//!   send: when the source read the hello and when the replica read the first answer. Either
+//!   alone blames a correct node — a source paused with the hello unread answers long after,
+//!   to a client that moved on (and reads nothing); a store reopened after a failed commit
+//!   reports, while the hello is out, an entry that had landed after all. A client resuming from
+//!   an old cursor fetches again what it has.
 //! - **the source sends what follows**: every `Entries` frame on a connection carries only
 //!   entries after the index its hello named — for a newest-only hello too (the client says what
 //!   it holds; a source behind it sends nothing it named). A source that starts over, or streams
@@ -87,8 +90,9 @@ struct Connection {
     to_replica: Framer,
     /// The hello's last index and whether it asked for the newest entries only.
     hello: Option<(u64, bool)>,
-    /// A hello for the log from a main stream (not a probe), not yet judged: its last index.
-    hello_to_judge: Option<u64>,
+    /// A hello for the log from a main stream (not a probe), not yet judged: its last index, and
+    /// the replica's applied index when the source read it.
+    hello_to_judge: Option<(u64, u64)>,
     /// The connection's waste was reported (one violation a connection).
     reported: bool,
 }
@@ -149,17 +153,18 @@ impl FetchJudge {
             {
                 connection.hello = Some((hello.last_index, hello.newest_only));
                 let main_stream = matches!(hello.want, Want::Log) && !hello.newest_only;
-                connection.hello_to_judge = main_stream.then_some(hello.last_index);
+                connection.hello_to_judge = main_stream.then_some((hello.last_index, applied));
                 continue;
             }
             let asked_after = if to_replica { connection.hello_to_judge.take() } else { None };
-            if let Some(asked_after) = asked_after
-                && asked_after < applied
+            if let Some((asked_after, applied_when_read)) = asked_after
+                && asked_after < applied.min(applied_when_read)
                 && !connection.reported
             {
                 connection.reported = true;
+                let held = applied.min(applied_when_read);
                 let message = format!(
-                    "{node} asked {source_name} for the log after {asked_after} while it had applied {applied}: a \
+                    "{node} asked {source_name} for the log after {asked_after} while it had applied {held}: a \
                      replica asks from what it applied, so it fetches each entry once"
                 );
                 let index = asked_after + 1;
@@ -344,6 +349,17 @@ mod tests {
         // The replica gave up on that connection and never reads it: nothing to blame.
         assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(166, false)).is_none());
         assert!(fetch.lock().read(9, replica(40_002), SOURCE, &welcome()).is_none());
+    }
+
+    #[test]
+    fn an_entry_a_reopened_store_reports_while_the_hello_is_out_is_not_blamed() {
+        let mut fetch = judge();
+        applied(&mut fetch, "edge-1", 140);
+        let edge = replica(40_001);
+        assert!(fetch.lock().read(9, SOURCE, edge, &hello(140, false)).is_none());
+        // A commit whose outcome was unknown had landed: the reopened store says 141.
+        applied(&mut fetch, "edge-1", 141);
+        assert!(fetch.lock().read(9, edge, SOURCE, &welcome()).is_none());
     }
 
     #[test]
