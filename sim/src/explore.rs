@@ -214,6 +214,21 @@ impl Coverage {
         (together + PRIOR_RUNS * base) / (with + PRIOR_RUNS)
     }
 
+    /// The feature that predicts `probe` best ([`Coverage::predicts`]) among those drawn in at
+    /// least two runs, with the runs that drew it and those of them that reached the probe;
+    /// ties go to the first feature in order.
+    pub fn best_predictor(&self, probe: Probe) -> Option<(Feature, u64, u64)> {
+        let mut best: Option<(Feature, u64, u64, f64)> = None;
+        for (&feature, &with) in self.features.iter().filter(|(_, with)| **with >= 2) {
+            let chance = self.predicts(feature, probe);
+            if best.is_none_or(|(_, _, _, top)| chance > top) {
+                let together = self.together.get(&(feature, probe)).copied().unwrap_or(0);
+                best = Some((feature, with, together, chance));
+            }
+        }
+        best.filter(|(_, _, together, _)| *together > 0).map(|(feature, with, together, _)| (feature, with, together))
+    }
+
     /// A probe's rarity weight: one over one plus the runs that reached it (and the runs
     /// already picked are expected to, `pending`).
     fn weight(&self, probe: Probe, pending: &BTreeMap<Probe, f64>) -> f64 {
@@ -351,6 +366,18 @@ pub struct ProbeCount {
     pub hits: u64,
 }
 
+/// A probe few runs reached, and what went with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RareProbe {
+    pub probe: Probe,
+    pub runs: u64,
+    /// The feature that predicted it best, the runs that drew it, and how many of them reached
+    /// the probe.
+    pub feature: Option<Feature>,
+    pub runs_with: u64,
+    pub reached_with: u64,
+}
+
 /// An exploration's `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExploreSummary {
@@ -364,6 +391,10 @@ pub struct ExploreSummary {
     /// Every probe of the vocabulary, in table order.
     pub probes: Vec<ProbeCount>,
     pub never_reached: Vec<Probe>,
+    /// The probes reached in fewer than a quarter of the runs, each with the feature that went
+    /// with it most ([`Coverage::best_predictor`]), rarest first.
+    #[serde(default)]
+    pub rare: Vec<RareProbe>,
     /// Every run, in the order they were chosen.
     pub results: Vec<ExploredRun>,
 }
@@ -382,7 +413,27 @@ impl ExploreSummary {
             })
             .collect();
         let candidates = plan.candidates();
+        let mut coverage = Coverage::default();
+        for run in results {
+            coverage.observe(&run.features, &run.result.probes);
+        }
+        let mut rare: Vec<RareProbe> = probes
+            .iter()
+            .filter(|p| p.runs > 0 && p.runs * 4 < results.len() as u64)
+            .map(|p| {
+                let best = coverage.best_predictor(p.probe);
+                RareProbe {
+                    probe: p.probe,
+                    runs: p.runs,
+                    feature: best.map(|b| b.0),
+                    runs_with: best.map_or(0, |b| b.1),
+                    reached_with: best.map_or(0, |b| b.2),
+                }
+            })
+            .collect();
+        rare.sort_by_key(|r| r.runs);
         ExploreSummary {
+            rare,
             scenario: scenario.run_name(),
             path: scenario.path.clone(),
             runs: results.len() as u64,
@@ -537,6 +588,8 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         // The rare probe came with a related outage past retention: seed 12 draws one.
         let coverage = history(PAST, LATENCY);
+        assert_eq!(coverage.best_predictor(Probe::OutOfRetentionAnswered), Some((PAST, 4, 1)));
+        assert_eq!(coverage.best_predictor(Probe::QuotaRefused), None, "never reached: nothing predicts it");
         assert!(
             coverage.predicts(PAST, Probe::OutOfRetentionAnswered)
                 > coverage.predicts(LATENCY, Probe::OutOfRetentionAnswered)

@@ -79,6 +79,15 @@ fn print_report(summary: &ExploreSummary, out: &Path) {
         summary.runs,
         if never.is_empty() { "none".into() } else { never.join(", ") }
     );
+    for rare in &summary.rare {
+        let with = match rare.feature {
+            Some(feature) => {
+                format!("; most often with {feature} ({} of its {} runs reached it)", rare.reached_with, rare.runs_with)
+            }
+            None => String::new(),
+        };
+        println!("rare       {} in {} runs{with}", rare.probe.name(), rare.runs);
+    }
     let guided = summary.results.iter().filter(|r| matches!(r.choice, qs_sim::explore::Choice::Guided { .. })).count();
     println!("chosen     {guided} runs guided by probe rarity, the rest in the first round or at random");
     for run in summary.results.iter().filter(|r| !r.result.ok) {
