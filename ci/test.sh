@@ -7,6 +7,9 @@
 #   - qs-reports' tests include tests/chromium.rs, which opens reports in headless Chromium.
 # Set-up (system packages including Chromium, the once-per-machine RocksDB build) happens first,
 # on demand.
+# Strict from the first line: a failing set-up or launcher check fails the test command (they run
+# before setup.sh, which sets the same options for everything after it).
+set -euo pipefail
 export QSIM_WITH_CHROMIUM=1
 echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)" >&2
 "$(dirname "$0")/tests/detect.sh"

@@ -412,3 +412,33 @@ async fn writes_in_one_window_share_an_entry_and_identical_rewrites_are_dropped(
     });
     assert_eq!(log_has_it_once, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newest_only_hello_gets_nothing_the_client_said_it_holds() {
+    // A probe's hello names 30 to a root that holds 10: as the root goes on to 40, the probe
+    // gets 31 on, never 11..=30 (which its client already has).
+    let (root_cfg, root_addrs) = config("newest-root", "root", 1000, &[], &[]);
+    let root = Node::start(root_cfg, 21).await.unwrap();
+    write_entries(&root.state, 10);
+    let db: DatabaseId = DB.parse().unwrap();
+    let mut stream = TcpStream::connect(root_addrs.replication).await.unwrap();
+    let mut hello = ClientHello::new(98, db, 30, Want::Log);
+    hello.newest_only = true;
+    write_message(&mut stream, &Message::Hello(hello)).await.unwrap();
+    match read_message(&mut stream).await.unwrap() {
+        Some(Message::Welcome { applied_index: 10, .. }) => {}
+        other => panic!("expected a welcome at 10, got {other:?}"),
+    }
+    write_entries(&root.state, 30);
+    let mut firsts = Vec::new();
+    while firsts.is_empty() {
+        match tokio::time::timeout(WAIT, read_message(&mut stream)).await.expect("the root streams").unwrap() {
+            Some(Message::Entries { entries }) => {
+                firsts.extend(entries.iter().map(|e| LogEntry::decompress(e).unwrap().index));
+            }
+            Some(Message::Keepalive { .. }) => {}
+            other => panic!("expected entries or a keepalive, got {other:?}"),
+        }
+    }
+    assert!(firsts.iter().all(|index| *index > 30), "entries the client holds were sent: {firsts:?}");
+}

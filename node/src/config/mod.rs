@@ -196,8 +196,9 @@ pub struct LegacyConfig {
     pub never_leave_stale_source: bool,
     /// Storage: commits are not synced before they are acknowledged; the dirty pages reach the
     /// disk only at the next writeback (every `LEGACY_WRITEBACK`, 5 s) — the Kyoto Tycoon
-    /// deployment ran without syncing. A power loss loses acknowledged writes. Memory engine
-    /// only: the simulator's power-loss model cannot drop a real file's page cache.
+    /// deployment ran without syncing. A power loss loses acknowledged writes. On every engine
+    /// (LMDB with `storage.write_map` off: the simulator's page cache sees `pwrite`, not stores
+    /// to a writable map).
     pub acknowledge_before_sync: bool,
     /// Root: a key whose current value cannot be read (an I/O error, a failed checksum) counts
     /// as absent when the root drops identical rewrites, so a delete of it is dropped,

@@ -135,14 +135,13 @@ impl NodeConfig {
                 return Err((field, format!("applies to rocksdb only, not {}: {why}", storage.engine)));
             }
         }
-        if self.legacy.acknowledge_before_sync && storage.engine != EngineKind::Memory {
+        if self.legacy.acknowledge_before_sync && storage.engine == EngineKind::Lmdb && storage.write_map == Some(true)
+        {
             return Err((
                 "legacy.acknowledge_before_sync",
-                format!(
-                    "applies to the memory engine only, not {}: the simulator's power loss drops unsynced \
-                     memory commits, not a real file's page cache",
-                    storage.engine
-                ),
+                "needs storage.write_map off on lmdb: unsynced pages of a writable map are stores to memory, which \
+                 the simulator's page cache cannot see (it sees pwrite), so a power loss could not drop them"
+                    .to_string(),
             ));
         }
         if storage.direct_reads.is_some() && storage.engine != EngineKind::Rocksdb {

@@ -185,7 +185,14 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
         return Ok(()); // FAULT POINT: the connection drops right after the handshake
     }
     let mut applied = state.subscribe_applied();
-    let mut last = if hello.newest_only { state.read_store(|s| s.applied_index()) } else { hello.last_index };
+    // A newest-only client (a replica's probe) gets what this node applies from now on — but
+    // never what the client said it holds: a source behind it (catching up after a partition)
+    // would otherwise stream it a burst it has, to be thrown away.
+    let mut last = if hello.newest_only {
+        state.read_store(|s| s.applied_index()).max(hello.last_index)
+    } else {
+        hello.last_index
+    };
     loop {
         if hello.stop_index.is_some_and(|stop| last >= stop) || state.legacy_refuses_downstream() {
             return Ok(());

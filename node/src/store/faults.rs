@@ -106,6 +106,15 @@ pub trait IoFaults: Send + Sync + std::fmt::Debug {
     fn io_error(&self, _op: IoOp) -> Option<IoFailure> {
         None
     }
+
+    /// Whether this disk's power may go out in the run. The simulator then drops whatever the
+    /// engine's files hold unsynced at that instant, so an engine must leave no background
+    /// writes running between two of its calls: RocksDB settles a flush as soon as it starts it
+    /// rather than at its next call, and what the disk holds at a power loss follows from the
+    /// commits alone (the run stays deterministic). Nothing else changes.
+    fn power_can_fail(&self) -> bool {
+        false
+    }
 }
 
 /// Fails with the disk's error if `faults` fail `op` now: the node's own renames and writes

@@ -57,6 +57,9 @@ pub(crate) struct LmdbSettings {
     pub read_ahead: bool,
     /// `true` sets `MDB_WRITEMAP` (see the module doc).
     pub write_map: bool,
+    /// `false` sets `MDB_NOSYNC`: only for the planted `legacy.acknowledge_before_sync`, whose
+    /// commits become durable at [`Engine::sync`](super::engine::Engine::sync).
+    pub sync_commits: bool,
 }
 
 impl From<&OpenOptions> for LmdbSettings {
@@ -65,6 +68,7 @@ impl From<&OpenOptions> for LmdbSettings {
             map_bytes: options.lmdb_map_bytes,
             read_ahead: options.lmdb_read_ahead,
             write_map: options.lmdb_write_map,
+            sync_commits: options.sync_commits,
         }
     }
 }
@@ -111,6 +115,7 @@ impl LmdbEngine {
         // `madvise(MADV_RANDOM)` on the map), nor is WRITE_MAP: commits still sync (`msync`), and
         // this engine writes the map only through LMDB's calls — it never holds a value read
         // from a page across a write (heed's lifetimes tie every value to its transaction).
+        // NO_SYNC (the planted bug only) gives up durability at a power loss, not memory safety.
         #[allow(unsafe_code)]
         let env = unsafe {
             if !settings.read_ahead {
@@ -118,6 +123,11 @@ impl LmdbEngine {
             }
             if settings.write_map {
                 options.flags(EnvFlags::WRITE_MAP);
+            }
+            // PLANTED BUG support (legacy `acknowledge_before_sync`): a commit returns before its
+            // pages are synced; the node's writeback task syncs every few seconds.
+            if !settings.sync_commits {
+                options.flags(EnvFlags::NO_SYNC);
             }
             options.open(path)
         }
@@ -374,6 +384,12 @@ impl Engine for LmdbEngine {
 
     fn flush(&mut self) -> Result<(), EngineError> {
         Ok(())
+    }
+
+    /// Syncs the environment (`mdb_env_sync` forced): every commit so far is durable (commits
+    /// are already, unless `sync_commits` is off).
+    fn sync(&mut self) -> Result<(), EngineError> {
+        self.env.force_sync().map_err(lmdb_error)
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {

@@ -66,8 +66,9 @@ pub struct OpenOptions {
     /// the engine then cannot count the bytes it wrote.
     pub lmdb_write_map: bool,
     /// Every commit is durable when it returns. Off only for the planted
-    /// `legacy.acknowledge_before_sync`, on the memory engine (the simulator's power-loss model):
-    /// commits then become durable at the next [`Store::sync`](super::Store::sync).
+    /// `legacy.acknowledge_before_sync` (LMDB's `MDB_NOSYNC`, RocksDB's unsynced WAL, the memory
+    /// engine's undo list for the simulator's power loss): commits then become durable at the
+    /// next [`Store::sync`](super::Store::sync).
     pub sync_commits: bool,
     /// The simulator's failing disk ([`IoFaults`](super::faults::IoFaults)): I/O errors on
     /// opens and commits. None on a real node.

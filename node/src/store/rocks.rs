@@ -75,6 +75,13 @@ pub(crate) struct RocksSettings {
     pub block_bytes: usize,
     /// `use_direct_reads`: SST reads bypass the OS page cache.
     pub direct_reads: bool,
+    /// Every commit is synced before it returns (`WriteOptions::sync`); off only for the
+    /// planted `legacy.acknowledge_before_sync`, whose commits become durable at
+    /// [`Engine::sync`](super::engine::Engine::sync) (the WAL synced).
+    pub sync_commits: bool,
+    /// Under the simulator, on a disk whose power may fail: a flush is waited for as soon as it
+    /// is started (see `IoFaults::power_can_fail`).
+    pub settle_at_once: bool,
 }
 
 impl From<&OpenOptions> for RocksSettings {
@@ -84,6 +91,8 @@ impl From<&OpenOptions> for RocksSettings {
             cache_bytes: options.rocksdb_cache_bytes.unwrap_or(ROCKSDB_CACHE_BYTES_DEFAULT),
             block_bytes: options.rocksdb_block_bytes.unwrap_or(ROCKSDB_BLOCK_BYTES_DEFAULT),
             direct_reads: options.rocksdb_direct_reads,
+            sync_commits: options.sync_commits,
+            settle_at_once: options.io_faults.as_ref().is_some_and(|faults| faults.power_can_fail()),
         }
     }
 }
@@ -113,6 +122,8 @@ struct SimFlushing {
     memtable_bytes: u64,
     /// Per column family (in [`Table::ALL`] order), bytes written since its last flush.
     unflushed: [u64; 3],
+    /// Wait for a flush as soon as it is started (a disk whose power may fail).
+    settle_at_once: bool,
     /// A flush was asked for and its background work not yet waited for. Only a flush sets
     /// background work off here (file-age compactions are off, recovery's work is waited for
     /// at open), so while this is false there is none.
@@ -206,7 +217,7 @@ impl RocksEngine {
             EngineError::failed(EngineKind::Rocksdb, format!("opening RocksDB at {}: {e}", path.display()))
         })?;
         let mut sync = WriteOptions::default();
-        sync.set_sync(true);
+        sync.set_sync(settings.sync_commits);
         let mut engine =
             RocksEngine { db, options, _cache: cache, sync, sim: None, read_only: false, lengths: new_lengths() };
         if cfg!(madsim) {
@@ -217,6 +228,7 @@ impl RocksEngine {
             engine.sim = Some(SimFlushing {
                 memtable_bytes: sim_memtable_bytes as u64,
                 unflushed: [0; 3],
+                settle_at_once: settings.settle_at_once,
                 unsettled: AtomicBool::new(false),
                 flushed: Mutex::new(FlushedFiles {
                     seen,
@@ -331,12 +343,13 @@ impl RocksEngine {
         // The memtable is switched now, in this call; the flush and any compaction it sets off
         // run on RocksDB's threads until the next settle.
         sim.unsettled.store(true, Ordering::Release);
+        let settle_at_once = sim.settle_at_once;
         let mut background = FlushOptions::default();
         background.set_wait(false);
         for table in full {
             self.db.flush_cf_opt(self.cf(table), &background).map_err(rocks_error)?;
         }
-        Ok(())
+        if settle_at_once { self.settle() } else { Ok(()) }
     }
 
     /// Flushes every column family's memtable (and, under the simulator, settles).
@@ -502,6 +515,13 @@ impl Engine for RocksEngine {
     fn flush(&mut self) -> Result<(), EngineError> {
         self.refuse_if_read_only()?;
         self.flush_all()
+    }
+
+    /// Syncs the WAL: every commit so far is durable (commits are already, unless
+    /// `sync_commits` is off).
+    fn sync(&mut self) -> Result<(), EngineError> {
+        self.refuse_if_read_only()?;
+        self.db.flush_wal(true).map_err(rocks_error)
     }
 
     fn disk_bytes(&self) -> Result<u64, EngineError> {

@@ -24,6 +24,7 @@ pub enum Checker {
     Coverage,
     Start,
     Installs,
+    Fetch,
     Quota,
 }
 
@@ -43,6 +44,7 @@ impl Checker {
             Checker::Coverage => "coverage",
             Checker::Start => "start",
             Checker::Installs => "installs",
+            Checker::Fetch => "fetch",
             Checker::Quota => "quota",
         }
     }

@@ -289,6 +289,19 @@ pub enum BootstrapStage {
     Install,
 }
 
+impl BootstrapStage {
+    /// The name the trace uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootstrapStage::Connect => "connect",
+            BootstrapStage::Manifest => "manifest",
+            BootstrapStage::Busy => "busy",
+            BootstrapStage::Transfer => "transfer",
+            BootstrapStage::Install => "install",
+        }
+    }
+}
+
 /// Why a node left its previous replication source (the node's `SourceChange`, as traced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -92,9 +92,8 @@ impl Installs {
     }
 
     /// Why a failed attempt of `node` from `source` at `at_ms` is no surprise, if it is not.
-    fn attempt_cause(&self, node: &str, source: Option<&str>, at_ms: u64) -> Option<String> {
+    fn attempt_cause(&self, node: &str, source: &str, at_ms: u64) -> Option<String> {
         let since = self.attempt_since_ms.get(node).copied().unwrap_or(0);
-        let source = source?; // an address no node has: nothing to judge it by
         for who in [node, source] {
             if let Some(kind) = self.active.get(who).and_then(|kinds| kinds.keys().next()) {
                 return Some(format!("{kind} on {who}"));
@@ -173,23 +172,19 @@ impl Observer for Installs {
                 self.attempt_since_ms.insert(node.clone(), *at_ms);
             }
             Event::BootstrapFailed { at_ms, node, source, stage, chunks_stored } => {
-                let source_name = source.parse::<SocketAddr>().ok().and_then(|a| self.names_by_ip.get(&a.ip()));
-                let cause = self.attempt_cause(node, source_name.map(String::as_str), *at_ms);
+                // An address no node has gives nothing to judge the attempt by.
+                let source = source.parse::<SocketAddr>().ok().and_then(|a| self.names_by_ip.get(&a.ip())).cloned();
+                let cause = source.as_deref().map(|source| self.attempt_cause(node, source, *at_ms));
                 let since = self.attempt_since_ms.insert(node.clone(), *at_ms).unwrap_or(0);
                 // A busy source turning a replica away is shedding by design, not a failure.
-                if cause.is_none() && source_name.is_some() && *stage != BootstrapStage::Busy {
-                    let source = source_name.map_or("?", String::as_str);
-                    let stage = match stage {
-                        BootstrapStage::Connect => "connect",
-                        BootstrapStage::Manifest => "manifest",
-                        BootstrapStage::Busy => "busy",
-                        BootstrapStage::Transfer => "transfer",
-                        BootstrapStage::Install => "install",
-                    };
+                if let (Some(source), Some(None)) = (source, cause)
+                    && *stage != BootstrapStage::Busy
+                {
                     let message = format!(
-                        "a snapshot transfer from {source} failed at its {stage} stage ({chunks_stored} chunks \
+                        "a snapshot transfer from {source} failed at its {} stage ({chunks_stored} chunks \
                          stored) with no fault on {node} or {source} since the attempt began (at {since} ms at the \
-                         earliest): a healthy replica completes a bootstrap from a healthy source"
+                         earliest): a healthy replica completes a bootstrap from a healthy source",
+                        stage.as_str()
                     );
                     return vec![Event::Violation {
                         at_ms: *at_ms,

@@ -8,6 +8,7 @@ pub mod chain;
 pub mod containment;
 pub mod convergence;
 pub mod cursor;
+pub mod fetch;
 pub mod installs;
 pub mod lag;
 pub mod memory;
@@ -21,8 +22,9 @@ use crate::scenario::Scenario;
 use crate::trace::{Checker, Observer};
 
 /// The checkers that watch every run of `scenario`; `reads` is shared with the readers, which
-/// feed it each read.
-pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> {
+/// feed it each read, and `fetch` with the simulated network, which feeds it every replica's
+/// reads from its sources.
+pub fn all(scenario: &Scenario, reads: &reads::Reads, fetch: &fetch::Fetch) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario);
     let sources = paths.sources.clone();
     let names_by_ip = paths.names_by_ip.clone();
@@ -34,6 +36,7 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads) -> Vec<Box<dyn Observer>> 
         Box::new(cursor::Cursor::default()),
         Box::new(start::Start::default()),
         Box::new(installs::Installs::new(scenario.node.retention_entries, sources, names_by_ip)),
+        Box::new(fetch.clone()),
         Box::new(reads.clone()),
         Box::new(progress::Progress::new(
             scenario.checks.lag_max.as_millis() as u64,
@@ -71,6 +74,19 @@ fn paths(scenario: &Scenario) -> lag::Paths {
     lag::Paths { sources, bound_ms, names_by_ip: names }
 }
 
+/// The `fetch` judge for `scenario`: its nodes by address, and the ports sources serve
+/// replication on (every node's, and the relays' across data centers).
+pub fn fetch_judge(scenario: &Scenario) -> fetch::FetchJudge {
+    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created"))
+    else {
+        return fetch::FetchJudge::default(); // refused at load: never reached
+    };
+    let names = planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
+    let mut serving: std::collections::BTreeSet<u16> = planned.iter().flat_map(|p| p.relays.iter().copied()).collect();
+    serving.insert(crate::scenario::nodes::REPLICATION_PORT);
+    fetch::FetchJudge::new(names, serving)
+}
+
 /// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`
 /// checkers share (a fault anywhere pauses them everywhere; never blame a node for what a fault
 /// explains).
@@ -106,7 +122,7 @@ impl FaultQuiet {
 
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
-pub const NAMES: [Checker; 11] = [
+pub const NAMES: [Checker; 12] = [
     Checker::Sequence,
     Checker::Chain,
     Checker::Lag,
@@ -114,6 +130,7 @@ pub const NAMES: [Checker; 11] = [
     Checker::Cursor,
     Checker::Start,
     Checker::Installs,
+    Checker::Fetch,
     Checker::Reads,
     Checker::Quota,
     Checker::Progress,

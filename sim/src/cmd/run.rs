@@ -93,6 +93,12 @@ pub fn run(
     println!("seed       {seed}");
     let engine = scenario.engine();
     match engine {
+        qs_node::EngineKind::Lmdb
+            if scenario.node.lmdb_write_map
+                && scenario.faults_for(seed).iter().any(|f| f.kind == qs_sim::scenario::FaultKind::PowerLoss) =>
+        {
+            println!("engine     lmdb, MDB_WRITEMAP (pwrite on the nodes a power loss may hit)")
+        }
         qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map => println!("engine     lmdb, MDB_WRITEMAP"),
         qs_node::EngineKind::Lmdb => {
             println!("engine     lmdb, pages written with pwrite ([node] lmdb_write_map = false)")

@@ -63,6 +63,8 @@ struct State {
     model: Option<crate::resources::NodeModel>,
     /// A `disk_error` fault: the error and the operations it fails.
     io_errors: Option<(DiskError, Vec<IoOp>)>,
+    /// A `power_loss` may hit this disk in the run (see `IoFaults::power_can_fail`).
+    power_can_fail: bool,
 }
 
 /// One node's simulated disk device: its latency model and whether it is failing.
@@ -87,6 +89,7 @@ impl SimDisk {
                 sampling: false,
                 model: None,
                 io_errors: None,
+                power_can_fail: false,
             }),
             supervision,
         }
@@ -113,6 +116,11 @@ impl SimDisk {
     /// Runs `f` on the node's models, if it has any.
     pub fn with_model<R>(&self, f: impl FnOnce(&mut crate::resources::NodeModel) -> R) -> Option<R> {
         self.lock().model.as_mut().map(f)
+    }
+
+    /// A `power_loss` may hit this disk in the run (set before the node starts).
+    pub fn set_power_can_fail(&self) {
+        self.lock().power_can_fail = true;
     }
 
     /// Starts (Some) or ends (None) a `disk_error` fault.
@@ -156,6 +164,10 @@ impl IoFaults for SimDisk {
         // the fault draws exactly what it drew before there was one.
         let landed = error == DiskError::Eio && op == IoOp::Commit && state.rng.random_bool(0.5);
         Some(IoFailure { error, landed })
+    }
+
+    fn power_can_fail(&self) -> bool {
+        self.lock().power_can_fail
     }
 }
 

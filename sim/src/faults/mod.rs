@@ -7,8 +7,9 @@
 //! - [`disk`]: slow SSD models, failing disks (SIGBUS), I/O errors (EIO, ENOSPC);
 //! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
 //!   once and their disks keep only what was synced — on the memory engine, commits made with
-//!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); LMDB and
-//!   RocksDB sync every commit, so for them it is a kill. After `duration` they start again.
+//!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); on LMDB and
+//!   RocksDB, whatever the node's real files hold unsynced ([`page_cache`]: overwritten pages
+//!   back to their synced bytes, appends torn at a sector). After `duration` they start again.
 //! - bit rot (here, in [`apply`]): a share of a replica's stored values is damaged, a flipped
 //!   bit as a bad sector leaves. On the memory engine while the node runs (`MemDisk::
 //!   corrupt_value`); on LMDB and RocksDB in its real files, with its process stopped for the
@@ -24,6 +25,7 @@
 
 pub mod disk;
 pub mod network;
+pub mod page_cache;
 pub mod process;
 
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,9 @@ pub struct SimNode {
     pub data: Arc<Mutex<MemDisk>>,
     /// The store's directory (LMDB, RocksDB); replacing the disk deletes it, bit rot damages its files.
     pub store_path: Option<std::path::PathBuf>,
+    /// The node's folder in the simulated page cache, when a power loss may hit it (LMDB,
+    /// RocksDB): what it holds unsynced is lost at the cut.
+    pub page_cache: Option<page_cache::Watch>,
     /// SIGTERM: the running process shuts down gracefully when notified (a stopped or killed
     /// one has nobody waiting, and keeps no signal for its next start).
     pub sigterm: Arc<tokio::sync::Notify>,
@@ -97,17 +102,29 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
         for name in fault.group_with_target() {
             let node = by_name(&name);
             let detail = if on {
-                process::kill(&node.handle);
-                match &node.store_path {
-                    // LMDB and RocksDB sync every commit before it returns: nothing to lose
-                    // (and a real file's page cache is not the simulator's to drop).
-                    Some(_) => "every commit was synced".to_string(),
-                    None => match node.data.lock().unwrap_or_else(|p| p.into_inner()).power_loss() {
-                        0 => "every commit was synced".to_string(),
-                        lost => format!("lost {lost} unsynced commits"),
-                    },
+                match &node.page_cache {
+                    // LMDB and RocksDB: the files lose what they hold unsynced, at the cut, before
+                    // the dying process can write or sync anything more (see page_cache).
+                    Some(watch) => {
+                        let lost = watch.cut_power(&mut |n| madsim::rand::random::<u64>() % n);
+                        process::kill(&node.handle);
+                        match lost {
+                            Ok(lost) => lost.to_string(),
+                            Err(e) => panic!("power_loss on {}: dropping its unsynced writes failed: {e}", node.name),
+                        }
+                    }
+                    None => {
+                        process::kill(&node.handle);
+                        match node.data.lock().unwrap_or_else(|p| p.into_inner()).power_loss() {
+                            0 => "every commit was synced".to_string(),
+                            lost => format!("lost {lost} unsynced commits"),
+                        }
+                    }
                 }
             } else {
+                if let Some(watch) = &node.page_cache {
+                    watch.restore_power();
+                }
                 process::restart(&node.handle);
                 "power back".to_string()
             };

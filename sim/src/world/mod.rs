@@ -25,6 +25,7 @@ use madsim::runtime::{Handle, Runtime};
 use qs_node::node::{Node, NodeState};
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
+use crate::checkers::fetch::Fetch;
 use crate::checkers::reads::Reads;
 use crate::faults::disk::SimDisk;
 use crate::faults::process::Supervision;
@@ -128,10 +129,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let reads = Reads::default();
-    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads));
+    let fetch = Fetch::new(crate::checkers::fetch_judge(scenario));
+    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads, &fetch));
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
-    let end = runtime.block_on(world(scenario.clone(), seed, scratch.to_path_buf(), recorder.clone(), reads.clone()));
+    let end = runtime.block_on(world(
+        scenario.clone(),
+        seed,
+        scratch.to_path_buf(),
+        recorder.clone(),
+        reads.clone(),
+        fetch.clone(),
+    ));
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).take_events();
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
@@ -171,11 +180,24 @@ fn start_nodes(
     let cross_dc_latency = scenario.topology.cross_dc_latency;
     let models = scenario.models().map(Arc::new);
     let fault_points = scenario.buggify_for(seed);
+    // The nodes a power loss may hit: their real files go through the simulated page cache.
+    let power_can_fail: std::collections::BTreeSet<String> = scenario
+        .faults_for(seed)
+        .iter()
+        .filter(|f| f.kind == crate::scenario::FaultKind::PowerLoss)
+        .flat_map(|f| f.group_with_target())
+        .collect();
     configs(scenario, scratch)
         .into_iter()
         .enumerate()
-        .map(|(position, Planned { config, ip, relays })| {
+        .map(|(position, Planned { mut config, ip, relays })| {
             let name = config.name.clone();
+            // LMDB on a disk whose power can fail writes its pages with `pwrite`, which the
+            // simulated page cache sees; stores to a writable map it could not (nothing else the
+            // simulator observes differs: see `NodeSettings::lmdb_write_map`).
+            if config.storage.engine == EngineKind::Lmdb && power_can_fail.contains(&name) {
+                config.storage.write_map = Some(false);
+            }
             let store_path = (config.storage.engine != EngineKind::Memory).then(|| config.storage.path.clone());
             // The node's own folder: its LMDB environment, snapshot transfers, legacy side files.
             if let Some(dir) = config.storage.path.parent() {
@@ -184,6 +206,16 @@ fn start_nodes(
             // The disk outlives every restart of this node; a sigbus fault replaces its data.
             let data = Arc::new(Mutex::new(MemDisk::default()));
             let device = Arc::new(SimDisk::new(&name, seed, position, supervision.clone()));
+            let page_cache = match config.storage.path.parent() {
+                Some(dir) if store_path.is_some() && power_can_fail.contains(&name) => {
+                    device.set_power_can_fail();
+                    match crate::faults::page_cache::watch(dir) {
+                        Ok(watch) => Some(watch),
+                        Err(e) => panic!("{name}'s folder {} in the simulated page cache: {e}", dir.display()),
+                    }
+                }
+                _ => None,
+            };
             if let Some(models) = &models {
                 device.set_model(crate::resources::NodeModel::new(models.clone()));
             }
@@ -258,7 +290,7 @@ fn start_nodes(
                     }
                 })
                 .build();
-            SimNode { name, ip, handle, device, data, store_path, sigterm }
+            SimNode { name, ip, handle, device, data, store_path, page_cache, sigterm }
         })
         .collect()
 }
@@ -370,8 +402,18 @@ async fn world(
     scratch: std::path::PathBuf,
     recorder: SharedRecorder,
     reads: Reads,
+    fetch: Fetch,
 ) -> WorldEnd {
     madsim::time::advance(SIM_CLOCK_AHEAD);
+    // Every replica's reads from its sources, as the simulated network delivers them, to the
+    // `fetch` checker (before any node starts: a stream takes the hook when it is made).
+    let fetch_recorder = recorder.clone();
+    madsim::net::NetSim::current().set_tcp_read_hook(Some(Arc::new(move |local, peer, bytes: &bytes::Bytes| {
+        let violation = fetch.lock().read(now_ms(), local, peer, bytes);
+        if let Some(violation) = violation {
+            fetch_recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+        }
+    })));
     let states: States = Arc::default();
     let supervision = Arc::new(Supervision::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));

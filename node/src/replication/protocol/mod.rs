@@ -273,7 +273,8 @@ pub struct ClientHello {
     /// The last entry the client wants, if it should stop there.
     pub stop_index: Option<u64>,
     /// The handshake's newest-only flag, as in the seed: the client asks only for the newest
-    /// entries rather than all history after `last_index`. The server decides how to honour it.
+    /// entries rather than all history after `last_index`. The server streams what it applies
+    /// from its head on, and nothing at or below `last_index` (the client holds those).
     pub newest_only: bool,
     pub want: Want,
 }

@@ -89,7 +89,13 @@ pub struct NetSim {
     time: TimeHandle,
     hooks_req: Mutex<HashMap<NodeId, MsgHookFn>>,
     hooks_rsp: Mutex<HashMap<NodeId, MsgHookFn>>,
+    tcp_read_hook: Mutex<Option<TcpReadHook>>,
 }
+
+/// Called with every chunk of bytes a TCP stream's reader takes from the network: the stream's
+/// local address, its peer's address, and the bytes (qsim's patch: the simulator watches what a
+/// node fetches).
+pub type TcpReadHook = Arc<dyn Fn(SocketAddr, SocketAddr, &Bytes) + Send + Sync>;
 
 /// Message sent to a network socket.
 pub type Payload = Box<dyn Any + Send + Sync>;
@@ -110,6 +116,7 @@ impl plugin::Simulator for NetSim {
             time: time.clone(),
             hooks_req: Default::default(),
             hooks_rsp: Default::default(),
+            tcp_read_hook: Default::default(),
         }
     }
 
@@ -127,6 +134,15 @@ impl NetSim {
     /// Get [`NetSim`] of the current simulator.
     pub fn current() -> Arc<Self> {
         plugin::simulator()
+    }
+
+    /// Watches the bytes every TCP stream made from now on reads (see [`TcpReadHook`]).
+    pub fn set_tcp_read_hook(&self, hook: Option<TcpReadHook>) {
+        *self.tcp_read_hook.lock() = hook;
+    }
+
+    pub(crate) fn tcp_read_hook(&self) -> Option<TcpReadHook> {
+        self.tcp_read_hook.lock().clone()
     }
 
     /// Get the statistics.

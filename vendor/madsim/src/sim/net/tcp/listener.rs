@@ -90,6 +90,7 @@ impl Socket for TcpListenerSocket {
             read_buf: Default::default(),
             tx,
             rx,
+            read_hook: plugin::simulator::<NetSim>().tcp_read_hook(),
         };
         let _ = self.tx.try_send(stream);
     }

@@ -21,6 +21,8 @@ pub struct TcpStream {
     pub(super) read_buf: Bytes,
     pub(super) tx: PayloadSender,
     pub(super) rx: PayloadReceiver,
+    /// The simulator's read hook when the stream was made (see `NetSim::set_tcp_read_hook`).
+    pub(super) read_hook: Option<TcpReadHook>,
 }
 
 impl fmt::Debug for TcpStream {
@@ -81,6 +83,7 @@ impl TcpStream {
             read_buf: Default::default(),
             tx,
             rx,
+            read_hook: net.tcp_read_hook(),
         };
         Ok(stream)
     }
@@ -149,6 +152,9 @@ impl AsyncRead for TcpStream {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(data)) => {
                 self.read_buf = *data.downcast::<Bytes>().unwrap();
+                if let Some(hook) = &self.read_hook {
+                    hook(self.addr, self.peer, &self.read_buf);
+                }
                 self.poll_read(cx, buf)
             }
             // ref: https://man7.org/linux/man-pages/man2/recv.2.html

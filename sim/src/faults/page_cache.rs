@@ -1,0 +1,918 @@
+//! The simulated page cache: what a power loss takes from the real files of LMDB, RocksDB and
+//! the node itself.
+//!
+//! A process that writes a file hands the bytes to the kernel's page cache; they reach the
+//! device when the process syncs the file (`fsync`, `fdatasync`, or a write on a descriptor
+//! opened `O_SYNC`/`O_DSYNC`). A power loss keeps what was synced and loses the rest. The engines
+//! write their files with libc's own calls, so inside the simulator build this module stands in
+//! front of those calls — `write`, `pwrite`, `writev`, `pwritev`, `ftruncate`, `fsync`,
+//! `fdatasync`, `close`, `unlink`, `rename` and their variants — the way madsim stands in front of
+//! the clock and the random source: the executable defines the symbols, so LMDB's and RocksDB's
+//! C code and the standard library call these, and these call libc's (found with
+//! `dlsym(RTLD_NEXT)`). Nothing here changes what a call does: it only remembers, for the files
+//! under a [`watch`]ed directory, what has not been synced yet.
+//!
+//! Guarantees, for every regular file under a watched directory:
+//! - bytes a write puts over the file's last synced contents are kept aside (a copy of each
+//!   4 KiB page before its first unsynced write), and bytes past the last synced length are
+//!   unsynced until the next sync of that file;
+//! - [`cut_power`] makes the file what a disk would hold after the power went out: every
+//!   overwritten page back to its synced contents, and of the bytes appended since the last sync
+//!   a prefix of whole 512-byte sectors drawn by the caller (none, some, or all: the last write
+//!   torn at a sector, as the ALICE study models it);
+//! - from [`cut_power`] until [`restore_power`], nothing the dying process still does under that
+//!   directory lands: writes, truncations, syncs, unlinks and renames report success and change
+//!   nothing (a killed madsim process drops its tasks lazily, and RocksDB syncs its log when it
+//!   closes: neither may make anything durable after the cut).
+//!
+//! What is not modelled, and why: directory entries (creating, renaming and unlinking a file are
+//! durable at once, as on ext4 with its rename heuristics and as the node's directory syncs
+//! intend); writes through a writable memory map (LMDB's `MDB_WRITEMAP`: the simulator refuses
+//! the planted no-sync bug on such an environment, since a synced map loses nothing anyway);
+//! the kernel writing dirty pages back on its own (the planted no-sync bug's node syncs every
+//! 5 s, standing in for it); `copy_file_range` and `sendfile` into a watched file (refused with
+//! `EXDEV`/`EINVAL`, after which callers copy with `write`).
+//!
+//! Determinism: which pages and lengths exist follows from the calls the nodes make, which the
+//! seed fixes (RocksDB settles its background work at once on a disk whose power can fail, see
+//! `IoFaults::power_can_fail`); [`cut_power`] visits files in path order and draws torn lengths
+//! from the caller's generator.
+//!
+//! The hooks cost nothing while no directory is watched (one atomic load), and one `fstat` per
+//! call while one is.
+
+#![allow(unsafe_code)] // libc's symbols, defined here and forwarded to libc (see the module doc)
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The page the cache keeps aside: the kernel's.
+const PAGE: u64 = 4096;
+/// The unit a torn append keeps: a sector.
+const SECTOR: u64 = 512;
+
+/// What a power loss took from one watched directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Files that lost anything.
+    pub files: u64,
+    /// Overwritten pages put back to their synced contents.
+    pub pages: u64,
+    /// Appended bytes that never reached the disk.
+    pub appended_bytes: u64,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == Lost::default() {
+            return write!(f, "every write was synced");
+        }
+        write!(
+            f,
+            "lost unsynced writes in {} files: {} overwritten pages, {} appended bytes",
+            self.files, self.pages, self.appended_bytes
+        )
+    }
+}
+
+/// A file, as the kernel names it: (device, inode). Hard links (RocksDB's checkpoints) and
+/// renames keep it.
+type FileId = (u64, u64);
+
+/// What the cache holds for one file.
+#[derive(Debug)]
+struct FileState {
+    /// The file's length on the device.
+    synced_len: u64,
+    /// Page index → the page's synced bytes (up to `synced_len`), for pages written since.
+    saved: BTreeMap<u64, Vec<u8>>,
+}
+
+/// What a descriptor refers to, as last looked up.
+#[derive(Clone, Copy, Debug)]
+struct FdInfo {
+    file: FileId,
+    /// A watched file: its watched directory, and whether every write through this descriptor
+    /// is synced (`O_SYNC`/`O_DSYNC`) and whether it appends (`O_APPEND`).
+    watched: Option<Watched>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Watched {
+    dead: bool,
+    sync_writes: bool,
+    append: bool,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    /// Watched directories (canonical), with whether their power is out.
+    roots: BTreeMap<PathBuf, bool>,
+    fds: BTreeMap<i32, FdInfo>,
+    files: BTreeMap<FileId, FileState>,
+}
+
+static WATCHING: AtomicBool = AtomicBool::new(false);
+static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+
+thread_local! {
+    /// Set while this thread is inside a hook: anything the hook calls goes straight to libc.
+    static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn cache() -> MutexGuard<'static, Cache> {
+    CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A watched directory: unsynced writes under it are kept until it is dropped.
+#[derive(Debug)]
+pub struct Watch {
+    /// Canonical, as the descriptors' paths are read back.
+    dir: PathBuf,
+}
+
+/// Starts keeping unsynced writes for every file under `dir` (made if missing), until the
+/// returned [`Watch`] is dropped.
+pub fn watch(dir: &Path) -> std::io::Result<Watch> {
+    std::fs::create_dir_all(dir)?;
+    let dir = std::fs::canonicalize(dir)?;
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    if cache.roots.insert(dir.clone(), false).is_some() {
+        return Err(std::io::Error::other(format!("{} is watched already", dir.display())));
+    }
+    cache.fds.clear();
+    WATCHING.store(true, Ordering::Release);
+    Ok(Watch { dir })
+}
+
+impl Drop for Watch {
+    /// Stops watching and forgets what was kept for the directory (the run that watched it ends).
+    fn drop(&mut self) {
+        let _guard = HookGuard::enter();
+        let mut cache = cache();
+        cache.roots.remove(&self.dir);
+        cache.fds.clear();
+        if cache.roots.is_empty() {
+            cache.files.clear();
+            WATCHING.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl Watch {
+    /// The power goes out for the watched directory: every file under it becomes what its disk
+    /// holds (see the module doc), and nothing written under it lands until
+    /// [`restore_power`](Self::restore_power). `draw(n)` returns a number in `0..n` (how many of
+    /// an append's sectors reached the disk).
+    pub fn cut_power(&self, draw: &mut dyn FnMut(u64) -> u64) -> std::io::Result<Lost> {
+        let _guard = HookGuard::enter();
+        let mut cache = cache();
+        cache.roots.insert(self.dir.clone(), true);
+        cache.fds.clear();
+        let mut files = Vec::new();
+        regular_files(&self.dir, &mut files)?;
+        let mut lost = Lost::default();
+        for path in files {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            use std::os::unix::fs::MetadataExt;
+            let Some(state) = cache.files.get_mut(&(meta.dev(), meta.ino())) else { continue };
+            let len = meta.len();
+            let appended = len.saturating_sub(state.synced_len);
+            if appended == 0 && state.saved.is_empty() && len == state.synced_len {
+                continue;
+            }
+            let kept = if appended == 0 { 0 } else { (draw(appended.div_ceil(SECTOR) + 1) * SECTOR).min(appended) };
+            let file = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+            // The sectors of the append that reached the disk, then: back to the synced length
+            // (undoing a truncation since the sync too), the synced pages over it, and the torn
+            // append after them.
+            let torn = real::read_at(fd, state.synced_len, kept as usize);
+            real::ftruncate(fd, state.synced_len)?;
+            for (page, bytes) in &state.saved {
+                real::pwrite_all(fd, bytes, page * PAGE)?;
+            }
+            real::pwrite_all(fd, &torn, state.synced_len)?;
+            lost.files += 1;
+            lost.pages += state.saved.len() as u64;
+            lost.appended_bytes += appended - kept;
+            state.saved.clear();
+            state.synced_len += kept;
+        }
+        Ok(lost)
+    }
+
+    /// The power is back: writes under the directory land again.
+    pub fn restore_power(&self) {
+        let _guard = HookGuard::enter();
+        let mut cache = cache();
+        cache.roots.insert(self.dir.clone(), false);
+        cache.fds.clear();
+    }
+}
+
+/// Every regular file under `dir`, in path order.
+fn regular_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => regular_files(&path, out)?,
+            Ok(meta) if meta.is_file() => out.push(path),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Marks this thread as inside a hook for its lifetime.
+struct HookGuard {
+    outer: bool,
+}
+
+impl HookGuard {
+    fn enter() -> HookGuard {
+        HookGuard { outer: IN_HOOK.with(|h| h.replace(true)) }
+    }
+}
+
+impl Drop for HookGuard {
+    fn drop(&mut self) {
+        IN_HOOK.with(|h| h.set(self.outer));
+    }
+}
+
+/// The hook's view of one call on `fd`: `None` when nothing here concerns it.
+fn lookup(cache: &mut Cache, fd: i32) -> Option<FdInfo> {
+    if fd < 0 {
+        return None;
+    }
+    let stat = real::fstat(fd)?;
+    let file = (stat.st_dev, stat.st_ino);
+    if let Some(info) = cache.fds.get(&fd)
+        && info.file == file
+    {
+        return Some(*info);
+    }
+    let watched = if stat.st_mode & libc::S_IFMT == libc::S_IFREG {
+        let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
+        path.and_then(|path| cache.roots.iter().find(|(root, _)| path.starts_with(root)).map(|(_, dead)| *dead)).map(
+            |dead| {
+                let flags = real::fcntl_getfl(fd);
+                Watched { dead, sync_writes: flags & libc::O_DSYNC != 0, append: flags & libc::O_APPEND != 0 }
+            },
+        )
+    } else {
+        None
+    };
+    if watched.is_some() {
+        cache
+            .files
+            .entry(file)
+            .or_insert_with(|| FileState { synced_len: stat.st_size as u64, saved: BTreeMap::new() });
+    }
+    let info = FdInfo { file, watched };
+    cache.fds.insert(fd, info);
+    Some(info)
+}
+
+/// What a hook does with a call on a watched file.
+enum Verdict {
+    /// Not watched, or nothing to keep: call libc.
+    Pass,
+    /// Call libc; the write is synced when it returns (`O_DSYNC`): tell [`after_synced_write`].
+    Synced,
+    /// The power is out: report success, change nothing.
+    Drop,
+}
+
+/// Before a write of `len` bytes at `offset` (None: the descriptor's position) through `fd`.
+fn before_write(fd: i32, offset: Option<i64>, len: usize) -> Verdict {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) || len == 0 {
+        return Verdict::Pass;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return Verdict::Pass };
+    if watched.dead {
+        return Verdict::Drop;
+    }
+    let at = match offset {
+        Some(at) => at as u64,
+        None if watched.append => real::fstat(fd).map_or(0, |s| s.st_size as u64),
+        None => real::position(fd),
+    };
+    let state = cache.files.get_mut(&file).expect("looked up with its file");
+    let (first, last) = (at / PAGE, (at + len as u64 - 1) / PAGE);
+    if watched.sync_writes {
+        // Durable when it returns: the pages kept aside take the new bytes as their synced ones.
+        return Verdict::Synced;
+    }
+    for page in first..=last {
+        let start = page * PAGE;
+        if start >= state.synced_len || state.saved.contains_key(&page) {
+            continue;
+        }
+        let end = (start + PAGE).min(state.synced_len);
+        state.saved.insert(page, real::read_at(fd, start, (end - start) as usize));
+    }
+    Verdict::Pass
+}
+
+/// After a synced write (`O_DSYNC`) of `bytes` at `offset` through `fd`: the device holds them.
+fn after_synced_write(fd: i32, offset: Option<i64>, written: &[u8]) {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) || written.is_empty() {
+        return;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return };
+    if !watched.sync_writes || watched.dead {
+        return;
+    }
+    let end = match offset {
+        Some(at) => at as u64 + written.len() as u64,
+        None => real::position(fd),
+    };
+    let at = end - written.len() as u64;
+    let state = cache.files.get_mut(&file).expect("looked up with its file");
+    for (page, saved) in state.saved.range_mut(at / PAGE..=(end - 1) / PAGE) {
+        let start = page * PAGE;
+        for (i, byte) in saved.iter_mut().enumerate() {
+            let pos = start + i as u64;
+            if (at..end).contains(&pos) {
+                *byte = written[(pos - at) as usize];
+            }
+        }
+    }
+    state.synced_len = state.synced_len.max(end);
+}
+
+/// A sync of `fd`: everything written to its file is on the device.
+fn on_sync(fd: i32) -> Verdict {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return Verdict::Pass;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return Verdict::Pass };
+    if watched.dead {
+        return Verdict::Drop;
+    }
+    let len = real::fstat(fd).map_or(0, |s| s.st_size as u64);
+    let state = cache.files.get_mut(&file).expect("looked up with its file");
+    state.saved.clear();
+    state.synced_len = len;
+    Verdict::Pass
+}
+
+/// Before `ftruncate(fd, len)`. A growth is durable at once (metadata, as directory entries
+/// are here): an unsynced append it covers reads as zeros after a power loss. A shrink keeps
+/// the synced bytes it cuts.
+fn before_truncate(fd: i32, len: i64) -> Verdict {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return Verdict::Pass;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return Verdict::Pass };
+    if watched.dead {
+        return Verdict::Drop;
+    }
+    let len = len.max(0) as u64;
+    let current = real::fstat(fd).map_or(0, |s| s.st_size as u64);
+    let state = cache.files.get_mut(&file).expect("looked up with its file");
+    if len >= current {
+        // The unsynced append below the new length: zeros on the device, past the synced bytes.
+        for page in state.synced_len / PAGE..current.div_ceil(PAGE) {
+            if state.saved.contains_key(&page) {
+                continue;
+            }
+            let start = page * PAGE;
+            let mut bytes = if start < state.synced_len {
+                real::read_at(fd, start, (state.synced_len - start) as usize)
+            } else {
+                Vec::new()
+            };
+            bytes.resize(((start + PAGE).min(len) - start) as usize, 0);
+            state.saved.insert(page, bytes);
+        }
+        state.synced_len = state.synced_len.max(len);
+        return Verdict::Pass;
+    }
+    // A shrink: below the synced length, the cut pages' synced bytes are kept aside.
+    for page in len / PAGE..state.synced_len.div_ceil(PAGE) {
+        if state.saved.contains_key(&page) {
+            continue;
+        }
+        let start = page * PAGE;
+        let end = (start + PAGE).min(state.synced_len);
+        state.saved.insert(page, real::read_at(fd, start, (end - start) as usize));
+    }
+    Verdict::Pass
+}
+
+/// `fd` is closed (or replaced by `dup2`): forget what it referred to.
+fn forget_fd(fd: i32) {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return;
+    }
+    let _guard = HookGuard::enter();
+    cache().fds.remove(&fd);
+}
+
+/// `path` (relative to `dirfd`) as an absolute path.
+fn resolve(dirfd: i32, path: &CStr) -> PathBuf {
+    let path = Path::new(OsStr::from_bytes(path.to_bytes()));
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let base = if dirfd == libc::AT_FDCWD {
+        std::env::current_dir().unwrap_or_default()
+    } else {
+        std::fs::read_link(format!("/proc/self/fd/{dirfd}")).unwrap_or_default()
+    };
+    base.join(path)
+}
+
+/// Before `path`'s directory entry goes (unlink, or replaced by a rename): a file whose last
+/// name it was is forgotten (its inode may be reused), and under a directory whose power is out
+/// the call is dropped. `parent_only`: judge by the parent directory (the path may not exist).
+fn before_unlink(path: &Path) -> Verdict {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return Verdict::Pass;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    // The parent canonical, the name as given: the entry itself may be a symlink or missing.
+    let canonical =
+        path.parent().and_then(|p| std::fs::canonicalize(p).ok()).map(|p| p.join(path.file_name().unwrap_or_default()));
+    let Some(canonical) = canonical else { return Verdict::Pass };
+    let Some((_, dead)) = cache.roots.iter().find(|(root, _)| canonical.starts_with(root)) else {
+        return Verdict::Pass;
+    };
+    if *dead {
+        return Verdict::Drop;
+    }
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(meta) = std::fs::symlink_metadata(&canonical)
+        && meta.is_file()
+        && meta.nlink() <= 1
+    {
+        cache.files.remove(&(meta.dev(), meta.ino()));
+    }
+    Verdict::Pass
+}
+
+/// libc's own functions, found past this executable's definitions.
+mod real {
+
+    macro_rules! real_fn {
+        ($name:ident : fn($($arg:ty),*) -> $ret:ty) => {
+            pub(crate) fn $name() -> unsafe extern "C" fn($($arg),*) -> $ret {
+                static PTR: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                let ptr = *PTR.get_or_init(|| {
+                    let name = std::ffi::CString::new(stringify!($name)).expect("a symbol name");
+                    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds libc's definition.
+                    let ptr = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+                    assert!(!ptr.is_null(), concat!("libc has no ", stringify!($name)));
+                    ptr as usize
+                });
+                // SAFETY: the symbol is libc's function of this signature (glibc's prototype).
+                unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($arg),*) -> $ret>(ptr) }
+            }
+        };
+    }
+
+    pub(crate) mod sym {
+        use libc::{c_char, c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
+        real_fn!(write: fn(c_int, *const c_void, size_t) -> ssize_t);
+        real_fn!(pwrite: fn(c_int, *const c_void, size_t, off_t) -> ssize_t);
+        real_fn!(pwrite64: fn(c_int, *const c_void, size_t, off_t) -> ssize_t);
+        real_fn!(writev: fn(c_int, *const iovec, c_int) -> ssize_t);
+        real_fn!(pwritev: fn(c_int, *const iovec, c_int, off_t) -> ssize_t);
+        real_fn!(pwritev64: fn(c_int, *const iovec, c_int, off_t) -> ssize_t);
+        real_fn!(pwritev2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t);
+        real_fn!(pwritev64v2: fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t);
+        real_fn!(fsync: fn(c_int) -> c_int);
+        real_fn!(fdatasync: fn(c_int) -> c_int);
+        real_fn!(ftruncate: fn(c_int, off_t) -> c_int);
+        real_fn!(ftruncate64: fn(c_int, off_t) -> c_int);
+        real_fn!(close: fn(c_int) -> c_int);
+        real_fn!(dup2: fn(c_int, c_int) -> c_int);
+        real_fn!(dup3: fn(c_int, c_int, c_int) -> c_int);
+        real_fn!(unlink: fn(*const c_char) -> c_int);
+        real_fn!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int);
+        real_fn!(rename: fn(*const c_char, *const c_char) -> c_int);
+        real_fn!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int);
+        real_fn!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int);
+        real_fn!(copy_file_range: fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t);
+        real_fn!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t);
+        real_fn!(sendfile64: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t);
+    }
+
+    pub(super) fn fstat(fd: i32) -> Option<libc::stat> {
+        // SAFETY: fstat writes one `stat` into memory we own.
+        unsafe {
+            let mut stat: libc::stat = std::mem::zeroed();
+            (libc::fstat(fd, &mut stat) == 0).then_some(stat)
+        }
+    }
+
+    pub(super) fn fcntl_getfl(fd: i32) -> i32 {
+        // SAFETY: F_GETFL takes no argument and reads the descriptor's flags.
+        unsafe { libc::fcntl(fd, libc::F_GETFL) }.max(0)
+    }
+
+    pub(super) fn position(fd: i32) -> u64 {
+        // SAFETY: lseek by 0 from the current position only reads it.
+        unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) }.max(0) as u64
+    }
+
+    /// Up to `len` bytes of `fd`'s file at `at` (shorter at its end). A descriptor opened
+    /// write-only is read through a second one opened on the same file.
+    pub(super) fn read_at(fd: i32, at: u64, len: usize) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0; len];
+        let read = |fd: i32, bytes: &mut [u8]| -> isize {
+            // SAFETY: pread into a buffer of `bytes.len()` bytes we own.
+            unsafe { libc::pread(fd, bytes.as_mut_ptr().cast(), bytes.len(), at as libc::off_t) }
+        };
+        let n = read(fd, &mut bytes);
+        let n = if n >= 0 {
+            n as usize
+        } else {
+            match std::fs::File::open(format!("/proc/self/fd/{fd}")) {
+                Ok(file) => file.read_at(&mut bytes, at).unwrap_or(0),
+                Err(_) => 0,
+            }
+        };
+        bytes.truncate(n);
+        bytes
+    }
+
+    pub(super) fn pwrite_all(fd: i32, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < bytes.len() {
+            // SAFETY: libc's pwrite over a buffer we own.
+            let n = unsafe {
+                sym::pwrite64()(
+                    fd,
+                    bytes[done..].as_ptr().cast(),
+                    bytes.len() - done,
+                    (at + done as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    pub(super) fn ftruncate(fd: i32, len: u64) -> std::io::Result<()> {
+        // SAFETY: libc's ftruncate on a descriptor we own.
+        match unsafe { sym::ftruncate64()(fd, len as libc::off_t) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+}
+
+/// The hooks: libc's symbols as this executable defines them. Each asks the cache, then calls
+/// libc's own (or, under a directory whose power is out, reports success and does nothing).
+mod hooks {
+    use libc::{c_char, c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
+
+    use super::real::sym;
+    use super::{
+        Verdict, after_synced_write, before_truncate, before_unlink, before_write, forget_fd, on_sync, resolve,
+    };
+
+    fn iov_len(iov: *const iovec, count: c_int) -> usize {
+        if iov.is_null() || count <= 0 {
+            return 0;
+        }
+        // SAFETY: the caller passes `count` iovecs, as writev requires.
+        let iov = unsafe { std::slice::from_raw_parts(iov, count as usize) };
+        iov.iter().map(|v| v.iov_len).sum()
+    }
+
+    /// The bytes of `iov`, copied (only for synced writes on watched files).
+    fn iov_bytes(iov: *const iovec, count: c_int, written: usize) -> Vec<u8> {
+        // SAFETY: as in `iov_len`; each iovec points at `iov_len` readable bytes.
+        let iov = unsafe { std::slice::from_raw_parts(iov, count.max(0) as usize) };
+        let mut bytes = Vec::with_capacity(written);
+        for v in iov {
+            let take = v.iov_len.min(written - bytes.len());
+            bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, take) });
+        }
+        bytes
+    }
+
+    /// After libc's write returned `ret`: a synced write's bytes are the file's synced ones.
+    fn after(
+        verdict: &Verdict,
+        fd: c_int,
+        offset: Option<off_t>,
+        ret: ssize_t,
+        bytes: impl FnOnce(usize) -> Vec<u8>,
+    ) -> ssize_t {
+        if ret > 0 && matches!(verdict, Verdict::Synced) {
+            after_synced_write(fd, offset, &bytes(ret as usize));
+        }
+        ret
+    }
+
+    fn buf_bytes(buf: *const c_void, n: usize) -> Vec<u8> {
+        // SAFETY: the write just read `n` bytes from `buf`.
+        unsafe { std::slice::from_raw_parts(buf as *const u8, n) }.to_vec()
+    }
+
+    /// A write dropped while the power is out: it "wrote" everything, and moves the position
+    /// as a write would.
+    fn dropped(fd: c_int, advance: Option<usize>, len: usize) -> ssize_t {
+        if let Some(len) = advance {
+            // SAFETY: lseek on the caller's descriptor.
+            unsafe { libc::lseek(fd, len as off_t, libc::SEEK_CUR) };
+        }
+        len as ssize_t
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
+        match before_write(fd, None, count) {
+            Verdict::Drop => dropped(fd, Some(count), count),
+            verdict => after(&verdict, fd, None, unsafe { sym::write()(fd, buf, count) }, |n| buf_bytes(buf, n)),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: size_t, offset: off_t) -> ssize_t {
+        match before_write(fd, Some(offset), count) {
+            Verdict::Drop => dropped(fd, None, count),
+            verdict => after(&verdict, fd, Some(offset), unsafe { sym::pwrite()(fd, buf, count, offset) }, |n| {
+                buf_bytes(buf, n)
+            }),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: size_t, offset: off_t) -> ssize_t {
+        match before_write(fd, Some(offset), count) {
+            Verdict::Drop => dropped(fd, None, count),
+            verdict => after(&verdict, fd, Some(offset), unsafe { sym::pwrite64()(fd, buf, count, offset) }, |n| {
+                buf_bytes(buf, n)
+            }),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, count: c_int) -> ssize_t {
+        let len = iov_len(iov, count);
+        match before_write(fd, None, len) {
+            Verdict::Drop => dropped(fd, Some(len), len),
+            verdict => {
+                after(&verdict, fd, None, unsafe { sym::writev()(fd, iov, count) }, |n| iov_bytes(iov, count, n))
+            }
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwritev(fd: c_int, iov: *const iovec, count: c_int, offset: off_t) -> ssize_t {
+        let len = iov_len(iov, count);
+        match before_write(fd, Some(offset), len) {
+            Verdict::Drop => dropped(fd, None, len),
+            verdict => after(&verdict, fd, Some(offset), unsafe { sym::pwritev()(fd, iov, count, offset) }, |n| {
+                iov_bytes(iov, count, n)
+            }),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwritev64(fd: c_int, iov: *const iovec, count: c_int, offset: off_t) -> ssize_t {
+        let len = iov_len(iov, count);
+        match before_write(fd, Some(offset), len) {
+            Verdict::Drop => dropped(fd, None, len),
+            verdict => after(&verdict, fd, Some(offset), unsafe { sym::pwritev64()(fd, iov, count, offset) }, |n| {
+                iov_bytes(iov, count, n)
+            }),
+        }
+    }
+
+    /// `offset` -1 writes at (and moves) the position, as `writev` does.
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwritev2(fd: c_int, iov: *const iovec, count: c_int, offset: off_t, flags: c_int) -> ssize_t {
+        let len = iov_len(iov, count);
+        let at = (offset >= 0).then_some(offset);
+        match before_write(fd, at, len) {
+            Verdict::Drop => dropped(fd, at.is_none().then_some(len), len),
+            verdict => after(&verdict, fd, at, unsafe { sym::pwritev2()(fd, iov, count, offset, flags) }, |n| {
+                iov_bytes(iov, count, n)
+            }),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn pwritev64v2(
+        fd: c_int,
+        iov: *const iovec,
+        count: c_int,
+        offset: off_t,
+        flags: c_int,
+    ) -> ssize_t {
+        let len = iov_len(iov, count);
+        let at = (offset >= 0).then_some(offset);
+        match before_write(fd, at, len) {
+            Verdict::Drop => dropped(fd, at.is_none().then_some(len), len),
+            verdict => after(&verdict, fd, at, unsafe { sym::pwritev64v2()(fd, iov, count, offset, flags) }, |n| {
+                iov_bytes(iov, count, n)
+            }),
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+        let ret = unsafe { sym::fsync()(fd) };
+        synced(fd, ret)
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+        let ret = unsafe { sym::fdatasync()(fd) };
+        synced(fd, ret)
+    }
+
+    /// After a sync of `fd` returned `ret`: a successful one makes its file durable.
+    fn synced(fd: c_int, ret: c_int) -> c_int {
+        if ret == 0 {
+            // Dropped while the power is out: the sync "succeeded" and made nothing durable.
+            let _ = on_sync(fd);
+        }
+        ret
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
+        match before_truncate(fd, len) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::ftruncate()(fd, len) },
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn ftruncate64(fd: c_int, len: off_t) -> c_int {
+        match before_truncate(fd, len) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::ftruncate64()(fd, len) },
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn close(fd: c_int) -> c_int {
+        forget_fd(fd);
+        unsafe { sym::close()(fd) }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+        forget_fd(new);
+        unsafe { sym::dup2()(old, new) }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+        forget_fd(new);
+        unsafe { sym::dup3()(old, new, flags) }
+    }
+
+    fn path_of(dirfd: c_int, path: *const c_char) -> Option<std::path::PathBuf> {
+        // SAFETY: the caller passes a NUL-terminated path, as unlink and rename require.
+        (!path.is_null()).then(|| resolve(dirfd, unsafe { std::ffi::CStr::from_ptr(path) }))
+    }
+
+    fn unlinking(dirfd: c_int, path: *const c_char) -> Verdict {
+        path_of(dirfd, path).map_or(Verdict::Pass, |path| before_unlink(&path))
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+        match unlinking(libc::AT_FDCWD, path) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::unlink()(path) },
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+        match unlinking(dirfd, path) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::unlinkat()(dirfd, path, flags) },
+        }
+    }
+
+    /// A rename replaces the target's entry; dropped when either side's power is out.
+    fn renaming(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char) -> Verdict {
+        let from = path_of(olddirfd, old).map_or(Verdict::Pass, |p| super::dead_verdict(&p));
+        match (from, unlinking(newdirfd, new)) {
+            (Verdict::Pass, Verdict::Pass) => Verdict::Pass,
+            _ => Verdict::Drop,
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+        match renaming(libc::AT_FDCWD, old, libc::AT_FDCWD, new) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::rename()(old, new) },
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn renameat(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char) -> c_int {
+        match renaming(olddirfd, old, newdirfd, new) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::renameat()(olddirfd, old, newdirfd, new) },
+        }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn renameat2(
+        olddirfd: c_int,
+        old: *const c_char,
+        newdirfd: c_int,
+        new: *const c_char,
+        flags: c_uint,
+    ) -> c_int {
+        match renaming(olddirfd, old, newdirfd, new) {
+            Verdict::Drop => 0,
+            Verdict::Pass | Verdict::Synced => unsafe { sym::renameat2()(olddirfd, old, newdirfd, new, flags) },
+        }
+    }
+
+    /// Copies into a watched file are refused (`EXDEV`): callers (the standard library's
+    /// `fs::copy`, RocksDB's `CopyFile`) then copy with `read` and `write`, which are seen.
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn copy_file_range(
+        fd_in: c_int,
+        off_in: *mut off_t,
+        fd_out: c_int,
+        off_out: *mut off_t,
+        len: size_t,
+        flags: c_uint,
+    ) -> ssize_t {
+        if super::is_watched_fd(fd_out) {
+            // SAFETY: errno is this thread's.
+            unsafe { *libc::__errno_location() = libc::EXDEV };
+            return -1;
+        }
+        unsafe { sym::copy_file_range()(fd_in, off_in, fd_out, off_out, len, flags) }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
+        if super::is_watched_fd(out_fd) {
+            unsafe { *libc::__errno_location() = libc::EINVAL };
+            return -1;
+        }
+        unsafe { sym::sendfile()(out_fd, in_fd, offset, count) }
+    }
+
+    #[unsafe(no_mangle)]
+    unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t {
+        if super::is_watched_fd(out_fd) {
+            unsafe { *libc::__errno_location() = libc::EINVAL };
+            return -1;
+        }
+        unsafe { sym::sendfile64()(out_fd, in_fd, offset, count) }
+    }
+}
+
+/// Whether `fd` writes a watched file.
+fn is_watched_fd(fd: i32) -> bool {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return false;
+    }
+    let _guard = HookGuard::enter();
+    lookup(&mut cache(), fd).is_some_and(|info| info.watched.is_some())
+}
+
+/// `Drop` when `path` lies under a directory whose power is out.
+fn dead_verdict(path: &Path) -> Verdict {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return Verdict::Pass;
+    }
+    let _guard = HookGuard::enter();
+    let cache = cache();
+    let canonical = path.parent().and_then(|p| std::fs::canonicalize(p).ok()).unwrap_or_else(|| path.to_path_buf());
+    match cache.roots.iter().find(|(root, _)| canonical.starts_with(root)) {
+        Some((_, true)) => Verdict::Drop,
+        _ => Verdict::Pass,
+    }
+}
