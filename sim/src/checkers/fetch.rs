@@ -2,8 +2,10 @@
 //!
 //! Two halves, each true of any correct node whatever the faults:
 //! - **the client asks from what it applied**: a replica's hello for the log (not a probe's
-//!   newest-only hello) names as its last index at least the index the replica had applied
-//!   when the source read it. A client resuming from an old cursor fetches again what it has.
+//!   newest-only hello) names as its last index at least the index the replica has applied when
+//!   it reads the source's first answer — judged then, not when the source reads the hello: a
+//!   source paused with the hello unread answers long after, to a client that gave up and moved
+//!   on (and then reads nothing). A client resuming from an old cursor fetches again what it has.
 //! - **the source sends what follows**: every `Entries` frame on a connection carries only
 //!   entries after the index its hello named — for a newest-only hello too (the client says what
 //!   it holds; a source behind it sends nothing it named). A source that starts over, or streams
@@ -29,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use qs_node::replication::protocol::{Message, Want};
+use qs_node::replication::protocol::{FrameType, Message, Want};
 
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
 
@@ -85,6 +87,8 @@ struct Connection {
     to_replica: Framer,
     /// The hello's last index and whether it asked for the newest entries only.
     hello: Option<(u64, bool)>,
+    /// A hello for the log from a main stream (not a probe), not yet judged: its last index.
+    hello_to_judge: Option<u64>,
     /// The connection's waste was reported (one violation a connection).
     reported: bool,
 }
@@ -112,8 +116,8 @@ impl FetchJudge {
     }
 
     /// `bytes` read at `at_ms` by the stream `local` ← `peer`: a violation when they complete
-    /// a hello that asks for entries the replica has, or a frame of entries its hello did not
-    /// ask for (the first such on the connection).
+    /// the first answer to a hello that asked for entries the replica has, or a frame of entries
+    /// its hello did not ask for (the first such on the connection).
     pub fn read(&mut self, at_ms: u64, local: SocketAddr, peer: SocketAddr, bytes: &[u8]) -> Option<Event> {
         // A relay's hop on its own host is the source's business.
         if local.ip() == peer.ip() {
@@ -135,26 +139,35 @@ impl FetchJudge {
         let framer = if to_replica { &mut connection.to_replica } else { &mut connection.to_source };
         let mut violation = None;
         for (frame_type, payload) in framer.push(bytes) {
-            let message = match Message::decode_frame(frame_type, &payload) {
-                Ok(message @ (Message::Hello(_) | Message::Entries { .. })) => message,
-                _ => continue,
-            };
+            // The hello as the source reads it, judged at the replica's first read of an answer
+            // (any frame); entries as the replica reads them. Nothing else is decoded.
+            let judged = [FrameType::Hello as u8, FrameType::Entries as u8];
+            let message =
+                if judged.contains(&frame_type) { Message::decode_frame(frame_type, &payload).ok() } else { None };
+            if let Some(Message::Hello(hello)) = &message
+                && !to_replica
+            {
+                connection.hello = Some((hello.last_index, hello.newest_only));
+                let main_stream = matches!(hello.want, Want::Log) && !hello.newest_only;
+                connection.hello_to_judge = main_stream.then_some(hello.last_index);
+                continue;
+            }
+            let asked_after = if to_replica { connection.hello_to_judge.take() } else { None };
+            if let Some(asked_after) = asked_after
+                && asked_after < applied
+                && !connection.reported
+            {
+                connection.reported = true;
+                let message = format!(
+                    "{node} asked {source_name} for the log after {asked_after} while it had applied {applied}: a \
+                     replica asks from what it applied, so it fetches each entry once"
+                );
+                let index = asked_after + 1;
+                violation =
+                    Some(Event::Violation { at_ms, checker: Checker::Fetch, node: node.clone(), index, message });
+            }
             let problem = match message {
-                Message::Hello(hello) if !to_replica => {
-                    connection.hello = Some((hello.last_index, hello.newest_only));
-                    let asks_log = matches!(hello.want, Want::Log) && !hello.newest_only;
-                    (asks_log && hello.last_index < applied).then(|| {
-                        (
-                            hello.last_index + 1,
-                            format!(
-                                "{node} asked {source_name} for the log after {} while it had applied {applied}: a \
-                                 replica asks from what it applied, so it fetches each entry once",
-                                hello.last_index
-                            ),
-                        )
-                    })
-                }
-                Message::Entries { entries } if to_replica => {
+                Some(Message::Entries { entries }) if to_replica => {
                     let Some(first) = entries.first().and_then(|e| qs_node::StoredEntry::check(e.clone()).ok()) else {
                         continue;
                     };
@@ -266,6 +279,10 @@ mod tests {
         Message::Hello(hello).encode()
     }
 
+    fn welcome() -> Vec<u8> {
+        Message::Welcome { server_id: 2, db_id: DatabaseId(7), applied_index: 200, first_retained_index: 1 }.encode()
+    }
+
     fn applied(fetch: &mut Fetch, node: &str, last: u64) {
         let event = Event::Applied { at_ms: 5, node: node.into(), first: 1, last, hash: "h".into() };
         assert!(fetch.observe(&event).is_empty());
@@ -304,13 +321,29 @@ mod tests {
         let mut fetch = judge();
         applied(&mut fetch, "edge-1", 49);
         let edge = replica(40_001);
-        let message = message(fetch.lock().read(9, SOURCE, edge, &hello(0, false)));
+        assert!(fetch.lock().read(9, SOURCE, edge, &hello(0, false)).is_none(), "judged when the answer is read");
+        let message = message(fetch.lock().read(9, edge, SOURCE, &welcome()));
         assert!(message.contains("edge-1 asked mid-1 for the log after 0 while it had applied 49"), "{message}");
         // One violation a connection; a new one is judged afresh.
         assert!(fetch.lock().read(9, edge, SOURCE, &entries(1, 3)).is_none());
-        assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(10, false)).is_some());
+        assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(10, false)).is_none());
+        assert!(fetch.lock().read(9, replica(40_002), SOURCE, &welcome()).is_some());
         // A probe's newest-only hello may name less than the replica applied meanwhile.
         assert!(fetch.lock().read(9, SOURCE, replica(40_003), &hello(10, true)).is_none());
+        assert!(fetch.lock().read(9, replica(40_003), SOURCE, &welcome()).is_none());
+    }
+
+    #[test]
+    fn a_hello_a_paused_source_reads_late_is_judged_by_when_the_replica_hears_back() {
+        let mut fetch = judge();
+        applied(&mut fetch, "edge-1", 100);
+        let edge = replica(40_001);
+        // Sent at 100; the source, paused, reads it after the replica moved on and applied 166.
+        applied(&mut fetch, "edge-1", 166);
+        assert!(fetch.lock().read(9, SOURCE, edge, &hello(100, false)).is_none());
+        // The replica gave up on that connection and never reads it: nothing to blame.
+        assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(166, false)).is_none());
+        assert!(fetch.lock().read(9, replica(40_002), SOURCE, &welcome()).is_none());
     }
 
     #[test]
@@ -335,7 +368,8 @@ mod tests {
         applied(&mut fetch, "edge-1", 9);
         let event = Event::Bootstrapped { at_ms: 6, node: "edge-1".into(), index: 3, hash: "h".into() };
         fetch.observe(&event);
-        assert!(fetch.lock().read(9, SOURCE, replica(40_001), &hello(3, false)).is_none(), "after a snapshot at 3");
+        assert!(fetch.lock().read(9, SOURCE, replica(40_001), &hello(3, false)).is_none());
+        assert!(fetch.lock().read(9, replica(40_001), SOURCE, &welcome()).is_none(), "after a snapshot at 3");
         let replaced = Event::Fault {
             at_ms: 7,
             node: "edge-1".into(),
@@ -344,7 +378,8 @@ mod tests {
             detail: "disk replaced".into(),
         };
         fetch.observe(&replaced);
-        assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(0, false)).is_none(), "a new disk is empty");
+        assert!(fetch.lock().read(9, SOURCE, replica(40_002), &hello(0, false)).is_none());
+        assert!(fetch.lock().read(9, replica(40_002), SOURCE, &welcome()).is_none(), "a new disk is empty");
         // Memcached, and bytes that are not the protocol: not judged.
         let memcached = SocketAddr::new(MID, 11211);
         assert!(fetch.lock().read(9, replica(40_004), memcached, &entries(1, 1)).is_none());

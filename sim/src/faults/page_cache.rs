@@ -315,7 +315,10 @@ fn before_write(fd: i32, offset: Option<i64>, len: usize) -> Verdict {
     }
     for page in first..=last {
         let start = page * PAGE;
-        if start >= state.synced_len || state.saved.contains_key(&page) {
+        // Only a page whose synced bytes this write covers: an append past the synced length
+        // leaves them as they are.
+        let covers_synced = at.max(start) < (at + len as u64).min(state.synced_len);
+        if !covers_synced || state.saved.contains_key(&page) {
             continue;
         }
         let end = (start + PAGE).min(state.synced_len);
