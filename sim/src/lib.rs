@@ -8,6 +8,7 @@
 //! - [`resources`]: the per-node cache and memory models, scaled to the data a scenario stands
 //!   for, and the sizing formulas;
 //! - [`sweep`]: many scenarios × seeds, one `qsim run` process each, with shards and reports;
+//! - [`explore`]: a budget of runs of one swarm scenario, its seeds chosen by probe rarity;
 //! - [`sizing`]: one scenario over cache shares × key popularities, the miss-ratio curve;
 //! - [`shrink`]: a failing run reduced to the smallest scenario that fails the same way;
 //! - [`scratch`]: where runs keep their files, and a sweep's per-run folders removed however a
@@ -16,6 +17,7 @@
 //!   scenario, its writers and readers, and the fault injectors.
 
 pub mod checkers;
+pub mod explore;
 #[cfg(madsim)]
 pub mod faults;
 #[cfg(madsim)]

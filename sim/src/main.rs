@@ -29,7 +29,7 @@ use qs_sim::sweep::process::RunSettings;
                   failure (no convergence), 4 the simulation crashed, 5 nondeterminism, 70 built without \
                   --cfg madsim (use ./qsim). A sweep, a nightly shard and a merge of a sharded sweep exit 0 when \
                   every run ended as its scenario expects (with --known: when every failure group is known), \
-                  1 otherwise, 2 for bad arguments or shards that do not make one sweep."
+                  1 otherwise, 2 for bad arguments or shards that do not make one sweep; explore likewise."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -91,6 +91,31 @@ enum Command {
         /// sweep; any other group does.
         #[arg(long)]
         known: Option<PathBuf>,
+    },
+    /// Spend a budget of runs of a swarm scenario on the seeds whose drawn fault mixes go with
+    /// the probes reached least so far (a first round in seed order, then rounds guided by probe
+    /// rarity, a quarter of the picks random); report every probe's runs and hits, the probes
+    /// never reached, and each failure's reproduce command.
+    Explore {
+        /// A scenario file with `[swarm]`.
+        scenario: PathBuf,
+        /// The budget: how many runs.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=qs_sim::explore::RUNS_MAX))]
+        runs: u64,
+        /// The first candidate seed (candidates: 16 per run of the budget, at least 256).
+        #[arg(long, default_value_t = 1)]
+        start_seed: u64,
+        /// Runs at a time (default: the number of cores); never changes which seeds run.
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Where each run's output and summary.json go.
+        #[arg(long, default_value = "runs/explore")]
+        out: PathBuf,
+        /// Run on this engine instead of the scenario's: memory, lmdb or rocksdb.
+        #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
+        engine: Option<qs_node::EngineKind>,
+        #[command(flatten)]
+        runs_options: RunOptions,
     },
     /// Run one shard of a nightly definition (which scenarios on which engines, seeds, shards,
     /// known failures; see `ci/nightly.toml`): the sweep every launcher runs.
@@ -280,6 +305,18 @@ fn main() -> ExitCode {
         }
         Command::Nightly { definition, shard, jobs, out, first_seeds, .. } => {
             cmd::sweep::nightly(&definition, shard, jobs, first_seeds, out)
+        }
+        Command::Explore { scenario, runs, start_seed, jobs, out, engine, runs_options } => {
+            let settings = match runs_options.settings() {
+                Ok(settings) => settings,
+                Err(e) => {
+                    eprintln!("qsim explore: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let plan = qs_sim::explore::ExplorePlan { runs, start_seed, jobs, settings, out };
+            cmd::explore::explore(&scenario, engine, &plan)
         }
         Command::Report { dir } => cmd::tools::report(&dir),
         Command::Shrink { target, seed, engine, max_steps, run_timeout, out } => {

@@ -4,9 +4,11 @@
 //!
 //! - `run`: one scenario under one seed;
 //! - `sweep`: `qsim sweep`, `qsim merge` and `qsim nightly`;
+//! - `explore`: `qsim explore`, a budget of runs of a swarm scenario chosen by probe rarity;
 //! - `shrink`: a failing run to the smallest scenario that fails the same way;
 //! - `tools`: `qsim report`, `qsim list`, `qsim sizing`.
 
+pub mod explore;
 pub mod run;
 pub mod shrink;
 pub mod sweep;

@@ -122,9 +122,21 @@ pub fn run(
         scenario.scenario.duration, scenario.checks.converge_within
     );
     let drawn = scenario.fault.len();
-    for (i, f) in scenario.faults_for(seed).iter().enumerate() {
-        let origin = if i < drawn { "" } else { "   (swarm: drawn from the seed)" };
-        println!("fault      {:?} {} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
+    let faults = scenario.faults_for(seed);
+    // The related groups' faults close the list, in their groups' order.
+    let groups: Vec<qs_sim::scenario::RelatedGroup> =
+        scenario.related_for(seed).into_iter().flat_map(|g| vec![g.group; g.faults.len()]).collect();
+    let related_from = faults.len() - groups.len();
+    for (i, f) in faults.iter().enumerate() {
+        let origin = if i < drawn {
+            String::new()
+        } else if i >= related_from {
+            format!("   (swarm: related, {})", groups[i - related_from])
+        } else {
+            "   (swarm: drawn from the seed)".to_string()
+        };
+        let with = if f.group.is_empty() { String::new() } else { format!(" with {}", f.group.join(", ")) };
+        println!("fault      {:?} {}{with} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
     }
 
     let attempt = |seed| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qs_sim::world::run(scenario, seed)));

@@ -150,6 +150,14 @@ pub struct Swarm {
     /// `snapshot_chunk_bytes`.
     #[serde(default)]
     pub interrupt_bootstraps: bool,
+    /// Draw related fault groups on purpose too (`swarm::RelatedGroup`): a replica and one or
+    /// all of its configured sources out at overlapping times, a replica out past its sources'
+    /// retention while a source is out too, a whole tier out together — from a stream of its
+    /// own, so the faults drawn without it stay as they were. Its outages are of the `kinds`
+    /// among kill, stop, pause, partition and power_loss; never overlapping another fault on
+    /// the same node.
+    #[serde(default)]
+    pub related: bool,
 }
 
 /// What a fault does: one definition, shared with the trace (`fault` events).

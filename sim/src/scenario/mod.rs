@@ -71,6 +71,7 @@
 //! duration_min = "2s"
 //! duration_max = "40s"
 //! # interrupt_bootstraps = true    # and kill, pause or cut off nodes those faults send to a snapshot
+//! # related = true                 # and related outages: a node with its sources, past retention, a tier
 //!
 //! [resources]                      # optional: cache and memory models (crate::resources)
 //! stands_for = "1 TiB"             # the data the full key space stands for (scale; default 1)
@@ -92,11 +93,12 @@
 
 mod fault;
 pub mod nodes;
-mod swarm;
+pub mod swarm;
 mod validate;
 mod workload;
 
 pub use fault::{DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, Swarm};
+pub use swarm::{RelatedDraw, RelatedGroup};
 pub use workload::{Burst, SizeDistribution, ValueBytes, Workload, WriterModes};
 
 use std::path::{Path, PathBuf};

@@ -157,6 +157,25 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         .collect()
 }
 
+/// Each replica's configured sources by node name (primaries first, then secondaries), read
+/// from the configurations [`generate`] makes, so it can never disagree with what the nodes are
+/// given. Empty for a scenario its nodes refuse (never one `Scenario::load` accepted).
+pub fn source_names(scenario: &Scenario) -> std::collections::BTreeMap<String, Vec<String>> {
+    let Ok(planned) = generate(scenario, Path::new("/qsim-scratch-not-created")) else {
+        return Default::default();
+    };
+    let names: std::collections::BTreeMap<IpAddr, String> =
+        planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
+    planned
+        .iter()
+        .filter(|p| p.config.role == qs_node::config::Role::Replica)
+        .map(|p| {
+            let mine = p.config.sources().iter().filter_map(|a| names.get(&a.ip()).cloned()).collect();
+            (p.config.name.clone(), mine)
+        })
+        .collect()
+}
+
 /// Operations a second of the producer's default quota per operation a second its writers may
 /// offer at their peak: generous, so a correct token bucket never throttles a run, while one
 /// that never refilled would throttle every run after its first second.

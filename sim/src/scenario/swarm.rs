@@ -1,11 +1,18 @@
-//! Swarm mode: the faults a seed draws (see [`Swarm`](super::Swarm)).
+//! Swarm mode: the faults a seed draws (see [`Swarm`]).
+//!
+//! Guarantees: every draw is a pure function of the scenario and the seed; each family of
+//! draws has a random stream of its own (independent faults, interrupts, related groups,
+//! fault points, writer modes), so turning one option on leaves the others' draws exactly as
+//! they were; a drawn fault never overlaps another fault on a node it touches, but for an
+//! interrupt, whose time is a transfer's; and every drawn fault is one `Scenario::load` accepts
+//! written out (the shrinker's explicit schedule re-parses them).
 
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::fault::{DiskError, IoOp};
-use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Workload, WriterModes};
+use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Swarm, Workload, WriterModes};
 
 impl Scenario {
     /// Whether the node's fault points are on in a run under `seed`: the file's `buggify`, or
@@ -39,9 +46,49 @@ impl Scenario {
             .collect()
     }
 
-    /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws.
-    /// Drawn faults never overlap another fault on the same node.
+    /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws
+    /// independently, the interrupts of `interrupt_bootstraps`, and last the faults of the
+    /// groups `related` draws ([`Scenario::related_for`]). Drawn faults never overlap another
+    /// fault on the same node, but for an interrupt (its time is the transfer's).
     pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
+        let mut faults = self.independent_faults_for(seed);
+        let related = self.draw_related(seed, &faults);
+        faults.extend(related.into_iter().flat_map(|group| group.faults));
+        faults
+    }
+
+    /// The related fault groups a run under `seed` draws (swarm mode with `related`; none
+    /// otherwise), in the order their faults close [`Scenario::faults_for`]'s list.
+    pub fn related_for(&self, seed: u64) -> Vec<RelatedDraw> {
+        let faults = self.independent_faults_for(seed);
+        self.draw_related(seed, &faults)
+    }
+
+    /// How long an outage lasts, at the least, before the entries its node needs next may have
+    /// been collected everywhere: `retention_entries` entries at the most the root writes a
+    /// second — one a batch window while writes arrive (at most the writers' request rate),
+    /// else one a heartbeat interval — plus a collection pass. `None` when that leaves no room
+    /// in the run for the node to come back and catch up ([`PAST_RETENTION_ROOM`]).
+    pub fn past_retention(&self) -> Option<Duration> {
+        let writes_per_s: f64 = self
+            .workload
+            .iter()
+            .filter_map(|w| match w {
+                Workload::Writer { rate_per_s, .. } => Some(*rate_per_s),
+                _ => None,
+            })
+            .sum();
+        let node = &self.node;
+        let per_window = 1.0 / node.batch_window.as_secs_f64();
+        let per_heartbeat = 1.0 / node.heartbeat_interval.as_secs_f64();
+        let entries_per_s = writes_per_s.min(per_window).max(per_heartbeat);
+        let least = Duration::from_secs_f64(node.retention_entries as f64 / entries_per_s) + node.gc_interval;
+        // The drawn outage is up to twice that, and then its node must come back inside the run.
+        (least * 2 + PAST_RETENTION_ROOM < self.scenario.duration).then_some(least)
+    }
+
+    /// The file's faults, the ones the seed draws one by one, and the interrupts.
+    fn independent_faults_for(&self, seed: u64) -> Vec<Fault> {
         use rand::{RngExt, SeedableRng};
         let mut faults: Vec<Fault> = self.fault.iter().map(|f| f.get_ref().clone()).collect();
         let Some(swarm) = &self.swarm else { return faults };
@@ -98,11 +145,6 @@ impl Scenario {
                 _ => {}
             }
             // Faults touching a node (as target, peer or group member) never overlap on it.
-            let touched = |f: &Fault| {
-                let mut nodes = f.group_with_target();
-                nodes.extend(f.peer.as_ref().map(|p| p.get_ref().clone()));
-                nodes
-            };
             let mine = touched(&fault);
             let overlaps = faults
                 .iter()
@@ -134,6 +176,244 @@ impl Scenario {
         }
         faults
     }
+
+    /// The related groups `related` draws under `seed`, each placed clear of `drawn` (the run's
+    /// other faults) and of the groups before it on every node it touches.
+    fn draw_related(&self, seed: u64, drawn: &[Fault]) -> Vec<RelatedDraw> {
+        use rand::{RngExt, SeedableRng};
+        let Some(swarm) = self.swarm.as_ref().filter(|s| s.related) else { return Vec::new() };
+        let outages: Vec<FaultKind> = OUTAGE_KINDS.into_iter().filter(|k| swarm.kinds.contains(k)).collect();
+        if outages.is_empty() {
+            return Vec::new(); // refused at load
+        }
+        // A stream of its own: turning `related` on leaves every other draw of the seed as it was.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7265_6c61_7465_6400);
+        let world = World::of(self);
+        let available: Vec<RelatedGroup> = RelatedGroup::ALL.into_iter().filter(|g| world.can_draw(*g)).collect();
+        if available.is_empty() {
+            return Vec::new();
+        }
+        let mut placed: Vec<Fault> = drawn.to_vec();
+        let mut groups = Vec::new();
+        for _ in 0..rng.random_range(1..=RELATED_GROUPS_MAX) {
+            let group = available[rng.random_range(0..available.len())];
+            for _ in 0..PLACEMENT_ATTEMPTS {
+                let faults = world.draw(group, &outages, swarm, &mut rng);
+                if faults.iter().all(|f| placed.iter().all(|p| !overlap(f, p))) {
+                    placed.extend(faults.iter().cloned());
+                    groups.push(RelatedDraw { group, faults });
+                    break;
+                }
+            }
+        }
+        groups
+    }
+}
+
+/// Faults on one node overlap in time: `a` and `b` touch a node in common (as target, peer or
+/// group member) at some moment. A fault that waits for a transfer (`during`) may start any
+/// time after its `at`, so it counts as lasting from `at` on.
+fn overlap(a: &Fault, b: &Fault) -> bool {
+    let end = |f: &Fault| if f.during.is_some() { Duration::MAX } else { f.at + f.duration };
+    let nodes = touched(b);
+    a.at < end(b) && b.at < end(a) && touched(a).iter().any(|n| nodes.contains(n))
+}
+
+/// The nodes a fault touches: its target, its group and its peer.
+fn touched(fault: &Fault) -> Vec<String> {
+    let mut nodes = fault.group_with_target();
+    nodes.extend(fault.peer.as_ref().map(|p| p.get_ref().clone()));
+    nodes
+}
+
+/// The kinds that take a node out of service for its replicas while they last — the outages a
+/// related group is made of.
+pub const OUTAGE_KINDS: [FaultKind; 5] =
+    [FaultKind::Kill, FaultKind::Stop, FaultKind::Pause, FaultKind::Partition, FaultKind::PowerLoss];
+
+/// Most related groups one seed draws (at least one is tried on every seed).
+pub const RELATED_GROUPS_MAX: usize = 2;
+
+/// Places tried for one related group before it is given up (every one overlapped a fault
+/// already drawn on one of its nodes).
+const PLACEMENT_ATTEMPTS: usize = 8;
+
+/// What a node out past retention needs left of the run after it comes back: time to find a
+/// source that answers, bootstrap and catch up inside the safety phase.
+pub const PAST_RETENTION_ROOM: Duration = Duration::from_secs(20);
+
+/// The shapes of related faults swarm's `related` draws on purpose: outages that independent
+/// draws seldom line up — a node and its sources failing together, an outage past the sources'
+/// retention, a whole tier at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelatedGroup {
+    /// A replica and one of its configured sources (not the root) out at overlapping times.
+    ReplicaAndSource,
+    /// A replica and every one of its configured sources out at overlapping times (replicas
+    /// whose sources are all below the root).
+    ReplicaAndAllSources,
+    /// A replica out for longer than its sources' retention covers ([`Scenario::past_retention`]),
+    /// and — when it has a source below the root — that source going out during the outage and
+    /// still out when the replica comes back: the source that is up must say "out of retention"
+    /// and the replica must not wait for the one that is down.
+    PastRetention,
+    /// Every node of one tier out together (one `power_loss` of the whole tier, or one fault per
+    /// node at the same moment for as long), half the time past retention when the run has room.
+    TierDown,
+}
+
+impl RelatedGroup {
+    /// Every group, in the order draws and tables list them.
+    pub const ALL: [RelatedGroup; 4] = [
+        RelatedGroup::ReplicaAndSource,
+        RelatedGroup::ReplicaAndAllSources,
+        RelatedGroup::PastRetention,
+        RelatedGroup::TierDown,
+    ];
+
+    /// The name summaries and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            RelatedGroup::ReplicaAndSource => "replica_and_source",
+            RelatedGroup::ReplicaAndAllSources => "replica_and_all_sources",
+            RelatedGroup::PastRetention => "past_retention",
+            RelatedGroup::TierDown => "tier_down",
+        }
+    }
+}
+
+impl std::fmt::Display for RelatedGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One related group as a seed drew it: its shape and its faults (its replica's first).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelatedDraw {
+    pub group: RelatedGroup,
+    pub faults: Vec<Fault>,
+}
+
+/// What the related draws need to know of a scenario, worked out once per seed.
+struct World {
+    /// Every replica with its configured sources, in topology order.
+    replicas: Vec<(String, Vec<String>)>,
+    /// Each tier's nodes, root's excluded.
+    tiers: Vec<Vec<String>>,
+    /// The safety phase, in ms.
+    horizon: u64,
+    /// [`Scenario::past_retention`], in ms.
+    past: Option<u64>,
+}
+
+impl World {
+    fn of(scenario: &Scenario) -> World {
+        let sources = super::nodes::source_names(scenario);
+        let infos = scenario.node_infos();
+        let replicas = infos.iter().filter_map(|n| sources.get(&n.name).map(|s| (n.name.clone(), s.clone()))).collect();
+        let tiers = scenario
+            .topology
+            .tiers
+            .iter()
+            .map(|t| infos.iter().filter(|n| n.tier == t.get_ref().name).map(|n| n.name.clone()).collect())
+            .collect();
+        World {
+            replicas,
+            tiers,
+            horizon: scenario.scenario.duration.as_millis() as u64,
+            past: scenario.past_retention().map(|d| d.as_millis() as u64),
+        }
+    }
+
+    /// Replicas with a source below the root (`all`: with every source below it).
+    fn fed_by_replicas(&self, all: bool) -> Vec<&(String, Vec<String>)> {
+        let below_root = |s: &String| s != "root";
+        self.replicas
+            .iter()
+            .filter(|(_, sources)| if all { sources.iter().all(below_root) } else { sources.iter().any(below_root) })
+            .collect()
+    }
+
+    fn can_draw(&self, group: RelatedGroup) -> bool {
+        match group {
+            RelatedGroup::ReplicaAndSource => !self.fed_by_replicas(false).is_empty(),
+            RelatedGroup::ReplicaAndAllSources => !self.fed_by_replicas(true).is_empty(),
+            RelatedGroup::PastRetention => self.past.is_some() && !self.replicas.is_empty(),
+            RelatedGroup::TierDown => !self.tiers.is_empty(),
+        }
+    }
+
+    /// One placement of `group` (`can_draw` holds): outages of the `outages` kinds, times in
+    /// whole milliseconds inside the safety phase.
+    fn draw(&self, group: RelatedGroup, outages: &[FaultKind], swarm: &Swarm, rng: &mut impl rand::Rng) -> Vec<Fault> {
+        use rand::RngExt;
+        let span = swarm.duration_min.as_millis() as u64..=swarm.duration_max.as_millis() as u64;
+        let mut kind = || outages[rng.random_range(0..outages.len())];
+        let (first_kind, second_kind) = (kind(), kind());
+        match group {
+            RelatedGroup::ReplicaAndSource | RelatedGroup::ReplicaAndAllSources => {
+                let all = group == RelatedGroup::ReplicaAndAllSources;
+                let fed = self.fed_by_replicas(all);
+                let (replica, sources) = fed[rng.random_range(0..fed.len())];
+                let below: Vec<&String> = sources.iter().filter(|s| *s != "root").collect();
+                let chosen: Vec<&String> = if all { below } else { vec![below[rng.random_range(0..below.len())]] };
+                let at = rng.random_range(0..self.horizon);
+                let duration = rng.random_range(span.clone());
+                let mut faults = vec![outage(first_kind, replica, at, duration)];
+                for (i, source) in chosen.into_iter().enumerate() {
+                    let kind = if i == 0 { second_kind } else { outages[rng.random_range(0..outages.len())] };
+                    let length = rng.random_range(span.clone());
+                    // Overlapping the replica's: starts before it ends, ends after it starts.
+                    let from = (at + 1).saturating_sub(length);
+                    let to = (at + duration - 1).min(self.horizon - 1);
+                    faults.push(outage(kind, source, rng.random_range(from..=to.max(from)), length));
+                }
+                faults
+            }
+            RelatedGroup::PastRetention => {
+                let past = self.past.expect("can_draw");
+                let (replica, sources) = &self.replicas[rng.random_range(0..self.replicas.len())];
+                let duration = rng.random_range(past..=past * 2);
+                let room = PAST_RETENTION_ROOM.as_millis() as u64;
+                let at = rng.random_range(0..=self.horizon - duration - room);
+                let back = at + duration;
+                let mut faults = vec![outage(first_kind, replica, at, duration)];
+                let below: Vec<&String> = sources.iter().filter(|s| *s != "root").collect();
+                if !below.is_empty() {
+                    let source = below[rng.random_range(0..below.len())];
+                    // Out some time during the replica's outage, and still out when it is back.
+                    let from = rng.random_range(at..back);
+                    let until = back + rng.random_range(span);
+                    faults.push(outage(second_kind, source, from, until - from));
+                }
+                faults
+            }
+            RelatedGroup::TierDown => {
+                let tier = &self.tiers[rng.random_range(0..self.tiers.len())];
+                let room = PAST_RETENTION_ROOM.as_millis() as u64;
+                let duration = match self.past {
+                    Some(past) if rng.random_bool(0.5) => rng.random_range(past..=past * 2),
+                    _ => rng.random_range(span),
+                };
+                let latest = self.horizon.saturating_sub(duration + room).max(1);
+                let at = rng.random_range(0..latest);
+                if first_kind == FaultKind::PowerLoss {
+                    let mut fault = outage(first_kind, &tier[0], at, duration);
+                    fault.group = tier[1..].to_vec();
+                    vec![fault]
+                } else {
+                    tier.iter().map(|node| outage(first_kind, node, at, duration)).collect()
+                }
+            }
+        }
+    }
+}
+
+/// An outage of `kind` on `target` from `at` for `duration`, in ms.
+fn outage(kind: FaultKind, target: &str, at: u64, duration: u64) -> Fault {
+    Fault::new(Duration::from_millis(at), kind, target, Duration::from_millis(duration.max(1)))
 }
 
 /// The most operations a drawn writer's request carries.
@@ -228,5 +508,121 @@ converge_within = "90s"
         assert!(rebootstraps > 100, "{rebootstraps}");
         assert!((rebootstraps / 3..=rebootstraps * 2 / 3).contains(&interrupts), "{interrupts} of {rebootstraps}");
         assert_eq!(kinds.len(), 3, "{kinds:?}");
+    }
+
+    fn related(on: bool) -> Scenario {
+        let text = format!(
+            r#"
+[scenario]
+name = "r"
+description = "d"
+duration = "3m"
+
+[topology]
+tiers = [{{ name = "mid", count = 3 }}, {{ name = "edge", count = 6, primaries = 1, secondaries = 2 }}]
+
+[node]
+retention_entries = 100
+
+[[workload]]
+kind = "writer"
+rate_per_s = 5
+keys = 100
+value_bytes = {{ min = 10, max = 200 }}
+
+[swarm]
+kinds = ["kill", "pause", "power_loss", "sigbus", "latency", "split"]
+count_min = 1
+count_max = 8
+duration_min = "2s"
+duration_max = "40s"
+interrupt_bootstraps = true
+related = {on}
+
+[checks]
+lag_max = "30s"
+converge_within = "90s"
+"#
+        );
+        Scenario::parse(&text, Path::new("r.toml")).expect("a valid swarm scenario")
+    }
+
+    #[test]
+    fn related_groups_line_up_a_node_with_its_sources_past_retention_and_by_tier_and_change_no_other_draw() {
+        let (plain, relating) = (related(false), related(true));
+        let sources = super::super::nodes::source_names(&relating);
+        assert_eq!(sources["edge-2"], ["mid-2", "mid-3", "mid-1"], "round robin over the mids, primary first");
+        // 100 entries at 2 a second, and a collection pass.
+        let past = relating.past_retention().expect("room for an outage past retention");
+        assert_eq!(past, Duration::from_secs(51));
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..300 {
+            let before = plain.faults_for(seed);
+            let after = relating.faults_for(seed);
+            assert_eq!(after[..before.len()], before[..], "seed {seed}: the other draws stay");
+            let groups = relating.related_for(seed);
+            let drawn: Vec<Fault> = groups.iter().flat_map(|g| g.faults.clone()).collect();
+            assert_eq!(after[before.len()..], drawn[..], "seed {seed}: the groups close the list");
+            assert!(plain.related_for(seed).is_empty());
+            for (i, fault) in drawn.iter().enumerate() {
+                assert!(OUTAGE_KINDS.contains(&fault.kind) && fault.during.is_none(), "seed {seed}: {fault:?}");
+                assert!(fault.at < Duration::from_secs(180) && !fault.duration.is_zero(), "seed {seed}: {fault:?}");
+                let clear = before.iter().chain(drawn.iter().take(i)).all(|o| !overlap(fault, o));
+                assert!(clear, "seed {seed}: {fault:?} overlaps on its node");
+            }
+            let ends = |f: &Fault| f.at + f.duration;
+            for RelatedDraw { group, faults } in &groups {
+                seen.insert(*group);
+                let replica = faults[0].target.get_ref();
+                match group {
+                    RelatedGroup::ReplicaAndSource | RelatedGroup::ReplicaAndAllSources => {
+                        let expected = if *group == RelatedGroup::ReplicaAndSource { 2 } else { 4 };
+                        assert_eq!(faults.len(), expected, "seed {seed}: {faults:?}");
+                        for source in &faults[1..] {
+                            assert!(sources[replica].contains(source.target.get_ref()), "seed {seed}: {faults:?}");
+                            let overlapping = source.at < ends(&faults[0]) && faults[0].at < ends(source);
+                            assert!(overlapping, "seed {seed}: {faults:?}");
+                        }
+                    }
+                    RelatedGroup::PastRetention => {
+                        assert!((past..=past * 2).contains(&faults[0].duration), "seed {seed}: {faults:?}");
+                        assert!(ends(&faults[0]) + PAST_RETENTION_ROOM <= Duration::from_secs(180));
+                        if replica.starts_with("edge") {
+                            let source = &faults[1];
+                            assert!(sources[replica].contains(source.target.get_ref()), "seed {seed}: {faults:?}");
+                            let out_at_return = source.at < ends(&faults[0]) && ends(&faults[0]) < ends(source);
+                            assert!(out_at_return && source.at >= faults[0].at, "seed {seed}: {faults:?}");
+                        } else {
+                            assert_eq!(faults.len(), 1, "a mid's one source is the root: {faults:?}");
+                        }
+                    }
+                    RelatedGroup::TierDown => {
+                        let mut nodes: Vec<String> = faults.iter().flat_map(Fault::group_with_target).collect();
+                        nodes.sort();
+                        let tier = if replica.starts_with("mid") { 3 } else { 6 };
+                        assert_eq!(nodes.len(), tier, "seed {seed}: {faults:?}");
+                        assert!(faults.iter().all(|f| (f.at, f.duration) == (faults[0].at, faults[0].duration)));
+                    }
+                }
+            }
+        }
+        assert_eq!(seen.len(), RelatedGroup::ALL.len(), "every group is drawn: {seen:?}");
+    }
+
+    #[test]
+    fn related_needs_an_outage_kind_and_a_short_retention_for_its_past_retention_group() {
+        let text = "[scenario]\nname = \"r\"\ndescription = \"d\"\nduration = \"3m\"\n[topology]\ntiers = [{ name = \"e\", count = 2 }]\n\
+                    [swarm]\nkinds = [\"latency\"]\ncount_min = 1\ncount_max = 2\nduration_min = \"2s\"\nduration_max = \"4s\"\n\
+                    related = true\n[checks]\nlag_max = \"30s\"\nconverge_within = \"90s\"\n";
+        let err = Scenario::parse(text, Path::new("r.toml")).unwrap_err().to_string();
+        assert!(err.contains("field `swarm`") && err.contains("related draws outages"), "{err}");
+        let ok = Scenario::parse(&text.replace("[\"latency\"]", "[\"kill\"]"), Path::new("r.toml")).expect("valid");
+        // The default retention (100 000 entries) is never passed in three minutes.
+        assert_eq!(ok.past_retention(), None);
+        for seed in 0..50 {
+            let groups = ok.related_for(seed);
+            assert!(!groups.is_empty(), "seed {seed}: a tier can always go down");
+            assert!(groups.iter().all(|g| g.group == RelatedGroup::TierDown), "seed {seed}: {groups:?}");
+        }
     }
 }

@@ -255,6 +255,8 @@ impl Scenario {
                 Some("needs count_min <= count_max <= 1000")
             } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {
                 Some("needs 0 < duration_min <= duration_max")
+            } else if swarm.related && !swarm.kinds.iter().any(|k| super::swarm::OUTAGE_KINDS.contains(k)) {
+                Some("related draws outages: kinds must name kill, stop, pause, partition or power_loss")
             } else {
                 None
             };
