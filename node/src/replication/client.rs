@@ -16,8 +16,9 @@
 //!   within `staleness_failover`, every step of a bootstrap within `snapshot_timeout`.
 //! - A source that no longer holds our next index answers `OutOfRetention`; we try the next
 //!   source, and when a round of every source brought nothing and one of them said so, we
-//!   bootstrap from a snapshot (a source that is down cannot veto it). We never skip. A
-//!   transfer that broke off resumes from the source it was staged from.
+//!   bootstrap from a snapshot (a source that is down cannot veto it), asking the sources that
+//!   answered first (one that is paused cannot hold it up). We never skip. A transfer that
+//!   broke off resumes from the source it was staged from.
 //! - After trying every source without progress we wait a capped, jittered, exponential backoff.
 //!   The jitter comes from a generator seeded by the node id, so the simulator controls it.
 //! - Losing every source never stops this node serving reads or its own downstream clients.
@@ -109,7 +110,8 @@ pub async fn run(state: Arc<NodeState>) {
     let mut staged_from: Option<SocketAddr> = None;
     loop {
         let mut progressed = false;
-        let mut out_of_retention = 0;
+        // The sources that answered "out of retention" this round: alive, and serving.
+        let mut answered_out_of_retention: Vec<SocketAddr> = Vec::new();
         // Sources that ended without saying whether they hold our next entry (down, refusing,
         // silent or misbehaving): they cannot veto a bootstrap another source calls for.
         let mut damaged = state.is_damaged();
@@ -147,14 +149,14 @@ pub async fn run(state: Arc<NodeState>) {
             progressed |= after > before;
             tracing::info!(node = %state.config.name, %source, ?ended, applied = after, "left replication source");
             if let Ended::OutOfRetention { .. } = ended {
-                out_of_retention += 1;
+                answered_out_of_retention.push(source);
             }
             damaged |= ended == Ended::Damaged;
             if position + 1 < sources.len() {
                 state.metrics.failovers.inc();
             }
         }
-        if (out_of_retention > 0 && !progressed) || damaged {
+        if (!answered_out_of_retention.is_empty() && !progressed) || damaged {
             // A source no longer holds our next entry and no source gave us anything this
             // round, or our store is damaged: bootstrap from the first source that serves a
             // snapshot (a verified one replaces the whole store). Waiting for every source to
@@ -164,11 +166,15 @@ pub async fn run(state: Arc<NodeState>) {
                 left_because = SourceChange::Damaged;
             }
             // The source whose transfer is staged first: another source's export is another
-            // snapshot, and asking it would start the transfer again at chunk 0.
-            let mut order = sources.clone();
-            if let Some(staged) = staged_from.filter(|s| order.contains(s)) {
-                order.retain(|s| *s != staged);
-                order.insert(0, staged);
+            // snapshot, and asking it would start the transfer again at chunk 0. Then the
+            // sources that just answered: one that accepts a connection and says nothing (a
+            // paused process) would hold the bootstrap for a whole `snapshot_timeout` if asked
+            // first, in configured order. The rest last.
+            let mut order: Vec<SocketAddr> = staged_from.filter(|s| sources.contains(s)).into_iter().collect();
+            for source in answered_out_of_retention.iter().chain(&sources) {
+                if !order.contains(source) {
+                    order.push(*source);
+                }
             }
             'sources: for source in order {
                 for resumed in 0.. {

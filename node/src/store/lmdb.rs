@@ -424,7 +424,7 @@ mod tests {
     use super::*;
 
     fn settings(write_map: bool) -> LmdbSettings {
-        LmdbSettings { map_bytes: 64 << 20, read_ahead: true, write_map }
+        LmdbSettings { map_bytes: 64 << 20, read_ahead: true, write_map, sync_commits: true }
     }
 
     /// A replacing commit hands over the length of each record its `kv` writes replace, in

@@ -94,7 +94,9 @@ impl Installs {
     /// Why a failed attempt of `node` from `source` at `at_ms` is no surprise, if it is not.
     fn attempt_cause(&self, node: &str, source: &str, at_ms: u64) -> Option<String> {
         let since = self.attempt_since_ms.get(node).copied().unwrap_or(0);
-        for who in [node, source] {
+        // A network-wide fault (`latency`, `loss`: a lost SYN is a refused connect under
+        // madsim) touches every attempt; it is traced on the target "network".
+        for who in [node, source, "network"] {
             if let Some(kind) = self.active.get(who).and_then(|kinds| kinds.keys().next()) {
                 return Some(format!("{kind} on {who}"));
             }
