@@ -94,7 +94,19 @@ impl NodeState {
         observer: Option<Arc<dyn NodeObserver>>,
         fault_points: bool,
     ) -> Arc<NodeState> {
-        let ready = config.role == Role::Root || store.applied_index() > 0;
+        // A replica serves reads at once only from a store it had caught up with before: one
+        // that started empty and has not caught up since (its `catching-up` marker is there)
+        // holds whatever a source gave it first, maybe an old state from one that was behind.
+        let catching_up = catching_up_marker(&config);
+        let ready = config.role == Role::Root || (store.applied_index() > 0 && !catching_up.exists());
+        if config.role == Role::Replica
+            && store.applied_index() == 0
+            && let Err(e) = catching_up.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+                std::fs::write(&catching_up, b"this replica started empty and has not caught up: no reads at start\n")
+            })
+        {
+            tracing::error!(marker = %catching_up.display(), error = %e, "could not record that this replica is catching up: a restart before it has would serve reads from a partial store");
+        }
         let (applied, _) = watch::channel(store.applied_index());
         let metrics = Metrics::default();
         let connections = Connections::new(&config.connections, &metrics);
@@ -206,9 +218,26 @@ impl NodeState {
         self.ready.load(Ordering::Relaxed)
     }
 
-    /// Marks the node caught up with a source: from now on it serves reads.
+    /// Marks the node caught up with a source: from now on it serves reads — once its newest
+    /// entry is fresh (the root stamped it within `staleness_failover`). Caught up with a
+    /// source that is itself behind (paused, cut off from the root, not yet aware of it) is not
+    /// caught up: a replica that started empty (a new disk) would serve an old state to readers
+    /// that read a newer one from it before. A root whose path is healthy stamps an entry every
+    /// heartbeat, so a replica that has caught up on a healthy path always has one.
     pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Relaxed);
+        if self.is_ready() {
+            return;
+        }
+        let age_ms = crate::clock::unix_ms().saturating_sub(self.newest_entry_ms());
+        if age_ms <= self.config.replication.staleness_failover.as_millis() as u64 {
+            self.ready.store(true, Ordering::Relaxed);
+            let marker = catching_up_marker(&self.config);
+            if let Err(e) = std::fs::remove_file(&marker)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::error!(marker = %marker.display(), error = %e, "could not remove the catching-up marker: the next start waits to catch up again");
+            }
+        }
     }
 
     /// Tells the node's observer (the simulator's recorder) what it did; nobody in the real
@@ -504,4 +533,10 @@ impl ReadBackend for NodeState {
             ("qs_lag_ms".into(), self.lag_ms().to_string()),
         ]
     }
+}
+
+/// The file whose presence says a replica started empty and has not caught up since (see
+/// [`NodeState::set_ready`]): beside the damage marker, in the node's snapshot folder.
+fn catching_up_marker(config: &NodeConfig) -> std::path::PathBuf {
+    crate::replication::server::snapshot_dir_of(config).join("catching-up")
 }
