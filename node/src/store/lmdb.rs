@@ -58,7 +58,7 @@ pub(crate) struct LmdbSettings {
     /// `true` sets `MDB_WRITEMAP` (see the module doc).
     pub write_map: bool,
     /// `false` sets `MDB_NOSYNC`: only for the planted `legacy.acknowledge_before_sync`, whose
-    /// commits become durable at [`Engine::sync`](super::engine::Engine::sync).
+    /// commits become durable at [`Engine::sync`].
     pub sync_commits: bool,
 }
 

@@ -77,7 +77,7 @@ pub(crate) struct RocksSettings {
     pub direct_reads: bool,
     /// Every commit is synced before it returns (`WriteOptions::sync`); off only for the
     /// planted `legacy.acknowledge_before_sync`, whose commits become durable at
-    /// [`Engine::sync`](super::engine::Engine::sync) (the WAL synced).
+    /// [`Engine::sync`] (the WAL synced).
     pub sync_commits: bool,
     /// Under the simulator, on a disk whose power may fail: a flush is waited for as soon as it
     /// is started (see `IoFaults::power_can_fail`).
