@@ -289,73 +289,10 @@ enum Verdict {
     Drop,
 }
 
-/// Before a write of `len` bytes at `offset` (None: the descriptor's position) through `fd`.
-fn before_write(fd: i32, offset: Option<i64>, len: usize) -> Verdict {
-    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) || len == 0 {
-        return Verdict::Pass;
-    }
-    let _guard = HookGuard::enter();
-    let mut cache = cache();
-    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return Verdict::Pass };
-    if watched.dead {
-        return Verdict::Drop;
-    }
-    let at = match offset {
-        Some(at) => at as u64,
-        None if watched.append => real::fstat(fd).map_or(0, |s| s.st_size as u64),
-        None => real::position(fd),
-    };
-    let state = cache.files.get_mut(&file).expect("looked up with its file");
-    let (first, last) = (at / PAGE, (at + len as u64 - 1) / PAGE);
-    if watched.sync_writes {
-        // Durable when it returns: the pages kept aside take the new bytes as their synced ones.
-        return Verdict::Synced;
-    }
-    for page in first..=last {
-        let start = page * PAGE;
-        // Only a page whose synced bytes this write covers: an append past the synced length
-        // leaves them as they are.
-        let covers_synced = at.max(start) < (at + len as u64).min(state.synced_len);
-        if !covers_synced || state.saved.contains_key(&page) {
-            continue;
-        }
-        let end = (start + PAGE).min(state.synced_len);
-        state.saved.insert(page, real::read_at(fd, start, (end - start) as usize));
-    }
-    Verdict::Pass
-}
-
-/// After a synced write (`O_DSYNC`) of `bytes` at `offset` through `fd`: the device holds them.
-fn after_synced_write(fd: i32, offset: Option<i64>, written: &[u8]) {
-    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) || written.is_empty() {
-        return;
-    }
-    let _guard = HookGuard::enter();
-    let mut cache = cache();
-    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return };
-    if !watched.sync_writes || watched.dead {
-        return;
-    }
-    let end = match offset {
-        Some(at) => at as u64 + written.len() as u64,
-        None => real::position(fd),
-    };
-    let at = end - written.len() as u64;
-    let state = cache.files.get_mut(&file).expect("looked up with its file");
-    for (page, saved) in state.saved.range_mut(at / PAGE..=(end - 1) / PAGE) {
-        let start = page * PAGE;
-        for (i, byte) in saved.iter_mut().enumerate() {
-            let pos = start + i as u64;
-            if (at..end).contains(&pos) {
-                *byte = written[(pos - at) as usize];
-            }
-        }
-    }
-    state.synced_len = state.synced_len.max(end);
-}
-
-/// A sync of `fd`: everything written to its file is on the device.
-fn on_sync(fd: i32) -> Verdict {
+/// Runs `act` on a call on `fd` when `fd` writes a file under a watched directory whose power
+/// is on: `Pass` for any other descriptor (or a call from inside a hook), `Drop` while the
+/// power is out. The prologue every hook on a descriptor shares.
+fn on_watched(fd: i32, act: impl FnOnce(&mut FileState, Watched) -> Verdict) -> Verdict {
     if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
         return Verdict::Pass;
     }
@@ -365,57 +302,111 @@ fn on_sync(fd: i32) -> Verdict {
     if watched.dead {
         return Verdict::Drop;
     }
-    let len = real::fstat(fd).map_or(0, |s| s.st_size as u64);
     let state = cache.files.get_mut(&file).expect("looked up with its file");
-    state.saved.clear();
-    state.synced_len = len;
-    Verdict::Pass
+    act(state, watched)
+}
+
+/// Before a write of `len` bytes at `offset` (None: the descriptor's position) through `fd`.
+fn before_write(fd: i32, offset: Option<i64>, len: usize) -> Verdict {
+    if len == 0 {
+        return Verdict::Pass;
+    }
+    on_watched(fd, |state, watched| {
+        if watched.sync_writes {
+            // Durable when it returns: the pages kept aside take the new bytes as synced ones.
+            return Verdict::Synced;
+        }
+        let at = match offset {
+            Some(at) => at as u64,
+            None if watched.append => real::fstat(fd).map_or(0, |s| s.st_size as u64),
+            None => real::position(fd),
+        };
+        keep_synced_pages(state, fd, at, at + len as u64);
+        Verdict::Pass
+    })
+}
+
+/// Keeps aside the synced bytes of every page that a write over `at..end` covers: an append
+/// past the synced length leaves them as they are.
+fn keep_synced_pages(state: &mut FileState, fd: i32, at: u64, end: u64) {
+    for page in at / PAGE..=(end - 1) / PAGE {
+        let start = page * PAGE;
+        let covers_synced = at.max(start) < end.min(state.synced_len);
+        if !covers_synced || state.saved.contains_key(&page) {
+            continue;
+        }
+        let page_end = (start + PAGE).min(state.synced_len);
+        state.saved.insert(page, real::read_at(fd, start, (page_end - start) as usize));
+    }
+}
+
+/// After a synced write (`O_DSYNC`) of `bytes` at `offset` through `fd`: the device holds them.
+fn after_synced_write(fd: i32, offset: Option<i64>, written: &[u8]) {
+    if written.is_empty() {
+        return;
+    }
+    on_watched(fd, |state, watched| {
+        if !watched.sync_writes {
+            return Verdict::Pass;
+        }
+        let end = match offset {
+            Some(at) => at as u64 + written.len() as u64,
+            None => real::position(fd),
+        };
+        let at = end - written.len() as u64;
+        for (page, saved) in state.saved.range_mut(at / PAGE..=(end - 1) / PAGE) {
+            let start = page * PAGE;
+            for (i, byte) in saved.iter_mut().enumerate() {
+                let pos = start + i as u64;
+                if (at..end).contains(&pos) {
+                    *byte = written[(pos - at) as usize];
+                }
+            }
+        }
+        state.synced_len = state.synced_len.max(end);
+        Verdict::Pass
+    });
+}
+
+/// A sync of `fd`: everything written to its file is on the device.
+fn on_sync(fd: i32) -> Verdict {
+    on_watched(fd, |state, _| {
+        state.saved.clear();
+        state.synced_len = real::fstat(fd).map_or(0, |s| s.st_size as u64);
+        Verdict::Pass
+    })
 }
 
 /// Before `ftruncate(fd, len)`. A growth is durable at once (metadata, as directory entries
 /// are here): an unsynced append it covers reads as zeros after a power loss. A shrink keeps
 /// the synced bytes it cuts.
 fn before_truncate(fd: i32, len: i64) -> Verdict {
-    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
-        return Verdict::Pass;
-    }
-    let _guard = HookGuard::enter();
-    let mut cache = cache();
-    let Some(FdInfo { file, watched: Some(watched) }) = lookup(&mut cache, fd) else { return Verdict::Pass };
-    if watched.dead {
-        return Verdict::Drop;
-    }
     let len = len.max(0) as u64;
-    let current = real::fstat(fd).map_or(0, |s| s.st_size as u64);
-    let state = cache.files.get_mut(&file).expect("looked up with its file");
-    if len >= current {
-        // The unsynced append below the new length: zeros on the device, past the synced bytes.
-        for page in state.synced_len / PAGE..current.div_ceil(PAGE) {
-            if state.saved.contains_key(&page) {
-                continue;
+    on_watched(fd, |state, _| {
+        let current = real::fstat(fd).map_or(0, |s| s.st_size as u64);
+        if len >= current {
+            // The unsynced append below the new length: zeros on the device, past the synced
+            // bytes.
+            for page in state.synced_len / PAGE..current.div_ceil(PAGE) {
+                if state.saved.contains_key(&page) {
+                    continue;
+                }
+                let start = page * PAGE;
+                let mut bytes = if start < state.synced_len {
+                    real::read_at(fd, start, (state.synced_len - start) as usize)
+                } else {
+                    Vec::new()
+                };
+                bytes.resize(((start + PAGE).min(len) - start) as usize, 0);
+                state.saved.insert(page, bytes);
             }
-            let start = page * PAGE;
-            let mut bytes = if start < state.synced_len {
-                real::read_at(fd, start, (state.synced_len - start) as usize)
-            } else {
-                Vec::new()
-            };
-            bytes.resize(((start + PAGE).min(len) - start) as usize, 0);
-            state.saved.insert(page, bytes);
+            state.synced_len = state.synced_len.max(len);
+        } else {
+            // A shrink: the synced bytes of the pages it cuts are kept aside.
+            keep_synced_pages(state, fd, len, state.synced_len.max(len + 1));
         }
-        state.synced_len = state.synced_len.max(len);
-        return Verdict::Pass;
-    }
-    // A shrink: below the synced length, the cut pages' synced bytes are kept aside.
-    for page in len / PAGE..state.synced_len.div_ceil(PAGE) {
-        if state.saved.contains_key(&page) {
-            continue;
-        }
-        let start = page * PAGE;
-        let end = (start + PAGE).min(state.synced_len);
-        state.saved.insert(page, real::read_at(fd, start, (end - start) as usize));
-    }
-    Verdict::Pass
+        Verdict::Pass
+    })
 }
 
 /// `fd` is closed (or replaced by `dup2`): forget what it referred to.
