@@ -5,22 +5,13 @@
 #![cfg(madsim)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use qs_reports::schema::Probe;
 use qs_sim::explore::{Choice, ExploreSummary, Feature};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn qsim(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_qsim")).current_dir(root()).args(args).output().expect("qsim runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    (output.status.code().unwrap_or(-1), format!("{stdout}\n--- stderr\n{stderr}"))
-}
+mod common;
+use common::qsim_any as qsim;
 
 fn summary(dir: &Path) -> ExploreSummary {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json"))

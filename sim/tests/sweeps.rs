@@ -10,16 +10,8 @@ use std::process::Command;
 
 use qs_reports::schema::{Outcome, SweepSummary};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn qsim(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_qsim")).current_dir(root()).args(args).output().expect("qsim runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    (output.status.code().unwrap_or(-1), format!("{stdout}\n--- stderr\n{stderr}"))
-}
+mod common;
+use common::{qsim_any as qsim, root};
 
 fn summary(dir: &Path) -> SweepSummary {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("a sweep summary")

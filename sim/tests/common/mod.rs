@@ -1,15 +1,28 @@
 //! Helpers shared by the simulator's whole-run tests.
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The repository root, where the `qsim` binary is run from.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs the `qsim` binary from the repository root with `args` alone; its exit code, and its
+/// stdout followed by its stderr (for a sweep's or an exploration's progress lines).
+pub fn qsim_any(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_qsim")).current_dir(root()).args(args).output().expect("qsim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap_or(-1), format!("{stdout}\n--- stderr\n{stderr}"))
+}
 
 /// Runs the `qsim` binary from the repository root with `args` and `--out out`; its exit code
 /// and stdout.
 pub fn qsim(args: &[&str], out: &Path) -> (i32, String) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let output = Command::new(env!("CARGO_BIN_EXE_qsim"))
-        .current_dir(&root)
+        .current_dir(root())
         .args(args)
         .arg("--out")
         .arg(out)
