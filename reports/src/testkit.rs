@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use crate::schema::{
-    Checker, Event, FaultKind, FaultPhase, NodeInfo, Probe, ProbeHits, RunPhase, RunSummary, SourceReason, Verdict,
-    VerdictStatus,
+    Checker, Event, FaultKind, FaultPhase, FetchedRow, NodeFetched, NodeInfo, Probe, ProbeHits, RunPhase, RunSummary,
+    SourceReason, Verdict, VerdictStatus,
 };
 
 /// A fault to inject: `end_ms` None means no end event (it lasts to the liveness phase).
@@ -420,6 +420,15 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         sizing: Vec::new(),
         signature: (!failing.is_empty()).then(|| "synthetic: a planted violation".to_string()),
         probes: probe_hits(&events),
+        // Each replica read every entry once, at a kilobyte an entry.
+        fetched: nodes
+            .iter()
+            .filter(|n| n.depth > 0)
+            .map(|n| NodeFetched {
+                node: n.name.clone(),
+                fetched: FetchedRow { bytes: n.applied * 1024, entries: n.applied, ..FetchedRow::default() },
+            })
+            .collect(),
         writes_acked: writes,
         pending: Vec::new(),
         violations: opts

@@ -35,7 +35,7 @@ mod tables;
 use figures::{Figure, fault_figure, memory_components_figure, metric_figure, source_figure, write_rate_figure};
 use header::header;
 pub use metrics::{NODE_METRICS, NodeMetric};
-use tables::{fault_table, key_usage_table, node_table, sizing_table, violation_table, write_amp_table};
+use tables::{fault_table, fetched_table, key_usage_table, node_table, sizing_table, violation_table, write_amp_table};
 
 /// Above this many nodes a chart groups them by tier: 40 lines in 12 colours cannot be told
 /// apart, while four tier bands can.
@@ -134,6 +134,7 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
     node_table(&mut body, &facts);
     fault_table(&mut body, &facts);
     write_amp_table(&mut body, summary, &facts);
+    fetched_table(&mut body, summary);
     sizing_table(&mut body, summary);
     key_usage_table(&mut body, &facts);
     violation_table(&mut body, summary, &facts);

@@ -1,4 +1,5 @@
-//! The run report's tables: nodes, faults, write amplification, sizing, key usage, violations.
+//! The run report's tables: nodes, faults, write amplification, fetched work, sizing, key usage,
+//! violations.
 
 use std::fmt::Write;
 
@@ -241,6 +242,43 @@ pub(super) fn violation_table(out: &mut String, summary: &RunSummary, facts: &Ru
 }
 
 /// Per tier: the cache and memory formulas against the configuration (runs with `[resources]`).
+/// Per replica, what it read from its sources: the work the `fetch` checker bounds.
+pub(super) fn fetched_table(out: &mut String, summary: &RunSummary) {
+    if summary.fetched.is_empty() {
+        return;
+    }
+    let again = |n: u64| if n == 0 { "0".to_string() } else { format!("<strong>{n}</strong>") };
+    let rows: Vec<Vec<String>> = summary
+        .fetched
+        .iter()
+        .map(|r| {
+            let f = r.fetched;
+            let per_entry = f.bytes.checked_div(f.entries).map_or_else(|| "–".to_string(), |b| esc(&bytes(b)));
+            vec![
+                esc(&r.node),
+                esc(&bytes(f.bytes)),
+                num(f.entries),
+                again(f.entries_again),
+                per_entry,
+                num(f.chunks),
+                again(f.chunks_again),
+            ]
+        })
+        .collect();
+    out.push_str("<section id=\"fetched-section\"><h2>Fetched from sources</h2>");
+    out.push_str(
+        "<p class=\"note\">Measured on the simulated wire. The bound the fetch checker holds: each entry and \
+         each snapshot chunk once per cause — again only after the replica lost it (a store that never applied \
+         it, a new disk, a transfer that ended).</p>",
+    );
+    out.push_str(&table(
+        "fetched",
+        &["replica", "bytes read", "entries", "held already", "bytes an entry", "snapshot chunks", "held already"],
+        &rows,
+    ));
+    out.push_str("</section>\n");
+}
+
 pub(super) fn sizing_table(out: &mut String, summary: &RunSummary) {
     if summary.sizing.is_empty() {
         return;

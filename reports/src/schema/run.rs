@@ -163,6 +163,33 @@ pub struct RunSummary {
     /// The probes the run reached, with how often (see [`Probe`](super::Probe)).
     #[serde(default)]
     pub probes: Vec<ProbeHits>,
+    /// Per replica, what it read from its sources (the `fetch` checker's count).
+    #[serde(default)]
+    pub fetched: Vec<NodeFetched>,
+}
+
+/// What one replica read from its sources over a run, as the simulator measured it on the
+/// wire: the work the `fetch` checker bounds (each entry and chunk once per cause).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchedRow {
+    /// Bytes read on replication streams (frames of every kind).
+    pub bytes: u64,
+    /// Log entries those frames carried.
+    pub entries: u64,
+    /// Of those, entries at or below the replica's applied index when they arrived.
+    pub entries_again: u64,
+    /// Snapshot chunks read.
+    pub chunks: u64,
+    /// Of those, chunks the replica held already.
+    pub chunks_again: u64,
+}
+
+/// A replica's [`FetchedRow`], named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFetched {
+    pub node: String,
+    #[serde(flatten)]
+    pub fetched: FetchedRow,
 }
 
 fn one_second_ms() -> u64 {

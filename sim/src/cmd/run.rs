@@ -170,6 +170,7 @@ pub fn run(
         };
         println!("{:<10} {text}", v.checker.as_str());
     }
+    println!("fetched    {}", fetched_line(&outcome.fetched));
     let hits = probe_hits(&outcome);
     let reached: Vec<String> = hits.iter().map(|h| format!("{} {}", h.probe.name(), h.hits)).collect();
     println!("probes     {}", if reached.is_empty() { "none reached".to_string() } else { reached.join(", ") });
@@ -201,6 +202,28 @@ pub fn run(
     }
     println!("verdict    PASS");
     ExitCode::from(exit::PASS)
+}
+
+/// The replicas' fetched work in one line: what the `fetch` checker bounds.
+fn fetched_line(fetched: &[qs_reports::schema::NodeFetched]) -> String {
+    let mut all = qs_reports::schema::FetchedRow::default();
+    for row in fetched.iter().map(|r| r.fetched) {
+        all.bytes += row.bytes;
+        all.entries += row.entries;
+        all.entries_again += row.entries_again;
+        all.chunks += row.chunks;
+        all.chunks_again += row.chunks_again;
+    }
+    let per_entry = all.bytes.checked_div(all.entries).map_or_else(String::new, |b| format!(", {b} B an entry"));
+    format!(
+        "{} replicas read {}{per_entry}: {} entries ({} held already), {} snapshot chunks ({} held already)",
+        fetched.len(),
+        bytesize::ByteSize(all.bytes),
+        all.entries,
+        all.entries_again,
+        all.chunks,
+        all.chunks_again
+    )
 }
 
 /// Runs the seed again in a fresh process — as a user reproducing it would start — and compares
@@ -390,6 +413,7 @@ fn write_outputs(
         sizing: outcome.sizing.clone(),
         signature: signature(scenario, outcome, verdicts),
         probes: probe_hits(outcome),
+        fetched: outcome.fetched.clone(),
         pending: outcome.pending.clone(),
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),

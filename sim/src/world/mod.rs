@@ -73,6 +73,8 @@ pub struct RunOutcome {
     /// Messages the simulated network carried (madsim's own count of what it put on its
     /// links), for the benchmark's cost per message.
     pub messages: u64,
+    /// Per replica, what it read from its sources (the `fetch` checker's count), by name.
+    pub fetched: Vec<qs_reports::schema::NodeFetched>,
 }
 
 /// What the world hands back besides the trace.
@@ -155,6 +157,12 @@ fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOut
         converged_after: end.converged_after,
         sizing: end.sizing,
         messages: end.messages,
+        fetched: fetch
+            .lock()
+            .totals()
+            .iter()
+            .map(|(node, &fetched)| qs_reports::schema::NodeFetched { node: node.clone(), fetched })
+            .collect(),
     }
 }
 
