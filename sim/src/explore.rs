@@ -137,14 +137,15 @@ impl<'de> Deserialize<'de> for Feature {
 /// The features of a run of `scenario` under `seed`: what it draws beyond the file.
 pub fn features(scenario: &Scenario, seed: u64) -> BTreeSet<Feature> {
     let mut features = BTreeSet::new();
-    for fault in &scenario.faults_for(seed)[scenario.fault.len()..] {
+    let draws = crate::plan::Draws::of(scenario, seed);
+    for fault in &draws.faults[scenario.fault.len()..] {
         features.insert(if fault.during.is_some() { Feature::Interrupt } else { Feature::Fault(fault.kind) });
     }
-    features.extend(scenario.related_for(seed).into_iter().map(|g| Feature::Related(g.group)));
-    if !scenario.scenario.buggify && scenario.buggify_for(seed) {
+    features.extend(draws.related.iter().map(|g| Feature::Related(g.group)));
+    if !scenario.scenario.buggify && draws.fault_points {
         features.insert(Feature::Buggify);
     }
-    for modes in scenario.writer_modes_for(seed) {
+    for modes in draws.writer_modes {
         let on = [
             (WriterMode::Batches, modes.batch_ops > 1),
             (WriterMode::RepeatedKeys, modes.repeat_share > 0.0),
@@ -632,7 +633,7 @@ mod tests {
             let features = features(&swarm, seed);
             assert!(features.iter().any(|f| matches!(f, Feature::Fault(_))), "seed {seed}: {features:?}");
             let related: BTreeSet<Feature> =
-                swarm.related_for(seed).into_iter().map(|g| Feature::Related(g.group)).collect();
+                crate::plan::Draws::of(&swarm, seed).related.into_iter().map(|g| Feature::Related(g.group)).collect();
             assert!(related.is_subset(&features));
             all.extend(features);
         }

@@ -3,6 +3,8 @@
 //!
 //! Module map:
 //! - [`scenario`]: the scenario file format and its validation;
+//! - [`plan`]: one run's plan — the seed's draws and every node's configuration — derived once
+//!   from (scenario, seed), and only read after;
 //! - [`trace`]: events, the recorder (fed by the nodes through `RecorderObserver`), the digest;
 //! - [`checkers`]: one invariant family per file, fed by trace events;
 //! - [`resources`]: the per-node cache and memory models, scaled to the data a scenario stands
@@ -22,6 +24,7 @@ pub mod explore;
 pub mod faults;
 #[cfg(madsim)]
 pub mod links;
+pub mod plan;
 pub mod resources;
 pub mod scenario;
 pub mod scratch;

@@ -7,6 +7,7 @@ use std::path::Path;
 
 mod common;
 use common::qsim;
+use qs_sim::plan::Draws;
 use qs_sim::scenario::Scenario;
 
 /// `bug-replay` (a replica replays entries after a restart; the sequence checker catches it)
@@ -27,7 +28,10 @@ fn a_shrunk_swarm_run_keeps_what_its_seed_drew_and_fails_the_same_way() {
     let original = Scenario::load(&path).expect("a valid scenario");
     // A seed that draws the fault points on and modes other than the defaults.
     let seed = (1..100)
-        .find(|&s| original.buggify_for(s) && original.writer_modes_for(s).iter().any(|m| *m != Default::default()))
+        .find(|&s| {
+            let draws = Draws::of(&original, s);
+            draws.fault_points && draws.writer_modes.iter().any(|m| *m != Default::default())
+        })
         .expect("half the seeds draw the fault points, most draw some mode");
 
     let shrunk = dir.path().join("shrunk.toml");
@@ -39,8 +43,12 @@ fn a_shrunk_swarm_run_keeps_what_its_seed_drew_and_fails_the_same_way() {
     let written = Scenario::load(&shrunk).expect("the shrunk scenario loads");
     assert!(written.swarm.is_none(), "nothing is drawn any more");
     assert!(written.scenario.buggify, "the drawn fault points are on");
-    assert_eq!(written.writer_modes_for(seed), original.writer_modes_for(seed), "the drawn writer modes");
-    let latency = |s: &Scenario| s.faults_for(seed).into_iter().filter(|f| f.kind.as_str() == "latency").count();
+    assert_eq!(
+        Draws::of(&written, seed).writer_modes,
+        Draws::of(&original, seed).writer_modes,
+        "the drawn writer modes"
+    );
+    let latency = |s: &Scenario| Draws::of(s, seed).faults.into_iter().filter(|f| f.kind.as_str() == "latency").count();
     assert_eq!((latency(&original), latency(&written)), (1, 1), "the drawn fault is written out");
 
     let (code, stdout) = qsim(&["run", shrunk.to_str().unwrap(), "--seed", &seed.to_string()], &dir.path().join("run"));

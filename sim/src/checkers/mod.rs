@@ -18,14 +18,15 @@ pub mod reads;
 pub mod sequence;
 pub mod start;
 
+use crate::plan::Plan;
 use crate::scenario::Scenario;
 use crate::trace::{Checker, Observer};
 
-/// The checkers that watch every run of `scenario`; `reads` is shared with the readers, which
-/// feed it each read, and `fetch` with the simulated network, which feeds it every replica's
-/// reads from its sources.
-pub fn all(scenario: &Scenario, reads: &reads::Reads, fetch: &fetch::Fetch) -> Vec<Box<dyn Observer>> {
-    let paths = paths(scenario);
+/// The checkers that watch a run of `scenario` under `plan`; `reads` is shared with the
+/// readers, which feed it each read, and `fetch` with the simulated network, which feeds it every
+/// replica's reads from its sources.
+pub fn all(scenario: &Scenario, plan: &Plan, reads: &reads::Reads, fetch: &fetch::Fetch) -> Vec<Box<dyn Observer>> {
+    let paths = paths(scenario, plan);
     let sources = paths.sources.clone();
     let names_by_ip = paths.names_by_ip.clone();
     let mut checkers: Vec<Box<dyn Observer>> = vec![
@@ -53,38 +54,17 @@ pub fn all(scenario: &Scenario, reads: &reads::Reads, fetch: &fetch::Fetch) -> V
 }
 
 /// Who follows whom (node names), and the per-node lag bound during faults.
-fn paths(scenario: &Scenario) -> lag::Paths {
-    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created"))
-    else {
-        return lag::Paths::default(); // refused at load: never reached
-    };
-    let names: std::collections::BTreeMap<std::net::IpAddr, String> =
-        planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
-    let sources = planned
-        .iter()
-        .filter(|p| p.config.role == qs_node::config::Role::Replica)
-        .map(|p| {
-            let mine = p.config.sources().iter().filter_map(|a| names.get(&a.ip()).cloned()).collect();
-            (p.config.name.clone(), mine)
-        })
-        .collect();
+fn paths(scenario: &Scenario, plan: &Plan) -> lag::Paths {
     let settings = &scenario.node;
     let bound_ms =
         (settings.staleness_failover + settings.heartbeat_interval).as_millis() as u64 + lag::FAILOVER_MARGIN_MS;
-    lag::Paths { sources, bound_ms, names_by_ip: names }
+    lag::Paths { sources: plan.sources(), bound_ms, names_by_ip: plan.names_by_ip() }
 }
 
-/// The `fetch` judge for `scenario`: its nodes by address, and the ports sources serve
+/// The `fetch` judge for a run under `plan`: its nodes by address, and the ports sources serve
 /// replication on (every node's, and the relays' across data centers).
-pub fn fetch_judge(scenario: &Scenario) -> fetch::FetchJudge {
-    let Ok(planned) = crate::scenario::nodes::generate(scenario, std::path::Path::new("/qsim-scratch-not-created"))
-    else {
-        return fetch::FetchJudge::default(); // refused at load: never reached
-    };
-    let names = planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
-    let mut serving: std::collections::BTreeSet<u16> = planned.iter().flat_map(|p| p.relays.iter().copied()).collect();
-    serving.insert(crate::scenario::nodes::REPLICATION_PORT);
-    fetch::FetchJudge::new(names, serving)
+pub fn fetch_judge(plan: &Plan) -> fetch::FetchJudge {
+    fetch::FetchJudge::new(plan.names_by_ip(), plan.serving_ports())
 }
 
 /// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`

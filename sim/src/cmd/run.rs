@@ -9,6 +9,8 @@ use std::process::ExitCode;
 #[cfg(madsim)]
 use qs_reports::schema::{Checker, VerdictStatus};
 use qs_sim::exit;
+#[cfg(madsim)]
+use qs_sim::plan::FaultOrigin;
 use qs_sim::scenario::Scenario;
 
 #[cfg(not(madsim))]
@@ -88,15 +90,14 @@ pub fn run(
     write_report: bool,
 ) -> ExitCode {
     let names = scenario.node_names();
+    let prepared = qs_sim::world::Prepared::new(scenario, seed);
+    let draws = &prepared.plan().draws;
     println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
     let engine = scenario.engine();
     match engine {
-        qs_node::EngineKind::Lmdb
-            if scenario.node.lmdb_write_map
-                && scenario.faults_for(seed).iter().any(|f| f.kind == qs_sim::scenario::FaultKind::PowerLoss) =>
-        {
+        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map && !draws.power_can_fail().is_empty() => {
             println!("engine     lmdb, MDB_WRITEMAP (pwrite on the nodes a power loss may hit)")
         }
         qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map => println!("engine     lmdb, MDB_WRITEMAP"),
@@ -105,7 +106,7 @@ pub fn run(
         }
         _ => println!("engine     {engine}"),
     }
-    if scenario.buggify_for(seed) {
+    if draws.fault_points {
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
         println!("buggify    on: the node's fault points may fire{origin}");
     }
@@ -121,26 +122,17 @@ pub fn run(
         "duration   {:?} safety, then up to {:?} to converge",
         scenario.scenario.duration, scenario.checks.converge_within
     );
-    let drawn = scenario.fault.len();
-    let faults = scenario.faults_for(seed);
-    // The related groups' faults close the list, in their groups' order.
-    let groups: Vec<qs_sim::scenario::RelatedGroup> =
-        scenario.related_for(seed).into_iter().flat_map(|g| vec![g.group; g.faults.len()]).collect();
-    let related_from = faults.len() - groups.len();
-    for (i, f) in faults.iter().enumerate() {
-        let origin = if i < drawn {
-            String::new()
-        } else if i >= related_from {
-            format!("   (swarm: related, {})", groups[i - related_from])
-        } else {
-            "   (swarm: drawn from the seed)".to_string()
+    for (f, from) in draws.faults.iter().zip(draws.origins(scenario.fault.len())) {
+        let origin = match from {
+            FaultOrigin::File => String::new(),
+            FaultOrigin::Drawn => "   (swarm: drawn from the seed)".to_string(),
+            FaultOrigin::Related(group) => format!("   (swarm: related, {group})"),
         };
         let with = if f.group.is_empty() { String::new() } else { format!(" with {}", f.group.join(", ")) };
         println!("fault      {:?} {}{with} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
     }
 
-    let attempt = |seed| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| qs_sim::world::run(scenario, seed)));
-    let outcome = match attempt(seed) {
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepared.run())) {
         Ok(outcome) => outcome,
         Err(panic) => {
             let message =

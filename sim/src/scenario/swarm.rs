@@ -16,8 +16,9 @@ use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Swarm, Workload, 
 
 impl Scenario {
     /// Whether the node's fault points are on in a run under `seed`: the file's `buggify`, or
-    /// in swarm mode with `buggify`, drawn from the seed (half the seeds).
-    pub fn buggify_for(&self, seed: u64) -> bool {
+    /// in swarm mode with `buggify`, drawn from the seed (half the seeds). Read through
+    /// [`Draws`](crate::plan::Draws).
+    pub(crate) fn draw_fault_points(&self, seed: u64) -> bool {
         use rand::{RngExt, SeedableRng};
         if self.scenario.buggify {
             return true;
@@ -28,8 +29,9 @@ impl Scenario {
 
     /// Each writer's modes under `seed`, in `[[workload]]` order: the file's, or (in swarm mode
     /// with `writer_modes`, for a writer left at the defaults) drawn from the seed — each mode
-    /// on with probability 1/2. The quota is never drawn: it is the root's configuration.
-    pub fn writer_modes_for(&self, seed: u64) -> Vec<WriterModes> {
+    /// on with probability 1/2. The quota is never drawn: it is the root's configuration. Read
+    /// through [`Draws`](crate::plan::Draws).
+    pub(crate) fn draw_writer_modes(&self, seed: u64) -> Vec<WriterModes> {
         let draws = self.swarm.as_ref().is_some_and(|s| s.writer_modes);
         self.workload
             .iter()
@@ -48,20 +50,15 @@ impl Scenario {
 
     /// The faults of a run under `seed`: the file's, then (in swarm mode) those the seed draws
     /// independently, the interrupts of `interrupt_bootstraps`, and last the faults of the
-    /// groups `related` draws ([`Scenario::related_for`]). Drawn faults never overlap another
-    /// fault on the same node, but for an interrupt (its time is the transfer's).
-    pub fn faults_for(&self, seed: u64) -> Vec<Fault> {
+    /// groups `related` draws — with those groups (none but in swarm mode with `related`), in
+    /// the order their faults close the list. Drawn faults never overlap another fault on the
+    /// same node, but for an interrupt (its time is the transfer's). Read through
+    /// [`Draws`](crate::plan::Draws).
+    pub(crate) fn draw_faults(&self, seed: u64) -> (Vec<Fault>, Vec<RelatedDraw>) {
         let mut faults = self.independent_faults_for(seed);
         let related = self.draw_related(seed, &faults);
-        faults.extend(related.into_iter().flat_map(|group| group.faults));
-        faults
-    }
-
-    /// The related fault groups a run under `seed` draws (swarm mode with `related`; none
-    /// otherwise), in the order their faults close [`Scenario::faults_for`]'s list.
-    pub fn related_for(&self, seed: u64) -> Vec<RelatedDraw> {
-        let faults = self.independent_faults_for(seed);
-        self.draw_related(seed, &faults)
+        faults.extend(related.iter().flat_map(|group| group.faults.iter().cloned()));
+        (faults, related)
     }
 
     /// How long an outage lasts, at the least, before the entries its node needs next may have
@@ -484,8 +481,8 @@ converge_within = "90s"
         let (plain, interrupting) = (swarm(false), swarm(true));
         let (mut rebootstraps, mut interrupts, mut kinds) = (0, 0, Vec::new());
         for seed in 0..300 {
-            let before = plain.faults_for(seed);
-            let after = interrupting.faults_for(seed);
+            let before = plain.draw_faults(seed).0;
+            let after = interrupting.draw_faults(seed).0;
             assert_eq!(after[..before.len()], before[..], "seed {seed}: the other draws stay");
             assert!(before.iter().all(|f| f.during.is_none()));
             let causes: Vec<&Fault> = before.iter().filter(|f| rebootstrap_from(f).is_some()).collect();
@@ -557,13 +554,13 @@ converge_within = "90s"
         assert_eq!(past, Duration::from_secs(51));
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..300 {
-            let before = plain.faults_for(seed);
-            let after = relating.faults_for(seed);
+            let before = plain.draw_faults(seed).0;
+            let after = relating.draw_faults(seed).0;
             assert_eq!(after[..before.len()], before[..], "seed {seed}: the other draws stay");
-            let groups = relating.related_for(seed);
+            let groups = relating.draw_faults(seed).1;
             let drawn: Vec<Fault> = groups.iter().flat_map(|g| g.faults.clone()).collect();
             assert_eq!(after[before.len()..], drawn[..], "seed {seed}: the groups close the list");
-            assert!(plain.related_for(seed).is_empty());
+            assert!(plain.draw_faults(seed).1.is_empty());
             for (i, fault) in drawn.iter().enumerate() {
                 assert!(OUTAGE_KINDS.contains(&fault.kind) && fault.during.is_none(), "seed {seed}: {fault:?}");
                 assert!(fault.at < Duration::from_secs(180) && !fault.duration.is_zero(), "seed {seed}: {fault:?}");
@@ -620,7 +617,7 @@ converge_within = "90s"
         // The default retention (100 000 entries) is never passed in three minutes.
         assert_eq!(ok.past_retention(), None);
         for seed in 0..50 {
-            let groups = ok.related_for(seed);
+            let groups = ok.draw_faults(seed).1;
             assert!(!groups.is_empty(), "seed {seed}: a tier can always go down");
             assert!(groups.iter().all(|g| g.group == RelatedGroup::TierDown), "seed {seed}: {groups:?}");
         }

@@ -102,7 +102,8 @@ fn fault_table(fault: &Fault) -> Table {
 /// pinned: a scenario that runs the same run under the same seed without drawing anything.
 pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     let mut table = original.clone();
-    let faults: Vec<Value> = scenario.faults_for(seed).iter().map(|f| Value::Table(fault_table(f))).collect();
+    let draws = crate::plan::Draws::of(scenario, seed);
+    let faults: Vec<Value> = draws.faults.iter().map(|f| Value::Table(fault_table(f))).collect();
     table.remove("swarm");
     if faults.is_empty() {
         table.remove("fault");
@@ -111,14 +112,14 @@ pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     }
     if let Some(Value::Table(head)) = table.get_mut("scenario") {
         head.insert("engine".into(), Value::String(scenario.engine().to_string()));
-        if scenario.buggify_for(seed) {
+        if draws.fault_points {
             head.insert("buggify".into(), Value::Boolean(true));
         }
     }
     // In swarm mode each writer's modes are written out, drawn or the file's; the loader kept
     // `[[workload]]`'s order, so the n-th writer there is the n-th table here.
     if scenario.swarm.as_ref().is_some_and(|s| s.writer_modes) {
-        let modes = scenario.writer_modes_for(seed);
+        let modes = &draws.writer_modes;
         let writer_tables: Vec<&mut Table> = match table.get_mut("workload") {
             Some(Value::Array(items)) => items
                 .iter_mut()
@@ -325,6 +326,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::plan::Draws;
 
     /// The explicit schedule is the same run: every scenario file, across seeds, draws nothing
     /// once written out, and its faults, fault points and writer modes are the drawn ones.
@@ -345,12 +347,13 @@ mod tests {
                 let again = Scenario::parse(&written, path).unwrap_or_else(|e| panic!("{e}\n{written}"));
                 let shown = format!("{} seed {seed}", path.display());
                 assert!(again.swarm.is_none(), "{shown}: nothing is drawn any more");
-                assert_eq!(again.faults_for(seed), scenario.faults_for(seed), "{shown}: faults");
-                assert_eq!(again.buggify_for(seed), scenario.buggify_for(seed), "{shown}: fault points");
-                assert_eq!(again.writer_modes_for(seed), scenario.writer_modes_for(seed), "{shown}: writer modes");
-                drew[0] |= scenario.swarm.is_some() && !scenario.faults_for(seed).is_empty();
-                drew[1] |= !scenario.scenario.buggify && scenario.buggify_for(seed);
-                drew[2] |= scenario.faults_for(seed).iter().any(|f| f.during.is_some());
+                let (drawn, again) = (Draws::of(&scenario, seed), Draws::of(&again, seed));
+                assert_eq!(again.faults, drawn.faults, "{shown}: faults");
+                assert_eq!(again.fault_points, drawn.fault_points, "{shown}: fault points");
+                assert_eq!(again.writer_modes, drawn.writer_modes, "{shown}: writer modes");
+                drew[0] |= scenario.swarm.is_some() && !drawn.faults.is_empty();
+                drew[1] |= !scenario.scenario.buggify && drawn.fault_points;
+                drew[2] |= drawn.faults.iter().any(|f| f.during.is_some());
             }
         }
         assert_eq!(drew, [true; 3], "drawn faults, drawn fault points and `during` faults were all covered");

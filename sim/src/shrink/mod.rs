@@ -110,7 +110,7 @@ pub fn shrink(plan: &ShrinkPlan, progress: Progress<'_>) -> Result<Shrunk, Shrin
     progress(&format!("fails: {} (exit {:?})", failure.signature, failure.exit_code));
 
     let mut table = edits::explicit(&original_table, &original, plan.seed);
-    let before = Size::of(&original, original.faults_for(plan.seed).len());
+    let before = Size::of(&original, crate::plan::Draws::of(&original, plan.seed).faults.len());
     let mut step = 0;
     let explicit_failure = try_candidate(&exe, plan, &table, step, &failure)
         .map_err(|e| ShrinkError::Scenario(format!("the explicit schedule: {e}")))?;

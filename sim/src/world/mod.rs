@@ -30,7 +30,8 @@ use crate::checkers::reads::Reads;
 use crate::faults::disk::SimDisk;
 use crate::faults::process::Supervision;
 use crate::faults::{FaultStep, SimNode};
-use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT, configs};
+use crate::plan::Plan;
+use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT};
 use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
 use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
@@ -94,9 +95,16 @@ impl RunOutcome {
     }
 }
 
-/// Runs `scenario` under `seed` and returns its trace and verdicts.
+/// Runs `scenario` under `seed` and returns its trace and verdicts: [`Prepared::new`], then
+/// [`Prepared::run`].
+pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
+    Prepared::new(scenario, seed).run()
+}
+
+/// A run made ready to start: its scratch folder and its [`Plan`], both made on the caller's
+/// thread.
 ///
-/// Call it once per process: a later run in the same process is not deterministic (lazily
+/// Call [`run`](Prepared::run) once per process: a later run in the same process is not deterministic (lazily
 /// initialised globals drew from the first run's random stream). `qsim run`, `--check-determinism`, `qsim sweep` and the benchmark all
 /// start a process per run.
 ///
@@ -113,36 +121,51 @@ impl RunOutcome {
 /// it reseeded from `getrandom`, which madsim answers from the run's random stream: one extra
 /// draw shifted every later choice of the run (`sim/tests/concurrent.rs`). Out here, the names
 /// and that reseed come from the OS and never touch the run's stream.
-pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
-    let scenario = scenario.clone();
-    let scratch = crate::scratch::ScratchDir::new("qsim-run-").expect("a scratch directory for the run");
-    let path = scratch.path().to_path_buf();
-    let outcome = match std::thread::Builder::new()
-        .name(format!("qsim-seed-{seed}"))
-        .spawn(move || run_here(&scenario, seed, &path))
-    {
-        Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        Err(e) => panic!("cannot start the simulation thread: {e}"),
-    };
-    drop(scratch);
-    outcome
+///
+/// The plan is derived here too, off the run's thread, so that thread makes its first hash map
+/// inside the simulation (see [`crate::plan`]).
+#[derive(Debug)]
+pub struct Prepared {
+    scenario: Scenario,
+    plan: Plan,
+    scratch: crate::scratch::ScratchDir,
 }
 
-fn run_here(scenario: &Scenario, seed: u64, scratch: &std::path::Path) -> RunOutcome {
-    let runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+impl Prepared {
+    pub fn new(scenario: &Scenario, seed: u64) -> Prepared {
+        let scratch = crate::scratch::ScratchDir::new("qsim-run-").expect("a scratch directory for the run");
+        let plan = Plan::new(scenario, seed, scratch.path());
+        Prepared { scenario: scenario.clone(), plan, scratch }
+    }
+
+    /// What the run will do.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Runs the plan on a thread of its own and removes the scratch folder after.
+    pub fn run(self) -> RunOutcome {
+        let Prepared { scenario, plan, scratch } = self;
+        let seed = plan.seed;
+        let outcome =
+            match std::thread::Builder::new().name(format!("qsim-seed-{seed}")).spawn(move || run_here(scenario, plan))
+            {
+                Ok(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(e) => panic!("cannot start the simulation thread: {e}"),
+            };
+        drop(scratch);
+        outcome
+    }
+}
+
+fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
+    let runtime = Runtime::with_seed_and_config(plan.seed, madsim::Config::default());
     let reads = Reads::default();
-    let fetch = Fetch::new(crate::checkers::fetch_judge(scenario));
-    let recorder = Recorder::new(now_ms, crate::checkers::all(scenario, &reads, &fetch));
+    let fetch = Fetch::new(crate::checkers::fetch_judge(&plan));
+    let recorder = Recorder::new(now_ms, crate::checkers::all(&scenario, &plan, &reads, &fetch));
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
-    let end = runtime.block_on(world(
-        scenario.clone(),
-        seed,
-        scratch.to_path_buf(),
-        recorder.clone(),
-        reads.clone(),
-        fetch.clone(),
-    ));
+    let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
     let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).take_events();
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
@@ -178,34 +201,23 @@ fn live(states: &States) -> BTreeMap<String, Arc<NodeState>> {
 
 fn start_nodes(
     scenario: &Scenario,
-    seed: u64,
+    plan: Plan,
     states: &States,
-    scratch: &std::path::Path,
     supervision: &Arc<Supervision>,
     observer: &Arc<dyn qs_node::observe::NodeObserver>,
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
     let models = scenario.models().map(Arc::new);
-    let fault_points = scenario.buggify_for(seed);
-    // The nodes a power loss may hit: their real files go through the simulated page cache.
-    let power_can_fail: std::collections::BTreeSet<String> = scenario
-        .faults_for(seed)
-        .iter()
-        .filter(|f| f.kind == crate::scenario::FaultKind::PowerLoss)
-        .flat_map(|f| f.group_with_target())
-        .collect();
-    configs(scenario, scratch)
+    let (seed, fault_points) = (plan.seed, plan.draws.fault_points);
+    // The nodes a power loss may hit: their real files go through the simulated page cache
+    // (and their LMDB writes with `pwrite`: the plan set that).
+    let power_can_fail = plan.draws.power_can_fail();
+    plan.nodes
         .into_iter()
         .enumerate()
-        .map(|(position, Planned { mut config, ip, relays })| {
+        .map(|(position, Planned { config, ip, relays })| {
             let name = config.name.clone();
-            // LMDB on a disk whose power can fail writes its pages with `pwrite`, which the
-            // simulated page cache sees; stores to a writable map it could not (nothing else the
-            // simulator observes differs: see `NodeSettings::lmdb_write_map`).
-            if config.storage.engine == EngineKind::Lmdb && power_can_fail.contains(&name) {
-                config.storage.write_map = Some(false);
-            }
             let store_path = (config.storage.engine != EngineKind::Memory).then(|| config.storage.path.clone());
             // The node's own folder: its LMDB environment, snapshot transfers, legacy side files.
             if let Some(dir) = config.storage.path.parent() {
@@ -402,16 +414,12 @@ impl Triggered {
     }
 }
 
-/// `scratch`: the run's private folder for the nodes' files (on-disk stores, snapshot
-/// transfers), made by [`run`] outside the simulation; its name never reaches the trace.
-async fn world(
-    scenario: Scenario,
-    seed: u64,
-    scratch: std::path::PathBuf,
-    recorder: SharedRecorder,
-    reads: Reads,
-    fetch: Fetch,
-) -> WorldEnd {
+/// Executes `plan`. Its nodes' files (on-disk stores, snapshot transfers) live in the run's
+/// scratch folder, made by [`Prepared::new`] outside the simulation; its name never reaches the
+/// trace.
+async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: Reads, fetch: Fetch) -> WorldEnd {
+    let seed = plan.seed;
+    let (faults, writer_modes) = (plan.draws.faults.clone(), plan.draws.writer_modes.clone());
     madsim::time::advance(SIM_CLOCK_AHEAD);
     // Every replica's reads from its sources, as the simulated network delivers them, to the
     // `fetch` checker (before any node starts: a stream takes the hook when it is made).
@@ -425,7 +433,7 @@ async fn world(
     let states: States = Arc::default();
     let supervision = Arc::new(Supervision::default());
     let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
-    let nodes = Arc::new(start_nodes(&scenario, seed, &states, &scratch, &supervision, &observer));
+    let nodes = Arc::new(start_nodes(&scenario, plan, &states, &supervision, &observer));
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     // The nodes a fault holds down: shared by the fault book and the supervisor.
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
@@ -441,7 +449,6 @@ async fn world(
     // Each writer's key count, in writer order.
     let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
-    let writer_modes = scenario.writer_modes_for(seed);
     // The writers share one producer, so one bucket: writes_per_s and burst are both its quota.
     let quota_per_s = crate::scenario::nodes::producer_quota(&scenario);
     let quota = crate::checkers::quota::Quota::new(quota_per_s, quota_per_s);
@@ -522,11 +529,11 @@ async fn world(
     // Safety phase: faults at their times.
     let start = madsim::time::Instant::now();
     record(&recorder, |at_ms| Event::Phase { at_ms, phase: crate::trace::RunPhase::Safety });
-    for fault in scenario.faults_for(seed).into_iter().filter(|f| f.during.is_some()) {
+    for fault in faults.iter().filter(|f| f.during.is_some()).cloned() {
         let triggered = Triggered { fault, states: states.clone(), book: book.clone() };
         tokio::spawn(triggered.run(start, scenario.scenario.duration));
     }
-    for step in crate::faults::steps(&scenario.faults_for(seed)) {
+    for step in crate::faults::steps(&faults) {
         if step.at >= scenario.scenario.duration {
             continue; // ends after the safety phase: healed below
         }
