@@ -19,20 +19,7 @@
 
 use std::sync::Mutex;
 
-use crate::observe::Probe;
-
-/// A fault point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FaultPoint {
-    /// A commit takes seconds (a disk stalled under a burst of other work).
-    SlowCommit,
-    /// A replication server closes the connection right after its welcome.
-    DropAfterHandshake,
-    /// A replication server closes a snapshot transfer after a chunk: the client resumes.
-    DropMidSnapshot,
-    /// A replication server sends a keepalive at once instead of after the interval.
-    EarlyKeepalive,
-}
+pub use crate::observe::FaultPoint;
 
 impl FaultPoint {
     const ALL: [FaultPoint; 4] = [
@@ -41,16 +28,6 @@ impl FaultPoint {
         FaultPoint::DropMidSnapshot,
         FaultPoint::EarlyKeepalive,
     ];
-
-    /// The probe a firing reports.
-    pub fn probe(self) -> Probe {
-        match self {
-            FaultPoint::SlowCommit => Probe::FaultPointSlowCommit,
-            FaultPoint::DropAfterHandshake => Probe::FaultPointDropAfterHandshake,
-            FaultPoint::DropMidSnapshot => Probe::FaultPointDropMidSnapshot,
-            FaultPoint::EarlyKeepalive => Probe::FaultPointEarlyKeepalive,
-        }
-    }
 
     /// One pass in how many fires, once the point is switched on.
     #[cfg_attr(not(madsim), allow(dead_code))]

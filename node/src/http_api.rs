@@ -47,9 +47,9 @@ use tokio::time::Instant;
 use crate::config::{ProducerConfig, Role};
 use crate::connections::{FlushWhenWritten, Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
-use crate::node::NodeState;
 use crate::observe::Probe;
 use crate::root::WriteQueue;
+use crate::state::NodeState;
 
 /// Largest request body: one maximal value plus framing, or a batch of small writes.
 pub const BODY_BYTES_MAX: usize = 2 << 20;

@@ -36,6 +36,7 @@ pub mod replication;
 #[cfg(not(madsim))]
 pub mod resources;
 pub mod root;
+pub mod state;
 pub mod store;
 pub mod testkit;
 

@@ -122,10 +122,35 @@ pub enum NodeEvent {
     Reached(Probe),
     /// A fault point began misbehaving (`active`), or stopped: the watcher treats it as a fault
     /// on this node. A momentary one (a dropped connection) starts and stops at once.
-    FaultPoint { point: crate::fault_points::FaultPoint, active: bool },
+    FaultPoint { point: FaultPoint, active: bool },
 }
 
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.
 pub trait NodeObserver: Send + Sync + std::fmt::Debug {
     fn observe(&self, node: &str, event: NodeEvent);
+}
+
+/// A fault point (see `crate::fault_points`, which makes them fire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultPoint {
+    /// A commit takes seconds (a disk stalled under a burst of other work).
+    SlowCommit,
+    /// A replication server closes the connection right after its welcome.
+    DropAfterHandshake,
+    /// A replication server closes a snapshot transfer after a chunk: the client resumes.
+    DropMidSnapshot,
+    /// A replication server sends a keepalive at once instead of after the interval.
+    EarlyKeepalive,
+}
+
+impl FaultPoint {
+    /// The probe a firing reports.
+    pub fn probe(self) -> Probe {
+        match self {
+            FaultPoint::SlowCommit => Probe::FaultPointSlowCommit,
+            FaultPoint::DropAfterHandshake => Probe::FaultPointDropAfterHandshake,
+            FaultPoint::DropMidSnapshot => Probe::FaultPointDropMidSnapshot,
+            FaultPoint::EarlyKeepalive => Probe::FaultPointEarlyKeepalive,
+        }
+    }
 }

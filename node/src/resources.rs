@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 
-use crate::node::NodeState;
+use crate::state::NodeState;
 use crate::store::{EngineResources, MemoryComponent};
 
 /// Exit code of a node that went past its memory limit: fdbserver's `FDB_EXIT_NO_MEM` (20), so

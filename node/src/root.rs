@@ -33,8 +33,8 @@ use tokio::task::JoinHandle;
 use crate::connections::{Lifecycle, reached};
 use crate::entry::{LogEntry, Op};
 use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
-use crate::node::{DiskOp, NodeState};
 use crate::observe::Probe;
+use crate::state::{DiskOp, NodeState};
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;

@@ -13,10 +13,11 @@ use std::time::Duration;
 use qs_node::config::NodeConfig;
 use qs_node::entry::{DatabaseId, LogEntry, Op};
 use qs_node::metrics::Metrics;
-use qs_node::node::{Node, NodeState};
+use qs_node::node::Node;
 use qs_node::replication::protocol::{
     ClientHello, Message, PROTOCOL_VERSION, RefusalReason, Want, read_message, write_message,
 };
+use qs_node::state::NodeState;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 

@@ -15,8 +15,9 @@ use std::time::Duration;
 use madsim::runtime::{Handle, Runtime};
 use qs_node::config::NodeConfig;
 use qs_node::entry::Op;
-use qs_node::node::{Node, NodeState};
+use qs_node::node::{Node, SimHooks};
 use qs_node::observe::{NodeEvent, NodeObserver};
+use qs_node::state::NodeState;
 use qs_node::store::{MemDisk, StoreLocation};
 
 const DB: &str = "5157534d-0000-0000-0000-00000000515d";
@@ -60,9 +61,8 @@ impl NodeObserver for EventLog {
 /// Starts a node on a fresh memory disk, reporting to `log`.
 async fn start_logged(config: NodeConfig, node_id: u128, log: &std::sync::Arc<EventLog>) -> Node {
     let observer: std::sync::Arc<dyn NodeObserver> = log.clone();
-    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, None, Some(observer), false)
-        .await
-        .unwrap()
+    let hooks = SimHooks { observer: Some(observer), ..SimHooks::default() };
+    Node::start_simulated(config, &StoreLocation::Memory(MemDisk::default()), node_id, hooks).await.unwrap()
 }
 
 fn head(state: &NodeState) -> (u64, String, String) {

@@ -36,7 +36,8 @@ use clap::{Parser, Subcommand};
 use qs_node::config::NodeConfig;
 use qs_node::entry::DatabaseId;
 use qs_node::inspect;
-use qs_node::node::{Node, NodeState};
+use qs_node::node::Node;
+use qs_node::state::NodeState;
 use qs_node::store::EngineKind;
 
 #[derive(Parser, Debug)]

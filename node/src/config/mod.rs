@@ -294,6 +294,10 @@ pub struct ReplicationConfig {
     pub snapshot_chunk_bytes: ByteSize,
 }
 
+/// How long a bootstrap waits for any one step by default (`replication.snapshot_timeout`):
+/// as long as a source may stay silent on the log stream.
+pub const SNAPSHOT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
 impl Default for ReplicationConfig {
     fn default() -> Self {
         ReplicationConfig {
@@ -305,7 +309,7 @@ impl Default for ReplicationConfig {
             bootstraps_served_max: 2,
             snapshot_chunk_bytes: ByteSize(crate::store::snapshot::CHUNK_BYTES_DEFAULT),
             apply_batch_entries_max: 1_000,
-            snapshot_timeout: crate::replication::bootstrap::SNAPSHOT_TIMEOUT_DEFAULT,
+            snapshot_timeout: SNAPSHOT_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -392,6 +396,19 @@ pub enum ConfigError {
 }
 
 impl NodeConfig {
+    /// Where this node keeps snapshot exports and imports (and its catching-up and damage
+    /// markers): beside its store.
+    pub fn snapshot_dir(&self) -> std::path::PathBuf {
+        let path = &self.storage.path;
+        if path.as_os_str().is_empty() {
+            std::env::temp_dir().join(format!("qs-node-{}-snapshots", self.name))
+        } else {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(".snapshots");
+            path.with_file_name(name)
+        }
+    }
+
     /// How this node opens its store: its database and the engine settings from `[storage]`.
     pub fn store_options(&self) -> OpenOptions {
         // Validated: both fit in usize (at most CACHE_BYTES_MAX and BLOCK_BYTES_MAX).

@@ -15,16 +15,13 @@
 //!   already queued (or abandons it, unacknowledged, past the drain timeout), closes every
 //!   connection and then the store, within `connections.drain_timeout` plus a bounded grace.
 //!
-//! Files: `state.rs` ([`NodeState`], shared by the node's tasks), `disk.rs` (the simulator's
-//! disk seam), `tasks.rs` (the listener and background loops [`Node::start`] spawns); this file
-//! starts and stops a node.
+//! The layers: [`crate::state`] ([`NodeState`], shared by the node's tasks, and the simulator's
+//! disk seam) below the services (`root`, `replication`, `http_api`, `memcached`), and this
+//! orchestrator above them all: `tasks.rs` (the listener and background loops [`Node::start`]
+//! spawns) and this file, which starts and stops a node. No service imports the orchestrator.
 
-mod disk;
-mod state;
 mod tasks;
 
-pub use disk::{DiskModel, DiskOp, PageAccess};
-pub use state::NodeState;
 pub use tasks::LEGACY_WRITEBACK;
 use tasks::{legacy_writeback, run_gc, scrub, serve_memcached};
 
@@ -37,6 +34,7 @@ use tokio::task::JoinHandle;
 use crate::config::{NodeConfig, Role};
 use crate::connections::{Lifecycle, ListenerKind};
 use crate::observe::NodeObserver;
+use crate::state::{DiskModel, DiskOp, NodeState};
 use crate::store::{Store, StoreError, StoreLocation};
 
 /// Why a node did not start.
@@ -104,6 +102,17 @@ fn set_aside_damaged_store(
     Ok(kept.display().to_string())
 }
 
+/// What a simulator attaches to a node it starts; the default, nothing, is a real node.
+#[derive(Clone, Debug, Default)]
+pub struct SimHooks {
+    /// A disk model charging every store operation (and failing them, as the fault says).
+    pub disk: Option<Arc<dyn DiskModel>>,
+    /// Told what the node does, as it does it.
+    pub observer: Option<Arc<dyn NodeObserver>>,
+    /// The node's fault points may fire (under the simulator only; see `crate::fault_points`).
+    pub fault_points: bool,
+}
+
 impl Node {
     /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
     pub async fn start(config: NodeConfig, node_id: u128) -> Result<Node, StartError> {
@@ -114,25 +123,23 @@ impl Node {
     /// [`start`](Self::start) on a given store location: the simulator passes the `MemDisk`
     /// that outlives the node's process, so a restarted node finds its data again.
     pub async fn start_on(config: NodeConfig, location: &StoreLocation, node_id: u128) -> Result<Node, StartError> {
-        Node::start_simulated(config, location, node_id, None, None, false).await
+        Node::start_simulated(config, location, node_id, SimHooks::default()).await
     }
 
-    /// [`start_on`](Self::start_on) with a simulated disk model charging every store operation,
-    /// an observer told what the node does, and (under the simulator only) its fault points on.
+    /// [`start_on`](Self::start_on) with the simulator's [`SimHooks`] attached.
     pub async fn start_simulated(
         config: NodeConfig,
         location: &StoreLocation,
         node_id: u128,
-        disk: Option<Arc<dyn DiskModel>>,
-        observer: Option<Arc<dyn NodeObserver>>,
-        fault_points: bool,
+        hooks: SimHooks,
     ) -> Result<Node, StartError> {
+        let SimHooks { disk, observer, fault_points } = hooks;
         if let Some(disk) = &disk {
             let latency = disk.charge(DiskOp::Open);
             tokio::time::sleep(latency).await;
         }
         if let StoreLocation::Lmdb(live) | StoreLocation::Rocksdb(live) = location {
-            let snapshots = crate::replication::server::snapshot_dir_of(&config);
+            let snapshots = config.snapshot_dir();
             crate::replication::bootstrap::recover_interrupted_install(live, &snapshots).map_err(|e| {
                 StartError::Store(StoreError::Engine(crate::store::EngineError::failed(
                     location.kind(),

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 
 use crate::connections::ListenerKind;
 
-use super::{DiskOp, NodeState};
+use crate::state::{DiskOp, NodeState};
 
 pub(super) async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
     let gate = state.connections.gate(ListenerKind::Memcached);

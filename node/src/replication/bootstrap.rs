@@ -20,14 +20,13 @@
 //!   deleted only when a live store exists beside it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use super::protocol::{Message, Want, read_message, write_message};
-use crate::node::{DiskOp, NodeState};
 use crate::observe::{BootstrapStage, NodeEvent, Probe};
+use crate::state::{DiskOp, NodeState};
 use crate::store::faults::{IoOp, check_io};
 use crate::store::snapshot::{SnapshotImport, SnapshotManifest, sync_dir_io};
 use crate::store::{OpenOptions, Store, StoreLocation};
@@ -43,12 +42,12 @@ impl Drop for Transferring<'_> {
 
 /// Where a transfer is staged, resumably.
 fn staging_dir(state: &NodeState) -> PathBuf {
-    super::server::snapshot_dir(state).join("import")
+    state.config.snapshot_dir().join("import")
 }
 
 /// Where a verified snapshot is opened before it is swapped in.
 fn installing_dir(state: &NodeState) -> PathBuf {
-    super::server::snapshot_dir(state).join("installing")
+    state.config.snapshot_dir().join("installing")
 }
 
 /// Where the live store waits during a swap.
@@ -105,7 +104,7 @@ async fn fetch_and_install(
         .await
         .map_err(|_| format!("connect timed out after {deadline:?} (replication.snapshot_timeout)"))?
         .map_err(|e| format!("connect: {e}"))?;
-    write_message(&mut stream, &super::client::hello(state, want)).await.map_err(|e| e.to_string())?;
+    write_message(&mut stream, &Message::Hello(state.hello(want, None))).await.map_err(|e| e.to_string())?;
     progress.stage = BootstrapStage::Manifest;
     let mut import: Option<SnapshotImport> = None;
     let _transfer = Transferring(state);
@@ -370,10 +369,6 @@ pub fn recover_interrupted_install(live: &Path, snapshots: &Path) -> std::io::Re
         sync_dir_io(live.parent().unwrap_or(Path::new(".")))
     }
 }
-
-/// How long a bootstrap waits for any one step by default (`replication.snapshot_timeout`):
-/// as long as a source may stay silent on the log stream.
-pub const SNAPSHOT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -33,13 +33,13 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::bootstrap::{BootstrapFailed, bootstrap};
-use super::protocol::{ClientHello, Message, PROTOCOL_VERSION, UpstreamStatus, Want, read_message, write_message};
-use super::server::KEEPALIVE_INTERVAL;
-use super::staleness::{Heard, SOURCE_QUIET, Staleness, Verdict};
+use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
+use super::protocol::{KEEPALIVE_INTERVAL, SOURCE_QUIET};
+use super::staleness::{Heard, Staleness, Verdict};
 use crate::entry::VerifiedEntry;
 use crate::metrics::Metrics;
-use crate::node::{DiskOp, NodeState};
 use crate::observe::{NodeEvent, Probe, SourceChange};
+use crate::state::{DiskOp, NodeState};
 use crate::store::StoreError;
 
 /// Most times in a row a broken transfer is resumed from one source before the next source
@@ -243,24 +243,6 @@ fn write_legacy_cursor_at(state: &NodeState, index: u64) {
     }
 }
 
-pub(super) fn hello(state: &NodeState, want: Want) -> Message {
-    hello_from(state, want, None)
-}
-
-/// A hello asking for entries after `last_index`, or after the applied index when `None`.
-fn hello_from(state: &NodeState, want: Want, last_index: Option<u64>) -> Message {
-    let last_index = last_index.unwrap_or_else(|| state.read_store(|s| s.applied_index()));
-    Message::Hello(ClientHello {
-        version: PROTOCOL_VERSION,
-        client_id: state.node_id,
-        db_id: state.config.database_id,
-        last_index,
-        stop_index: None,
-        newest_only: false,
-        want,
-    })
-}
-
 /// Connects to `source` and applies what it streams until something ends it; asks for entries
 /// after `resume_from` instead of the applied index when given (the legacy cursor).
 /// `left_because` says why the previous source was left (for the trace).
@@ -271,7 +253,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
         Ok(Err(e)) => return Ended::Disconnected(format!("connect: {e}")),
         Err(_) => return Ended::Disconnected("connect timed out".into()),
     };
-    match timeout(staleness, write_message(&mut stream, &hello_from(state, Want::Log, resume_from))).await {
+    match timeout(staleness, write_message(&mut stream, &Message::Hello(state.hello(Want::Log, resume_from)))).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Ended::Disconnected(format!("hello: {e}")),
         Err(_) => return Ended::Disconnected("sending the hello timed out".into()),

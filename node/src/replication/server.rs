@@ -26,19 +26,18 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::protocol::{
-    ClientHello, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message, write_message,
+    ClientHello, KEEPALIVE_INTERVAL, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message,
+    write_message,
 };
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
 use crate::entry::StoredEntry;
 use crate::fault_points::FaultPoint;
 use crate::metrics::Metrics;
-use crate::node::{DiskOp, NodeState};
 use crate::observe::Probe;
+use crate::state::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
 
-/// How often an idle (caught-up) client hears from its source.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
 /// Bounds on one `Entries` frame.
 pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
 /// How long a finished export is kept for clients resuming an interrupted bootstrap.
@@ -322,7 +321,7 @@ fn current_export(
             return Ok((export.clone(), open_export(state, &export.dir)?));
         }
     }
-    let root = snapshot_dir(state);
+    let root = state.config.snapshot_dir();
     cache.exports_made += 1;
     let dir = root.join(format!("export-{}", cache.exports_made));
     if dir.exists() {
@@ -342,21 +341,4 @@ fn open_export(state: &NodeState, dir: &std::path::Path) -> Result<SnapshotSourc
     SnapshotSource::open(dir)
         .and_then(|s| s.with_chunk_bytes(state.config.replication.snapshot_chunk_bytes.as_u64()))
         .map_err(|e| e.to_string())
-}
-
-/// Where this node keeps snapshot exports and imports: beside its store.
-pub fn snapshot_dir(state: &NodeState) -> PathBuf {
-    snapshot_dir_of(&state.config)
-}
-
-/// [`snapshot_dir`] for a configuration (before the node's state exists).
-pub fn snapshot_dir_of(config: &crate::config::NodeConfig) -> PathBuf {
-    let path = &config.storage.path;
-    if path.as_os_str().is_empty() {
-        std::env::temp_dir().join(format!("qs-node-{}-snapshots", config.name))
-    } else {
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(".snapshots");
-        path.with_file_name(name)
-    }
 }

@@ -25,15 +25,13 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
+use super::protocol::KEEPALIVE_INTERVAL;
 use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
-use super::server::KEEPALIVE_INTERVAL;
 use crate::entry::LogEntry;
-use crate::node::NodeState;
 use crate::observe::Probe;
+use crate::state::NodeState;
 
-/// A source that sends nothing for this long (two keepalives missed) is quiet: stuck, paused
-/// or cut off. Its downstream says it is recovering from then on.
-pub const SOURCE_QUIET: Duration = Duration::from_secs(2 * KEEPALIVE_INTERVAL.as_secs());
+use super::protocol::SOURCE_QUIET;
 
 /// What a source's latest word was, for the judgement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +123,7 @@ async fn probe(state: &NodeState, others: &[SocketAddr]) -> Option<SocketAddr> {
 
 async fn probe_one(state: &NodeState, source: SocketAddr, mine: u64) -> bool {
     let Ok(Ok(mut stream)) = timeout(KEEPALIVE_INTERVAL, TcpStream::connect(source)).await else { return false };
-    let Message::Hello(mut hello) = super::client::hello(state, Want::Log) else { return false };
+    let mut hello = state.hello(Want::Log, None);
     hello.newest_only = true;
     if write_message(&mut stream, &Message::Hello(hello)).await.is_err() {
         return false;

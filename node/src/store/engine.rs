@@ -191,7 +191,7 @@ pub enum MemoryComponent {
     MemoryStore,
     /// Not an engine's: the node's connection buffers (open connections per listener × what one
     /// holds) and the writes queued for the root's next commit. See
-    /// `qs_node::node::NodeState::buffer_bytes`.
+    /// `qs_node::state::NodeState::buffer_bytes`.
     Buffers,
 }
 

@@ -1,5 +1,5 @@
 //! Disk faults: slow SSDs and failing disks (SIGBUS), charged through the node's
-//! [`DiskModel`](qs_node::node::DiskModel) seam on every store operation.
+//! [`DiskModel`](qs_node::state::DiskModel) seam on every store operation.
 //!
 //! Fault model:
 //! - **slow_disk** `aging`: most operations take tens to hundreds of microseconds, but 3 % of
@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use madsim::time::Instant;
-use qs_node::node::{DiskModel, DiskOp, PageAccess};
+use qs_node::state::{DiskModel, DiskOp, PageAccess};
 use qs_node::store::faults::{DiskError, IoFailure, IoFaults, IoOp};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;

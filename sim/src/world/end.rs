@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use qs_node::node::NodeState;
+use qs_node::state::NodeState;
 
 use crate::checkers::convergence::Lost;
 use crate::checkers::reads::Reads;

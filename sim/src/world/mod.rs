@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use madsim::runtime::{Handle, Runtime};
 
-use qs_node::node::{Node, NodeState};
+use qs_node::node::{Node, SimHooks};
+use qs_node::state::NodeState;
 use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 
 use crate::checkers::fetch::Fetch;
@@ -257,7 +258,7 @@ fn start_nodes(
                 .init(move || {
                     let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
                     let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    let device: Arc<dyn qs_node::node::DiskModel> = init_device.clone();
+                    let device: Arc<dyn qs_node::state::DiskModel> = init_device.clone();
                     let observer = init_observer.clone();
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
@@ -281,16 +282,8 @@ fn start_nodes(
                             EngineKind::Memory => StoreLocation::Memory(disk),
                             kind => StoreLocation::new(kind, &config.storage.path),
                         };
-                        match Node::start_simulated(
-                            config,
-                            &location,
-                            node_id,
-                            Some(device),
-                            Some(observer),
-                            fault_points,
-                        )
-                        .await
-                        {
+                        let hooks = SimHooks { disk: Some(device), observer: Some(observer), fault_points };
+                        match Node::start_simulated(config, &location, node_id, hooks).await {
                             Ok(node) => {
                                 states
                                     .lock()

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use madsim::runtime::NodeHandle;
-use qs_node::node::NodeState;
+use qs_node::state::NodeState;
 
 use crate::faults::disk::SimDisk;
 use crate::resources::CACHE_WINDOW;

@@ -245,6 +245,13 @@ impl fmt::Display for FrameType {
     }
 }
 
+/// How often an idle (caught-up) client hears from its source.
+pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A source that sends nothing for this long (two keepalives missed) is quiet: stuck, paused
+/// or cut off. Its downstream says it is recovering from then on.
+pub const SOURCE_QUIET: std::time::Duration = std::time::Duration::from_secs(2 * KEEPALIVE_INTERVAL.as_secs());
+
 /// What a client asks for after the handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Want {

@@ -17,12 +17,12 @@ use crate::fault_points::{FaultPoint, FaultPoints};
 use crate::memcached::{ReadBackend, ReadCounters};
 use crate::metrics::Metrics;
 use crate::observe::{NodeEvent, NodeObserver};
-use crate::replication::protocol::UpstreamStatus;
-use crate::replication::staleness::SOURCE_QUIET;
+use crate::replication::protocol::{ClientHello, PROTOCOL_VERSION, SOURCE_QUIET, UpstreamStatus, Want};
 use crate::store::Store;
 use crate::store::faults::IoOp;
 
-use super::{DiskModel, DiskOp, PageAccess};
+mod disk;
+pub use disk::{DiskModel, DiskOp, PageAccess};
 
 /// Reports a lasting fault point's end when dropped.
 struct FaultPointOver<'a>(&'a NodeState, FaultPoint);
@@ -76,8 +76,8 @@ pub struct NodeState {
     ready: std::sync::atomic::AtomicBool,
     /// The listeners' caps and counters.
     pub connections: Connections,
-    /// Serving, draining or stopped; only [`Node::shutdown`](super::Node::shutdown) moves it.
-    pub(super) lifecycle: watch::Sender<Lifecycle>,
+    /// Serving, draining or stopped; only `Node::shutdown` moves it.
+    pub(crate) lifecycle: watch::Sender<Lifecycle>,
 }
 
 impl NodeState {
@@ -281,7 +281,7 @@ impl NodeState {
 
     /// The file whose presence says this replica's store is damaged and must be replaced.
     pub fn damage_marker(&self) -> std::path::PathBuf {
-        crate::replication::server::snapshot_dir(self).join("damaged")
+        self.config.snapshot_dir().join("damaged")
     }
 
     /// At start-up: takes up a damage verdict an earlier process recorded and did not heal.
@@ -352,6 +352,21 @@ impl NodeState {
     /// A lasting fault point stopped misbehaving.
     pub fn fault_point_over(&self, point: FaultPoint) {
         self.report(NodeEvent::FaultPoint { point, active: false });
+    }
+
+    /// The hello this node opens a replication connection with: its id and database, asking
+    /// for `want` after `last_index`, or after its applied index when `None`.
+    pub fn hello(&self, want: Want, last_index: Option<u64>) -> ClientHello {
+        let last_index = last_index.unwrap_or_else(|| self.read_store(|s| s.applied_index()));
+        ClientHello {
+            version: PROTOCOL_VERSION,
+            client_id: self.node_id,
+            db_id: self.config.database_id,
+            last_index,
+            stop_index: None,
+            newest_only: false,
+            want,
+        }
     }
 
     /// Counts `probe` with the observer (nothing in the real binary).
@@ -538,5 +553,5 @@ impl ReadBackend for NodeState {
 /// The file whose presence says a replica started empty and has not caught up since (see
 /// [`NodeState::set_ready`]): beside the damage marker, in the node's snapshot folder.
 fn catching_up_marker(config: &NodeConfig) -> std::path::PathBuf {
-    crate::replication::server::snapshot_dir_of(config).join("catching-up")
+    config.snapshot_dir().join("catching-up")
 }
