@@ -5,7 +5,7 @@
 //! - In the real binary (no `--cfg madsim`) no fault point ever fires: [`FaultPoints::fires`]
 //!   is `false` without looking at anything.
 //! - Under the simulator a point fires only in a process started with fault points on
-//!   (`Node::start_simulated`'s `fault_points`, which the simulator sets when a scenario asks or
+//!   (`SimHooks::fault_points` of `Node::start_simulated`, which the simulator sets when a scenario asks or
 //!   swarm draws it). Each point is then switched on for the process with probability 1/4 the
 //!   first time it is reached, and an enabled point fires on 1/4 of its passes — FoundationDB's
 //!   25 % of sites on 25 % of passes — except a stalled commit, 1 pass in 20: at 1 in 4 a

@@ -33,8 +33,8 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::bootstrap::{BootstrapFailed, bootstrap};
-use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
 use super::protocol::{KEEPALIVE_INTERVAL, SOURCE_QUIET};
+use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
 use super::staleness::{Heard, Staleness, Verdict};
 use crate::entry::VerifiedEntry;
 use crate::metrics::Metrics;
