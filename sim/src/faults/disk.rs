@@ -36,7 +36,7 @@ use qs_node::store::faults::{DiskError, IoFailure, IoFaults, IoOp};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::process::Supervision;
+use super::supervision::Supervision;
 use crate::scenario::DiskModelKind;
 
 /// How long an operation that hit a poisoned page "takes": forever, as far as the process is

@@ -27,6 +27,7 @@ pub mod disk;
 pub mod network;
 pub mod page_cache;
 pub mod process;
+pub mod supervision;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

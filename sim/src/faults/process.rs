@@ -27,30 +27,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::disk::SimDisk;
+use super::supervision::Supervision;
+
 use crate::trace::{Event, SharedRecorder};
-
-/// What the supervisor is told: processes that hit a poisoned page, and processes that failed
-/// to start (with the node's error).
-#[derive(Debug, Default)]
-pub struct Supervision {
-    sigbus: Mutex<Vec<String>>,
-    failed_starts: Mutex<Vec<(String, String)>>,
-    wake: tokio::sync::Notify,
-}
-
-impl Supervision {
-    /// `node`'s process touched a poisoned page: the supervisor kills it now.
-    pub fn died_of_sigbus(&self, node: &str) {
-        self.sigbus.lock().unwrap_or_else(|p| p.into_inner()).push(node.to_string());
-        self.wake.notify_one();
-    }
-
-    /// `node`'s process failed to start with `reason`: recorded, and started again later.
-    pub fn failed_to_start(&self, node: &str, reason: String) {
-        self.failed_starts.lock().unwrap_or_else(|p| p.into_inner()).push((node.to_string(), reason));
-        self.wake.notify_one();
-    }
-}
 
 /// A node the supervisor watches: its name, its madsim node, its disk.
 pub type Supervised = (String, NodeHandle, Arc<SimDisk>);

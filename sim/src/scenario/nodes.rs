@@ -213,7 +213,7 @@ pub fn producer_quota(scenario: &Scenario) -> u64 {
             super::Workload::Writer { rate_per_s, burst, preload_rate_per_s, modes, .. } => {
                 let requests =
                     rate_per_s.max(burst.map_or(0.0, |b| b.rate_per_s)).max(preload_rate_per_s.unwrap_or(0.0));
-                let ops = if drawn_batches { super::swarm::DRAWN_BATCH_OPS_MAX } else { modes.ops_per_request() };
+                let ops = if drawn_batches { super::workload::DRAWN_BATCH_OPS_MAX } else { modes.ops_per_request() };
                 Some(requests * f64::from(ops))
             }
             _ => None,

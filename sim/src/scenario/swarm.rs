@@ -12,6 +12,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::fault::{DiskError, IoOp};
+use super::workload::DRAWN_BATCH_OPS_MAX;
 use super::{DiskModelKind, During, Fault, FaultKind, Scenario, Swarm, Workload, WriterModes};
 
 impl Scenario {
@@ -412,9 +413,6 @@ impl World {
 fn outage(kind: FaultKind, target: &str, at: u64, duration: u64) -> Fault {
     Fault::new(Duration::from_millis(at), kind, target, Duration::from_millis(duration.max(1)))
 }
-
-/// The most operations a drawn writer's request carries.
-pub const DRAWN_BATCH_OPS_MAX: u32 = 8;
 
 /// Writer `writer`'s modes drawn from `seed`.
 fn drawn_modes(seed: u64, writer: usize) -> WriterModes {

@@ -43,6 +43,9 @@ fn default_skew() -> f64 {
     1.0
 }
 
+/// The most operations a writer's request carries when swarm draws its modes.
+pub const DRAWN_BATCH_OPS_MAX: u32 = 8;
+
 /// How a writer's requests reach what the node promises. The default is one `PUT` of a new
 /// value per request. Each share is a probability per operation.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, serde::Serialize)]

@@ -29,7 +29,7 @@ use qs_node::store::{EngineKind, MemDisk, StoreLocation};
 use crate::checkers::fetch::Fetch;
 use crate::checkers::reads::Reads;
 use crate::faults::disk::SimDisk;
-use crate::faults::process::Supervision;
+use crate::faults::supervision::Supervision;
 use crate::faults::{FaultStep, SimNode};
 use crate::plan::Plan;
 use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT};
