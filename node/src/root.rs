@@ -243,7 +243,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
                     None => match store.get(op.key()) {
                         Ok(value) => Some(value),
                         // Planted bug: the unreadable key counts as absent.
-                        Err(_) if state.config.legacy.unreadable_key_counts_as_absent => Some(None),
+                        Err(_) if state.config.planted().unreadable_key_counts_as_absent => Some(None),
                         Err(e) => {
                             tracing::warn!(error = %e, "reading a key's current value failed: the write is kept");
                             read_failures.push(e.is_damage());

@@ -165,7 +165,7 @@ pub struct NodeConfig {
 }
 
 /// Planted bugs. Each reproduces a failure the seeds describe; none is ever on by default.
-#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LegacyConfig {
     /// Serving: when a client asks for collected history, stream from the oldest entry still
@@ -395,7 +395,27 @@ pub enum ConfigError {
     Invalid { path: String, field: &'static str, problem: String },
 }
 
+/// Every planted bug off: what a node built without the `planted-bugs` feature runs with.
+static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
+    serve_nearest_when_collected: false,
+    apply_without_gap_check: false,
+    cursor_written_at_disconnect: false,
+    cursor_written_before_apply: false,
+    stop_serving_when_upstream_lost: false,
+    drop_downstream_while_reconnecting: false,
+    never_leave_stale_source: false,
+    acknowledge_before_sync: false,
+    unreadable_key_counts_as_absent: false,
+};
+
 impl NodeConfig {
+    /// The planted bugs this node runs with: `[legacy]` in a build with the `planted-bugs`
+    /// feature (the simulator's), none otherwise — the branches they guard are constant-false in
+    /// the real binary, which refuses a `[legacy]` that turns one on ([`NodeConfig::parse`]).
+    pub fn planted(&self) -> &LegacyConfig {
+        if cfg!(feature = "planted-bugs") { &self.legacy } else { &NO_PLANTED_BUGS }
+    }
+
     /// Where this node keeps snapshot exports and imports (and its catching-up and damage
     /// markers): beside its store.
     pub fn snapshot_dir(&self) -> std::path::PathBuf {
@@ -420,7 +440,7 @@ impl NodeConfig {
             rocksdb_direct_reads: self.storage.direct_reads.unwrap_or(false),
             lmdb_read_ahead: self.storage.read_ahead.unwrap_or(true),
             lmdb_write_map: self.storage.write_map.unwrap_or(false),
-            sync_commits: !self.legacy.acknowledge_before_sync,
+            sync_commits: !self.planted().acknowledge_before_sync,
             ..OpenOptions::new(self.database_id)
         }
     }

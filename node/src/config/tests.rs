@@ -48,6 +48,28 @@ fn names_the_field_that_is_wrong() {
     assert!(err.contains("root.producers.token"), "{err}");
 }
 
+/// A root with one planted bug switched on.
+fn with_a_planted_bug() -> String {
+    format!("{ROOT}[legacy]\nserve_nearest_when_collected = true\n")
+}
+
+#[test]
+#[cfg(not(feature = "planted-bugs"))]
+fn a_real_node_refuses_a_planted_bug_and_runs_none() {
+    let err = refused(&with_a_planted_bug());
+    assert!(err.contains("bad.toml: field `legacy`") && err.contains("only the simulator's build"), "{err}");
+    // All off is what every real configuration says anyway, so an empty section is no bug.
+    let config = NodeConfig::parse(&format!("{ROOT}[legacy]\n"), "root.toml").unwrap();
+    assert_eq!(config.planted(), &LegacyConfig::default());
+}
+
+#[test]
+#[cfg(feature = "planted-bugs")]
+fn the_simulators_build_runs_the_planted_bugs_it_is_given() {
+    let config = NodeConfig::parse(&with_a_planted_bug(), "root.toml").unwrap();
+    assert!(config.planted().serve_nearest_when_collected);
+}
+
 #[test]
 fn the_shipped_examples_are_valid() {
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");

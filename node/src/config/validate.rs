@@ -5,6 +5,14 @@ use super::*;
 
 impl NodeConfig {
     pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !cfg!(feature = "planted-bugs") && self.legacy != super::LegacyConfig::default() {
+            return Err((
+                "legacy",
+                "turns on a planted bug, which only the simulator's build has (the `planted-bugs` feature): a real \
+                 node never runs one. Remove the [legacy] section"
+                    .to_string(),
+            ));
+        }
         if self.name.is_empty() || self.name.len() > 64 || self.name.chars().any(|c| c.is_whitespace()) {
             return Err(("name", "must be 1 to 64 characters with no whitespace".into()));
         }

@@ -174,7 +174,7 @@ impl Node {
         } else {
             state.recall_damage();
         }
-        if !state.config.legacy.cursor_written_at_disconnect && !state.config.legacy.cursor_written_before_apply {
+        if !state.config.planted().cursor_written_at_disconnect && !state.config.planted().cursor_written_before_apply {
             // The position is in the store, in the same commit as the data it covers.
             state.cursor_persisted(resume_from);
         }
@@ -201,7 +201,7 @@ impl Node {
         if !state.config.storage.scrub_interval.is_zero() {
             background.push(tokio::spawn(scrub(state.clone())));
         }
-        if state.config.legacy.acknowledge_before_sync {
+        if state.config.planted().acknowledge_before_sync {
             background.push(tokio::spawn(legacy_writeback(state.clone())));
         }
         let listeners = vec![

@@ -99,7 +99,7 @@ pub async fn run(state: Arc<NodeState>) {
     let mut attempts: u64 = 0;
     // PLANTED BUG (legacy): after a restart, resume from the side file, not the store.
     let legacy_cursor_file =
-        state.config.legacy.cursor_written_at_disconnect || state.config.legacy.cursor_written_before_apply;
+        state.config.planted().cursor_written_at_disconnect || state.config.planted().cursor_written_before_apply;
     let mut resume_from = legacy_cursor_file.then(|| legacy_cursor(&state));
     if let Some(cursor) = resume_from {
         state.cursor_persisted(cursor);
@@ -142,7 +142,7 @@ pub async fn run(state: Arc<NodeState>) {
                 _ => Probe::LeftBrokenSource,
             });
             state.set_upstream_ok(false);
-            if state.config.legacy.cursor_written_at_disconnect {
+            if state.config.planted().cursor_written_at_disconnect {
                 write_legacy_cursor(&state);
             }
             let after = state.read_store(|s| s.applied_index());
@@ -205,7 +205,7 @@ pub async fn run(state: Arc<NodeState>) {
         if progressed {
             backoff = config.reconnect_backoff_min;
         }
-        if state.config.legacy.stop_serving_when_upstream_lost {
+        if state.config.planted().stop_serving_when_upstream_lost {
             // PLANTED BUG (legacy): uncapped, unjittered exponential backoff (bounded only by
             // LEGACY_BACKOFF_MAX so that even the bug has a limit).
             tokio::time::sleep(backoff).await;
@@ -282,7 +282,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
     let mut behind_since: Option<Instant> = None;
     // PLANTED BUG (legacy): without a staleness timeout a source that stops sending is followed
     // for as long as its connection stays open.
-    let silence_allowed = if state.config.legacy.never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
+    let silence_allowed =
+        if state.config.planted().never_leave_stale_source { STALE_SOURCE_FOREVER } else { staleness };
     loop {
         if state.is_damaged() {
             return Ended::Damaged;
@@ -327,7 +328,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                     Ok(entries) => entries,
                     Err(reason) => return violation(&state.metrics, reason),
                 };
-                if state.config.legacy.cursor_written_before_apply
+                if state.config.planted().cursor_written_before_apply
                     && let Some(last) = entries.last()
                 {
                     // PLANTED BUG (legacy): the position is saved on receipt, before the entries
@@ -450,7 +451,7 @@ fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), Apply
 /// Checks and applies `entries` as one commit.
 fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), ApplyFailed> {
     let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
-    let legacy = state.config.legacy.apply_without_gap_check;
+    let legacy = state.config.planted().apply_without_gap_check;
     let applied = state.with_store(|store| {
         // After a failed commit the head is unknown until the store is reopened.
         state.settle(store)?;

@@ -226,7 +226,7 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                 let frames = entries.into_iter().map(StoredEntry::into_compressed).collect();
                 write_message(&mut stream, &Message::Entries { entries: frames }).await?;
             }
-            LogRead::Collected { first_retained } if state.config.legacy.serve_nearest_when_collected => {
+            LogRead::Collected { first_retained } if state.config.planted().serve_nearest_when_collected => {
                 // PLANTED BUG (legacy): carry on from the nearest entry still held.
                 tracing::warn!(requested = last + 1, first_retained, "legacy: serving the nearest entries instead");
                 last = first_retained - 1;

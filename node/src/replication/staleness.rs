@@ -64,7 +64,7 @@ pub struct Staleness {
 impl Staleness {
     /// Judges the source after hearing `heard`; `others` are the sources to probe.
     pub async fn judge(&mut self, state: &NodeState, heard: Heard, others: &[SocketAddr]) -> Verdict {
-        if state.config.legacy.never_leave_stale_source {
+        if state.config.planted().never_leave_stale_source {
             return Verdict::Stay;
         }
         let staleness = state.config.replication.staleness_failover;

@@ -483,7 +483,7 @@ impl NodeState {
     /// when `legacy.stop_serving_when_upstream_lost` or `legacy.drop_downstream_while_reconnecting`
     /// is on and it has lost its upstream.
     pub fn legacy_refuses_downstream(&self) -> bool {
-        let legacy = &self.config.legacy;
+        let legacy = self.config.planted();
         (legacy.stop_serving_when_upstream_lost || legacy.drop_downstream_while_reconnecting)
             && !self.upstream_ok.load(Ordering::Relaxed)
     }
