@@ -395,7 +395,7 @@ pub enum ConfigError {
     Invalid { path: String, field: &'static str, problem: String },
 }
 
-/// Every planted bug off: what a node built without the `planted-bugs` feature runs with.
+/// Every planted bug off: what a node built without the `sim-harness` feature runs with.
 static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     serve_nearest_when_collected: false,
     apply_without_gap_check: false,
@@ -409,11 +409,11 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
 };
 
 impl NodeConfig {
-    /// The planted bugs this node runs with: `[legacy]` in a build with the `planted-bugs`
+    /// The planted bugs this node runs with: `[legacy]` in a build with the `sim-harness`
     /// feature (the simulator's), none otherwise — the branches they guard are constant-false in
     /// the real binary, which refuses a `[legacy]` that turns one on ([`NodeConfig::parse`]).
     pub fn planted(&self) -> &LegacyConfig {
-        if cfg!(feature = "planted-bugs") { &self.legacy } else { &NO_PLANTED_BUGS }
+        if cfg!(feature = "sim-harness") { &self.legacy } else { &NO_PLANTED_BUGS }
     }
 
     /// Where this node keeps snapshot exports and imports (and its catching-up and damage

@@ -54,7 +54,7 @@ fn with_a_planted_bug() -> String {
 }
 
 #[test]
-#[cfg(not(feature = "planted-bugs"))]
+#[cfg(not(feature = "sim-harness"))]
 fn a_real_node_refuses_a_planted_bug_and_runs_none() {
     let err = refused(&with_a_planted_bug());
     assert!(err.contains("bad.toml: field `legacy`") && err.contains("only the simulator's build"), "{err}");
@@ -64,7 +64,7 @@ fn a_real_node_refuses_a_planted_bug_and_runs_none() {
 }
 
 #[test]
-#[cfg(feature = "planted-bugs")]
+#[cfg(feature = "sim-harness")]
 fn the_simulators_build_runs_the_planted_bugs_it_is_given() {
     let config = NodeConfig::parse(&with_a_planted_bug(), "root.toml").unwrap();
     assert!(config.planted().serve_nearest_when_collected);

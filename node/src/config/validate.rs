@@ -5,10 +5,10 @@ use super::*;
 
 impl NodeConfig {
     pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !cfg!(feature = "planted-bugs") && self.legacy != super::LegacyConfig::default() {
+        if !cfg!(feature = "sim-harness") && self.legacy != super::LegacyConfig::default() {
             return Err((
                 "legacy",
-                "turns on a planted bug, which only the simulator's build has (the `planted-bugs` feature): a real \
+                "turns on a planted bug, which only the simulator's build has (the `sim-harness` feature): a real \
                  node never runs one. Remove the [legacy] section"
                     .to_string(),
             ));

@@ -29,6 +29,7 @@ mod mem;
 mod mem_table;
 mod record;
 mod rocks;
+#[cfg(feature = "sim-harness")]
 pub mod rot;
 mod shared_log;
 pub mod snapshot;
