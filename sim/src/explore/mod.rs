@@ -2,7 +2,7 @@
 //!
 //! In swarm mode the seed alone decides a run's fault mix, and deciding it is cheap: the drawn
 //! faults, related groups, interrupts, fault points and writer modes are pure functions of the
-//! seed ([`Scenario::faults_for`] and its siblings). So explore describes many candidate seeds
+//! seed ([`crate::plan::Draws`]). So explore describes many candidate seeds
 //! by their [`Feature`]s without running them, runs a first round of seeds in order, learns
 //! from the runs' probes which features go with which probes ([`Coverage`]), and spends the
 //! rest of the budget in rounds on the candidates whose features predict the probes reached
@@ -29,8 +29,14 @@ use std::sync::Mutex;
 use qs_reports::schema::{Probe, ProbeHits, RunResult};
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{FaultKind, RelatedGroup, Scenario};
+use crate::scenario::Scenario;
 use crate::sweep::process::{self, RunSettings};
+
+mod features;
+#[cfg(test)]
+mod tests;
+
+pub use features::{Feature, WriterMode, features};
 
 /// Most runs one exploration may spend.
 pub const RUNS_MAX: u64 = 1_000_000;
@@ -43,120 +49,6 @@ pub const RANDOM_SHARE: f64 = 0.25;
 /// The weight, in runs, of the overall reach of a probe in what a feature predicts of it: a
 /// feature seen in few runs predicts about the base rate (empirical Bayes shrinkage).
 pub const PRIOR_RUNS: f64 = 2.0;
-
-/// What a candidate seed draws, as the selection sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Feature {
-    /// A drawn fault of this kind (independent or in a related group).
-    Fault(FaultKind),
-    /// A related group of this shape.
-    Related(RelatedGroup),
-    /// A drawn kill, pause or partition waiting for a snapshot transfer (`during`).
-    Interrupt,
-    /// The node's fault points on (drawn, not the file's).
-    Buggify,
-    /// A writer's drawn mode.
-    Writer(WriterMode),
-}
-
-/// A writer mode swarm draws (`WriterModes`), as a feature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum WriterMode {
-    Batches,
-    RepeatedKeys,
-    Deletes,
-    Rewrites,
-    OutsidePrefix,
-}
-
-impl WriterMode {
-    pub const ALL: [WriterMode; 5] = [
-        WriterMode::Batches,
-        WriterMode::RepeatedKeys,
-        WriterMode::Deletes,
-        WriterMode::Rewrites,
-        WriterMode::OutsidePrefix,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            WriterMode::Batches => "batches",
-            WriterMode::RepeatedKeys => "repeated_keys",
-            WriterMode::Deletes => "deletes",
-            WriterMode::Rewrites => "rewrites",
-            WriterMode::OutsidePrefix => "outside_prefix",
-        }
-    }
-}
-
-impl std::fmt::Display for Feature {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Feature::Fault(kind) => write!(f, "fault:{kind}"),
-            Feature::Related(group) => write!(f, "related:{group}"),
-            Feature::Interrupt => f.write_str("interrupt"),
-            Feature::Buggify => f.write_str("buggify"),
-            Feature::Writer(mode) => write!(f, "writer:{}", mode.name()),
-        }
-    }
-}
-
-impl std::str::FromStr for Feature {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Feature, String> {
-        let bad = || format!("{s:?} is not a feature");
-        match s.split_once(':') {
-            None if s == "interrupt" => Ok(Feature::Interrupt),
-            None if s == "buggify" => Ok(Feature::Buggify),
-            Some(("fault", kind)) => {
-                serde_json::from_value(serde_json::Value::String(kind.into())).map(Feature::Fault).map_err(|_| bad())
-            }
-            Some(("related", group)) => {
-                RelatedGroup::ALL.into_iter().find(|g| g.name() == group).map(Feature::Related).ok_or_else(bad)
-            }
-            Some(("writer", mode)) => {
-                WriterMode::ALL.into_iter().find(|m| m.name() == mode).map(Feature::Writer).ok_or_else(bad)
-            }
-            _ => Err(bad()),
-        }
-    }
-}
-
-impl Serialize for Feature {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Feature {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Feature, D::Error> {
-        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// The features of a run of `scenario` under `seed`: what it draws beyond the file.
-pub fn features(scenario: &Scenario, seed: u64) -> BTreeSet<Feature> {
-    let mut features = BTreeSet::new();
-    let draws = crate::plan::Draws::of(scenario, seed);
-    for fault in &draws.faults[scenario.fault.len()..] {
-        features.insert(if fault.during.is_some() { Feature::Interrupt } else { Feature::Fault(fault.kind) });
-    }
-    features.extend(draws.related.iter().map(|g| Feature::Related(g.group)));
-    if !scenario.scenario.buggify && draws.fault_points {
-        features.insert(Feature::Buggify);
-    }
-    for modes in draws.writer_modes {
-        let on = [
-            (WriterMode::Batches, modes.batch_ops > 1),
-            (WriterMode::RepeatedKeys, modes.repeat_share > 0.0),
-            (WriterMode::Deletes, modes.delete_share > 0.0),
-            (WriterMode::Rewrites, modes.rewrite_share > 0.0),
-            (WriterMode::OutsidePrefix, modes.outside_prefix_share > 0.0),
-        ];
-        features.extend(on.into_iter().filter(|(_, on)| *on).map(|(mode, _)| Feature::Writer(mode)));
-    }
-    features
-}
 
 /// A seed the selection may pick, with its features.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -542,106 +434,4 @@ fn run_round(scenario: &Scenario, plan: &ExplorePlan, exe: &Path, picks: &[Pick]
         }
     });
     results.into_inner().unwrap_or_else(|p| p.into_inner()).into_values().collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-    use rand::SeedableRng;
-
-    fn set(features: &[Feature]) -> BTreeSet<Feature> {
-        features.iter().copied().collect()
-    }
-
-    fn hits(probes: &[Probe]) -> Vec<ProbeHits> {
-        probes.iter().map(|&probe| ProbeHits { probe, hits: 3 }).collect()
-    }
-
-    const PAST: Feature = Feature::Related(RelatedGroup::PastRetention);
-    const LATENCY: Feature = Feature::Fault(FaultKind::Latency);
-    const KILL: Feature = Feature::Fault(FaultKind::Kill);
-
-    /// Ten runs: every one kills and reaches `fault_kill` and `left_stale_source`; the rare
-    /// probe `out_of_retention_answered` is reached by the one run that drew `rare_with`.
-    fn history(rare_with: Feature, other: Feature) -> Coverage {
-        let mut coverage = Coverage::default();
-        let common = [Probe::FaultKill, Probe::LeftStaleSource];
-        coverage.observe(&set(&[KILL, rare_with]), &hits(&[common[0], common[1], Probe::OutOfRetentionAnswered]));
-        for run in 0..9 {
-            let features = if run % 3 == 0 { set(&[KILL, rare_with]) } else { set(&[KILL, other]) };
-            coverage.observe(&features, &hits(&common));
-        }
-        coverage
-    }
-
-    fn candidates() -> Vec<Candidate> {
-        vec![
-            Candidate { seed: 10, features: set(&[KILL]) },
-            Candidate { seed: 11, features: set(&[KILL, LATENCY]) },
-            Candidate { seed: 12, features: set(&[KILL, PAST]) },
-        ]
-    }
-
-    #[test]
-    fn the_candidate_whose_features_predicted_a_rare_probe_is_picked_first() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        // The rare probe came with a related outage past retention: seed 12 draws one.
-        let coverage = history(PAST, LATENCY);
-        assert_eq!(coverage.best_predictor(Probe::OutOfRetentionAnswered), Some((PAST, 4, 1)));
-        assert_eq!(coverage.best_predictor(Probe::QuotaRefused), None, "never reached: nothing predicts it");
-        assert!(
-            coverage.predicts(PAST, Probe::OutOfRetentionAnswered)
-                > coverage.predicts(LATENCY, Probe::OutOfRetentionAnswered)
-        );
-        let picks = choose(&coverage, &candidates(), &BTreeSet::new(), 1, 0.0, &mut rng);
-        assert_eq!(picks[0].seed, 12, "{picks:?}");
-        let Choice::Guided { aiming_at, .. } = &picks[0].choice else { panic!("{picks:?}") };
-        assert_eq!(aiming_at[0], Probe::OutOfRetentionAnswered);
-        // The same runs with the rare probe on latency's side: seed 11 is picked instead.
-        let coverage = history(LATENCY, PAST);
-        let picks = choose(&coverage, &candidates(), &BTreeSet::new(), 1, 0.0, &mut rng);
-        assert_eq!(picks[0].seed, 11, "{picks:?}");
-        // Taken seeds are never picked again, and a round never picks one seed twice.
-        let picks = choose(&coverage, &candidates(), &BTreeSet::from([11]), 5, 0.0, &mut rng);
-        let seeds: Vec<u64> = picks.iter().map(|p| p.seed).collect();
-        assert_eq!(seeds.len(), 2);
-        assert!(!seeds.contains(&11) && seeds.contains(&10) && seeds.contains(&12), "{seeds:?}");
-    }
-
-    #[test]
-    fn random_picks_come_from_the_candidates_left_and_the_same_stream_picks_the_same_seeds() {
-        let coverage = history(PAST, LATENCY);
-        let many: Vec<Candidate> = (100..200).map(|seed| Candidate { seed, features: set(&[KILL, LATENCY]) }).collect();
-        let pick = |stream: u64| {
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(stream);
-            choose(&coverage, &many, &BTreeSet::from([100, 101]), 20, 0.5, &mut rng)
-        };
-        let (a, b) = (pick(7), pick(7));
-        assert_eq!(a, b);
-        assert!(a.iter().any(|p| p.choice == Choice::Random) && a.iter().any(|p| p.choice != Choice::Random));
-        assert!(a.iter().all(|p| (102..200).contains(&p.seed)));
-    }
-
-    #[test]
-    fn features_name_what_a_seed_draws_and_read_back() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/swarm.toml");
-        let swarm = Scenario::load(&path).expect("the swarm scenario");
-        let mut all = BTreeSet::new();
-        for seed in 1..=200 {
-            let features = features(&swarm, seed);
-            assert!(features.iter().any(|f| matches!(f, Feature::Fault(_))), "seed {seed}: {features:?}");
-            let related: BTreeSet<Feature> =
-                crate::plan::Draws::of(&swarm, seed).related.into_iter().map(|g| Feature::Related(g.group)).collect();
-            assert!(related.is_subset(&features));
-            all.extend(features);
-        }
-        assert!(all.contains(&Feature::Buggify) && all.contains(&Feature::Interrupt), "{all:?}");
-        assert!(RelatedGroup::ALL.iter().all(|g| all.contains(&Feature::Related(*g))), "{all:?}");
-        for feature in &all {
-            assert_eq!(feature.to_string().parse::<Feature>().as_ref(), Ok(feature));
-        }
-        assert!("fault:meteor".parse::<Feature>().is_err() && "writer".parse::<Feature>().is_err());
-    }
 }
