@@ -112,8 +112,9 @@ pub fn spread(samples: impl IntoIterator<Item = (u64, f64)>, bucket_ms: u64, gap
     out
 }
 
-/// The value at quantile `q` (0..=1) of sorted values, nearest rank; None when empty.
-pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+/// The value at quantile `q` (0..=1) of sorted values, nearest rank (`round((n - 1) × q)`);
+/// None when empty. The one percentile rule of the simulator and its reports.
+pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     if sorted.is_empty() {
         return None;
     }
@@ -162,6 +163,6 @@ mod tests {
         assert_eq!(segs[0][0], Spread { t_ms: 500, min: 1.0, median: 3.0, max: 5.0 });
         assert_eq!(segs[1][0].median, 7.0);
         assert_eq!(quantile(&[1.0, 2.0, 3.0], 0.5), Some(2.0));
-        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile::<f64>(&[], 0.5), None);
     }
 }

@@ -12,8 +12,10 @@ pub struct Figures {
     pub p999: Duration,
 }
 
+/// The value at quantile `q` of sorted latencies, nearest rank: the rule of the simulator's
+/// reports (`qs_reports::series::quantile`, which the node may not depend on).
 pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+    sorted[(((sorted.len() - 1) as f64 * q).round() as usize).min(sorted.len() - 1)]
 }
 
 /// `requests` gets through the `memcache` crate on one connection, the same key sequence for

@@ -21,7 +21,7 @@ fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
         return (0, 0, 0);
     }
     values.sort_unstable();
-    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    let at = |q: f64| qs_reports::series::quantile(values, q).unwrap_or(0);
     (at(0.5), at(0.99), values[values.len() - 1])
 }
 
