@@ -88,6 +88,9 @@ pub struct Plan {
     /// LMDB with `pwrite` rather than a writable map (the simulated page cache sees writes, not
     /// stores to a map).
     pub nodes: Vec<Planned>,
+    /// The run's scratch folder, which holds the nodes' files. Its name is the OS's, not the
+    /// seed's: it must never reach the trace ([`Plan::redact`]).
+    pub scratch: std::path::PathBuf,
 }
 
 impl Plan {
@@ -101,7 +104,13 @@ impl Plan {
                 node.config.storage.write_map = Some(false);
             }
         }
-        Plan { seed, draws, nodes }
+        Plan { seed, draws, nodes, scratch: scratch.to_path_buf() }
+    }
+
+    /// `text` (a node's error, say) with the run's scratch folder written as `<scratch>`: the
+    /// same in every process, as the trace must be.
+    pub fn redact(&self, text: &str) -> String {
+        redact(&self.scratch, text)
     }
 
     /// Each node's name by its address.
@@ -131,6 +140,11 @@ impl Plan {
     }
 }
 
+/// `text` with the scratch folder `scratch` written as `<scratch>` (see [`Plan::redact`]).
+pub fn redact(scratch: &Path, text: &str) -> String {
+    text.replace(&*scratch.to_string_lossy(), "<scratch>")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +162,11 @@ mod tests {
             let related = origins.iter().filter(|o| matches!(o, FaultOrigin::Related(_))).count();
             assert_eq!(related, plan.draws.related.iter().map(|g| g.faults.len()).sum::<usize>());
             assert!(plan.nodes.iter().all(|n| n.config.storage.path.starts_with(scratch)));
+            let error = format!("opening {}: Input/output error", plan.nodes[1].config.storage.path.display());
+            assert!(
+                plan.redact(&error).starts_with("opening <scratch>/")
+                    && !plan.redact(&error).contains(scratch.to_str().unwrap())
+            );
         }
     }
 }

@@ -214,6 +214,7 @@ fn start_nodes(
     // The nodes a power loss may hit: their real files go through the simulated page cache
     // (and their LMDB writes with `pwrite`: the plan set that).
     let power_can_fail = plan.draws.power_can_fail();
+    let scratch = plan.scratch.clone();
     plan.nodes
         .into_iter()
         .enumerate()
@@ -251,11 +252,13 @@ fn start_nodes(
                 supervision.clone(),
                 sigterm.clone(),
             );
+            let init_scratch = scratch.clone();
             let handle = handle
                 .create_node()
                 .name(&name)
                 .ip(ip)
                 .init(move || {
+                    let scratch = init_scratch.clone();
                     let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
                     let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     let device: Arc<dyn qs_node::state::DiskModel> = init_device.clone();
@@ -297,8 +300,9 @@ fn start_nodes(
                                 tracing::info!(node = %name, ?report, "stopped by SIGTERM");
                                 std::future::pending::<()>().await;
                             }
-                            // The process exits; its supervisor records why and starts it again.
-                            Err(e) => supervision.failed_to_start(&name, e.to_string()),
+                            // The process exits; its supervisor records why (the run's folder
+                            // redacted: its name is the OS's) and starts it again.
+                            Err(e) => supervision.failed_to_start(&name, crate::plan::redact(&scratch, &e.to_string())),
                         }
                     }
                 })
