@@ -23,17 +23,13 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// Everything but RFC 3986's unreserved characters is encoded in a path segment.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
 /// Percent-encodes one path segment of a relative link (scenario names come from file names).
 pub fn url_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
 }
 
 /// Simulated milliseconds as seconds with millisecond precision: `60.019 s`.
@@ -56,17 +52,7 @@ pub fn duration(ms: u64) -> String {
 
 /// Bytes in binary units: `512 B`, `3.4 KiB`, `12.0 MiB`.
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    bytesize::ByteSize(n).display().iec().to_string()
 }
 
 /// A pass/fail badge: colour and a word, so it reads without colour too.
