@@ -13,6 +13,8 @@
 //! - [`explore`]: a budget of runs of one swarm scenario, its seeds chosen by probe rarity;
 //! - [`sizing`]: one scenario over cache shares × key popularities, the miss-ratio curve;
 //! - [`shrink`]: a failing run reduced to the smallest scenario that fails the same way;
+//! - [`sync`]: the one rule for the simulator's locks (a poisoned lock belongs to a run that is
+//!   already ending);
 //! - [`scratch`]: where runs keep their files, and a sweep's per-run folders removed however a
 //!   run ends;
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
@@ -31,6 +33,7 @@ pub mod scratch;
 pub mod shrink;
 pub mod sizing;
 pub mod sweep;
+pub mod sync;
 pub mod trace;
 #[cfg(madsim)]
 pub mod workload;

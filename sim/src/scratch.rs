@@ -7,6 +7,7 @@
 //! runs never fills `/dev/shm`, which is memory. A `qsim` process interrupted (Ctrl-C, SIGTERM,
 //! SIGHUP) removes the scratch folders it made before it dies ([`remove_on_interrupt`]).
 
+use crate::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -29,7 +30,7 @@ pub fn remove_on_interrupt() {
     let watch = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).and_then(|mut signals| {
         std::thread::Builder::new().name("qsim-interrupts".into()).spawn(move || {
             let Some(signal) = signals.forever().next() else { return };
-            let dirs: Vec<PathBuf> = LIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let dirs: Vec<PathBuf> = LIVE.locked().clone();
             // The simulation goes on until the process dies: a store it writes can add a file
             // between the walk and the last rmdir, and a node it starts meanwhile recreates its
             // folders (`create_dir_all`). Remove until they have stayed gone for a moment.
@@ -63,7 +64,7 @@ impl ScratchDir {
     /// Makes `<scratch root>/<prefix>XXXXXX`.
     pub fn new(prefix: &str) -> std::io::Result<ScratchDir> {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(scratch_root())?;
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(dir.path().to_path_buf());
+        LIVE.locked().push(dir.path().to_path_buf());
         Ok(ScratchDir(dir))
     }
 
@@ -74,7 +75,7 @@ impl ScratchDir {
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        LIVE.lock().unwrap_or_else(|p| p.into_inner()).retain(|live| live != self.0.path());
+        LIVE.locked().retain(|live| live != self.0.path());
     }
 }
 

@@ -14,6 +14,7 @@ use qs_reports::schema::{Event, RunSummary, parse_trace};
 use qs_reports::sizing::{SizingPoint, SizingSweep};
 
 use crate::scenario::Scenario;
+use crate::sync::Locked;
 
 /// Shares of the store's pages tried by default, in percent: around the 1–2 % rule.
 pub const DEFAULT_SHARES: [f64; 8] = [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0];
@@ -74,10 +75,10 @@ pub fn run(plan: &SizingPlan) -> Result<SizingSweep, String> {
         for _ in 0..plan.jobs.max(1) {
             scope.spawn(|| {
                 loop {
-                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                    let next = queue.locked().pop_front();
                     let Some((skew, share)) = next else { return };
                     let point = one_point(&exe, &table, plan, used_bytes, skew, share);
-                    let mut points = points.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut points = points.locked();
                     points.push(point);
                     eprintln!("qsim sizing: {}/{total} runs", points.len());
                 }
@@ -85,8 +86,7 @@ pub fn run(plan: &SizingPlan) -> Result<SizingSweep, String> {
         }
     });
     let mut done = Vec::new();
-    for point in Arc::try_unwrap(points).map_err(|_| "runs still held")?.into_inner().unwrap_or_else(|p| p.into_inner())
-    {
+    for point in crate::sync::into_inner(Arc::try_unwrap(points).map_err(|_| "runs still held")?) {
         done.push(point?);
     }
     done.sort_by(|a, b| a.skew.total_cmp(&b.skew).then(a.share_percent.total_cmp(&b.share_percent)));

@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::sync::Locked;
 use qs_node::observe::{NodeEvent, NodeObserver};
 
 pub use qs_reports::schema::{
@@ -204,7 +205,7 @@ pub struct RecorderObserver(pub SharedRecorder);
 
 impl NodeObserver for RecorderObserver {
     fn observe(&self, node: &str, event: NodeEvent) {
-        let mut recorder = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recorder = self.0.locked();
         let at_ms = recorder.now_ms();
         let node = node.to_string();
         let event = match event {

@@ -27,6 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::checkers::reads::{Observed, Reads};
+use crate::sync::Locked;
 use crate::trace::SharedRecorder;
 
 /// The producer's token, configured on the root.
@@ -109,7 +110,7 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
             None => Err(GetError::Io),
         };
         let latency_us = started.elapsed().as_micros() as u64;
-        let mut windows = windows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut windows = windows.locked();
         let window = windows.entry(spec.edge.clone()).or_default();
         match answer {
             Ok(values) => {
@@ -117,7 +118,7 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
                 window.misses += values.iter().filter(|v| v.is_none()).count() as u64;
                 window.latencies_us.push(latency_us);
                 drop(windows);
-                let at_ms = recorder.lock().unwrap_or_else(|p| p.into_inner()).now_ms();
+                let at_ms = recorder.locked().now_ms();
                 for (key, value) in keys.iter().zip(&values) {
                     let (value, token) = match value {
                         Some((value, token)) => (Some(value.as_slice()), *token),
@@ -126,7 +127,7 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
                     let observed = Observed { at_ms, reader: &spec.name, node: &spec.edge, key, value, token };
                     let found = reads.lock().read(observed);
                     if let Some(violation) = found {
-                        recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+                        recorder.locked().record(violation);
                     }
                 }
             }

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use qs_sim::faults::page_cache::{self, Lost};
+use qs_sim::sync::Locked;
 
 /// The cache is one per process: these tests take turns.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -22,7 +23,7 @@ fn write_synced(path: &Path, bytes: &[u8]) {
 
 #[test]
 fn unsynced_overwrites_go_back_and_unsynced_appends_are_lost() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = ONE_AT_A_TIME.locked();
     let dir = tempfile::tempdir().unwrap();
     let watch = page_cache::watch(dir.path()).unwrap();
     let path = dir.path().join("data");
@@ -42,7 +43,7 @@ fn unsynced_overwrites_go_back_and_unsynced_appends_are_lost() {
 
 #[test]
 fn a_synced_write_survives_and_a_torn_append_keeps_whole_sectors() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = ONE_AT_A_TIME.locked();
     let dir = tempfile::tempdir().unwrap();
     let watch = page_cache::watch(dir.path()).unwrap();
     let path = dir.path().join("log");
@@ -68,7 +69,7 @@ fn a_synced_write_survives_and_a_torn_append_keeps_whole_sectors() {
 
 #[test]
 fn a_write_on_a_dsync_descriptor_is_durable_when_it_returns() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = ONE_AT_A_TIME.locked();
     let dir = tempfile::tempdir().unwrap();
     let watch = page_cache::watch(dir.path()).unwrap();
     let path = dir.path().join("meta");
@@ -92,7 +93,7 @@ fn a_write_on_a_dsync_descriptor_is_durable_when_it_returns() {
 
 #[test]
 fn nothing_lands_while_the_power_is_out_and_everything_does_after() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = ONE_AT_A_TIME.locked();
     let dir = tempfile::tempdir().unwrap();
     let watch = page_cache::watch(dir.path()).unwrap();
     let path = dir.path().join("wal");

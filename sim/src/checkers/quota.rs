@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::sync::Locked;
 use crate::trace::{Checker, Event};
 
 /// Identifies one request of one writer.
@@ -142,7 +143,7 @@ impl Quota {
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, QuotaJudge> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 }
 

@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::sync::Locked;
 use crate::trace::{Checker, Event, Observer};
 
 /// The separator between a value's version and its payload.
@@ -158,7 +159,7 @@ pub struct Reads(pub Arc<Mutex<ReadState>>);
 
 impl Reads {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 }
 

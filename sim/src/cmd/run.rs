@@ -197,6 +197,7 @@ pub fn run(
 }
 
 /// The replicas' fetched work in one line: what the `fetch` checker bounds.
+#[cfg(madsim)]
 fn fetched_line(fetched: &[qs_reports::schema::NodeFetched]) -> String {
     let mut all = qs_reports::schema::FetchedRow::default();
     for row in fetched.iter().map(|r| r.fetched) {

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::scenario::Scenario;
 use crate::sweep::process::{self, RunSettings};
+use crate::sync::Locked;
 
 mod features;
 #[cfg(test)]
@@ -395,14 +396,14 @@ fn run_round(scenario: &Scenario, plan: &ExplorePlan, exe: &Path, picks: &[Pick]
             scope.spawn(|| {
                 loop {
                     let index = {
-                        let mut next = next.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut next = next.locked();
                         let index = *next;
                         *next += 1;
                         index
                     };
                     let Some(pick) = picks.get(index) else { return };
                     let result = process::run_one(exe, &plan.settings, scenario, pick.seed, &plan.out);
-                    let mut finished = finished.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut finished = finished.locked();
                     *finished += 1;
                     let why = match &pick.choice {
                         Choice::First => "first round".to_string(),
@@ -428,10 +429,10 @@ fn run_round(scenario: &Scenario, plan: &ExplorePlan, exe: &Path, picks: &[Pick]
                         }
                     );
                     drop(finished);
-                    results.lock().unwrap_or_else(|p| p.into_inner()).insert(index, result);
+                    results.locked().insert(index, result);
                 }
             });
         }
     });
-    results.into_inner().unwrap_or_else(|p| p.into_inner()).into_values().collect()
+    crate::sync::into_inner(results).into_values().collect()
 }

@@ -38,6 +38,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::supervision::Supervision;
 use crate::scenario::DiskModelKind;
+use crate::sync::Locked;
 
 /// How long an operation that hit a poisoned page "takes": forever, as far as the process is
 /// concerned; the supervisor kills it at once.
@@ -96,7 +97,7 @@ impl SimDisk {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     pub fn set_slow(&self, model: Option<DiskModelKind>) {

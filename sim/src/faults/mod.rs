@@ -36,6 +36,7 @@ use madsim::runtime::NodeHandle;
 use qs_node::store::MemDisk;
 
 use crate::scenario::{Fault, FaultKind};
+use crate::sync::Locked;
 use crate::trace::{Event, FaultPhase, SharedRecorder};
 
 /// The share of a node's values `bit_rot` damages when its fault names no `rate`.
@@ -116,7 +117,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
                     }
                     None => {
                         process::kill(&node.handle);
-                        match node.data.lock().unwrap_or_else(|p| p.into_inner()).power_loss() {
+                        match node.data.locked().power_loss() {
                             0 => "every commit was synced".to_string(),
                             lost => format!("lost {lost} unsynced commits"),
                         }
@@ -129,7 +130,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
                 process::restart(&node.handle);
                 "power back".to_string()
             };
-            let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+            let mut recorder = recorder.locked();
             let at_ms = recorder.now_ms();
             let phase = if on { FaultPhase::Start } else { FaultPhase::End };
             recorder.record(Event::Fault { at_ms, node: name, kind: FaultKind::PowerLoss, phase, detail });
@@ -155,7 +156,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
                 }
                 // The memory engine: latent damage while it runs.
                 None => {
-                    let disk = node.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let disk = node.data.locked().clone();
                     let keys = disk.kv_keys();
                     let count = ((keys.len() as f64 * share).ceil() as usize).clamp(1, keys.len().max(1));
                     let mut damaged = 0;
@@ -210,7 +211,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             let node = by_name(fault.target.get_ref());
             process::kill(&node.handle);
             node.device.set_failing(false);
-            *node.data.lock().unwrap_or_else(|p| p.into_inner()) = MemDisk::default();
+            *node.data.locked() = MemDisk::default();
             if let Some(path) = &node.store_path {
                 // An open environment of the killed process keeps its unlinked files; the new
                 // process creates fresh ones.
@@ -220,7 +221,7 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             detail = "disk replaced".into();
         }
     }
-    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+    let mut recorder = recorder.locked();
     let at_ms = recorder.now_ms();
     let phase = if on { FaultPhase::Start } else { FaultPhase::End };
     recorder.record(Event::Fault { at_ms, node: fault.target.get_ref().clone(), kind: fault.kind, phase, detail });

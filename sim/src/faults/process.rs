@@ -29,6 +29,7 @@ use rand_chacha::ChaCha8Rng;
 use super::disk::SimDisk;
 use super::supervision::Supervision;
 
+use crate::sync::Locked;
 use crate::trace::{Event, SharedRecorder};
 
 /// A node the supervisor watches: its name, its madsim node, its disk.
@@ -45,7 +46,7 @@ pub async fn supervisor(
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_7065_7276_6973);
     loop {
         supervision.wake.notified().await;
-        let sigbus = std::mem::take(&mut *supervision.sigbus.lock().unwrap_or_else(|p| p.into_inner()));
+        let sigbus = std::mem::take(&mut *supervision.sigbus.locked());
         for name in sigbus {
             let Some((_, node, device)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
             kill(node);
@@ -59,11 +60,11 @@ pub async fn supervisor(
                 }
             });
         }
-        let failed = std::mem::take(&mut *supervision.failed_starts.lock().unwrap_or_else(|p| p.into_inner()));
+        let failed = std::mem::take(&mut *supervision.failed_starts.locked());
         for (name, reason) in failed {
             let Some((_, node, _)) = nodes.iter().find(|(n, _, _)| *n == name) else { continue };
             {
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let mut recorder = recorder.locked();
                 let at_ms = recorder.now_ms();
                 recorder.record(Event::StartFailed { at_ms, node: name.clone(), reason });
             }
@@ -71,7 +72,7 @@ pub async fn supervisor(
             let (node, down) = (node.clone(), down.clone());
             tokio::spawn(async move {
                 madsim::time::sleep(delay).await;
-                if !down.lock().unwrap_or_else(|p| p.into_inner()).contains(&name) {
+                if !down.locked().contains(&name) {
                     restart(&node);
                 }
             });

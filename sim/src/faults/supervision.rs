@@ -2,6 +2,7 @@
 //! or it failed to start. The disk model reports the first, the world the second; the
 //! supervisor, woken by either, kills or restarts the process.
 
+use crate::sync::Locked;
 use std::sync::Mutex;
 
 /// What the supervisor is told: processes that hit a poisoned page, and processes that failed
@@ -16,13 +17,13 @@ pub struct Supervision {
 impl Supervision {
     /// `node`'s process touched a poisoned page: the supervisor kills it now.
     pub fn died_of_sigbus(&self, node: &str) {
-        self.sigbus.lock().unwrap_or_else(|p| p.into_inner()).push(node.to_string());
+        self.sigbus.locked().push(node.to_string());
         self.wake.notify_one();
     }
 
     /// `node`'s process failed to start with `reason`: recorded, and started again later.
     pub fn failed_to_start(&self, node: &str, reason: String) {
-        self.failed_starts.lock().unwrap_or_else(|p| p.into_inner()).push((node.to_string(), reason));
+        self.failed_starts.locked().push((node.to_string(), reason));
         self.wake.notify_one();
     }
 }

@@ -32,6 +32,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::scenario::Scenario;
+use crate::sync::Locked;
 use process::RunSettings;
 use qs_reports::schema::KnownFailures;
 
@@ -114,7 +115,7 @@ pub fn sweep(
         for _ in 0..jobs.max(1) {
             scope.spawn(|| {
                 loop {
-                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                    let next = queue.locked().pop_front();
                     let Some((i, seed)) = next else { return };
                     let result = process::run_one(&exe, settings, &scenarios[i], seed, out);
                     if !result.ok {
@@ -131,19 +132,18 @@ pub fn sweep(
                             )
                         });
                     }
-                    results.lock().unwrap_or_else(|p| p.into_inner()).push(result);
+                    results.locked().push(result);
                     progress.inc(1);
                     if let Some(plain) = &plain {
                         let failed = failed.load(std::sync::atomic::Ordering::Relaxed);
-                        plain.lock().unwrap_or_else(|p| p.into_inner()).done_one(failed);
+                        plain.locked().done_one(failed);
                     }
                 }
             });
         }
     });
     progress.finish();
-    let mut results =
-        Arc::try_unwrap(results).map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).unwrap_or_default();
+    let mut results = Arc::try_unwrap(results).map(crate::sync::into_inner).unwrap_or_default();
     results.sort_by(|a, b| (&a.scenario, a.seed).cmp(&(&b.scenario, b.seed)));
     results
 }

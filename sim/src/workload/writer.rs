@@ -36,6 +36,7 @@ use crate::checkers::convergence::Written;
 use crate::checkers::reads::{Reads, version_of, versioned_value};
 use crate::scenario::nodes::KEY_PREFIX;
 use crate::scenario::{Burst, ValueBytes, WriterModes};
+use crate::sync::Locked;
 use crate::trace::{Event, SharedRecorder};
 
 /// What one writer does.
@@ -135,13 +136,12 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     key_name(spec.writer_id, n)
                 }
             };
-            if in_flight.lock().unwrap_or_else(|p| p.into_inner()).contains(&key) {
+            if in_flight.locked().contains(&key) {
                 continue; // that key's previous request is still unanswered
             }
             // A settled value (not a delete) may be written again, byte for byte.
             let settled = acked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .locked()
                 .get(&key)
                 .and_then(|f| f.settled().cloned().flatten())
                 .filter(|_| !repeat && !ops.iter().any(|op| op.key == key));
@@ -176,8 +176,8 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             last.insert(op.key.clone(), op.clone());
         }
         {
-            let mut flight = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+            let mut flight = in_flight.locked();
+            let mut fates = acked.locked();
             let mut reads = reads.lock();
             for op in last.values() {
                 flight.insert(op.key.clone());
@@ -193,7 +193,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         }
         requests += 1;
         let request = (spec.writer_id as u64, requests);
-        let sent_ms = recorder.lock().unwrap_or_else(|p| p.into_inner()).now_ms();
+        let sent_ms = recorder.locked().now_ms();
         quota.lock().sent(request, sent_ms, ops.len() as u64);
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
         let (root, idle, quota) = (spec.root, idle.clone(), quota.clone());
@@ -205,7 +205,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     Answer::Acknowledged(_) | Answer::Refused => crate::checkers::quota::Answered::Other,
                     Answer::Unknown => crate::checkers::quota::Answered::Unknown,
                 };
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let mut recorder = recorder.locked();
                 let at_ms = recorder.now_ms();
                 if let Some(violation) = quota.lock().answered(request, at_ms, how) {
                     recorder.record(violation);
@@ -213,7 +213,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             }
             match answer {
                 Answer::Acknowledged(index) => {
-                    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut recorder = recorder.locked();
                     let at_ms = recorder.now_ms();
                     for op in last.values() {
                         recorder.record(Event::WriteAcked {
@@ -226,13 +226,13 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     }
                     drop(recorder);
                     // Acknowledged: nothing sent before it may be the final value any more.
-                    let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut fates = acked.locked();
                     for op in last.values() {
                         fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
                     }
                 }
                 Answer::Refused | Answer::OverQuota => {
-                    let mut fates = acked.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut fates = acked.locked();
                     let mut reads = reads.lock();
                     for op in last.values() {
                         fates.entry(op.key.clone()).or_default().refused(&op.written);
@@ -243,7 +243,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                 }
                 Answer::Unknown => {}
             }
-            let mut flight = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            let mut flight = in_flight.locked();
             for key in last.keys() {
                 flight.remove(key);
             }
@@ -260,7 +260,7 @@ fn chance(rng: &mut ChaCha8Rng, share: f64) -> bool {
 /// An idle connection to the root that is still open, or else a new one.
 async fn connection(root: SocketAddr, idle: &IdleConnections) -> Option<SendRequest<Full<Bytes>>> {
     loop {
-        let Some(mut sender) = idle.lock().unwrap_or_else(|p| p.into_inner()).pop() else { break };
+        let Some(mut sender) = idle.locked().pop() else { break };
         // Closed by the root (or its death) while idle: dropped, and the next one tried.
         if !sender.is_closed() && sender.ready().await.is_ok() {
             return Some(sender);
@@ -318,7 +318,7 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     let body = response.into_body().collect().await;
     if body.is_ok() {
         // Answered to its end: the connection is free for the next request.
-        idle.lock().unwrap_or_else(|p| p.into_inner()).push(sender);
+        idle.locked().push(sender);
     }
     if status.is_success() {
         let Ok(body) = body else { return Answer::Unknown };

@@ -13,6 +13,7 @@ use crate::trace::{Event, SharedRecorder};
 use crate::workload::Acked;
 
 use super::{States, live, record};
+use crate::sync::Locked;
 
 /// End of run: each node's totals, and the root's key usage by prefix with the readers' counts.
 pub(super) fn summarize(
@@ -135,7 +136,7 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
     }
     // Every acknowledged write survives (`checkers::convergence::KeyFate`).
     if out.is_empty() {
-        for (key, fate) in acked.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (key, fate) in acked.locked().iter() {
             for node in nodes {
                 let Some(state) = states.get(&node.name) else { continue };
                 match state.read_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
@@ -165,7 +166,7 @@ pub(super) fn sizing(
     }
     let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
     let mut rss_max: BTreeMap<String, u64> = BTreeMap::new();
-    for event in recorder.lock().unwrap_or_else(|p| p.into_inner()).events() {
+    for event in recorder.locked().events() {
         if let Event::MemorySample { node, rss, .. } = event {
             let tier = tiers.get(node).cloned().unwrap_or_default();
             let max = rss_max.entry(tier).or_default();

@@ -39,6 +39,7 @@ use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
 mod end;
 mod sampler;
+use crate::sync::Locked;
 use end::{pending, summarize};
 use sampler::sampler;
 
@@ -167,7 +168,7 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
     let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
-    let events = recorder.lock().unwrap_or_else(|p| p.into_inner()).take_events();
+    let events = recorder.locked().take_events();
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
     RunOutcome {
@@ -196,7 +197,7 @@ type States = Arc<Mutex<BTreeMap<String, std::sync::Weak<NodeState>>>>;
 
 /// The nodes whose process is running now, by name.
 fn live(states: &States) -> BTreeMap<String, Arc<NodeState>> {
-    let states = states.lock().unwrap_or_else(|p| p.into_inner());
+    let states = states.locked();
     states.iter().filter_map(|(name, state)| Some((name.clone(), state.upgrade()?))).collect()
 }
 
@@ -260,7 +261,7 @@ fn start_nodes(
                 .init(move || {
                     let scratch = init_scratch.clone();
                     let (config, states, name) = (config.clone(), states.clone(), node_name.clone());
-                    let disk = init_data.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let disk = init_data.locked().clone();
                     let device: Arc<dyn qs_node::state::DiskModel> = init_device.clone();
                     let observer = init_observer.clone();
                     // A fresh process id per start, as a real restart would get.
@@ -288,10 +289,7 @@ fn start_nodes(
                         let hooks = SimHooks { disk: Some(device), observer: Some(observer), fault_points };
                         match Node::start_simulated(config, &location, node_id, hooks).await {
                             Ok(node) => {
-                                states
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .insert(name.clone(), Arc::downgrade(&node.state));
+                                states.locked().insert(name.clone(), Arc::downgrade(&node.state));
                                 // Runs until killed, or until SIGTERM (a `stop` fault): then the
                                 // node's own graceful shutdown, and the process exits.
                                 sigterm.notified().await;
@@ -320,7 +318,7 @@ fn now_ms() -> u64 {
 
 /// Records one event at the current simulated time.
 fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
-    let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+    let mut recorder = recorder.locked();
     let at_ms = recorder.now_ms();
     recorder.record(event(at_ms));
 }
@@ -341,7 +339,7 @@ impl FaultBook {
     fn apply(&self, step: &FaultStep) {
         crate::faults::apply(step, &self.nodes, &self.recorder);
         if step.fault.kind.stops_the_node() {
-            let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+            let mut down = self.down.locked();
             for node in step.fault.group_with_target() {
                 if step.start {
                     down.insert(node);
@@ -350,7 +348,7 @@ impl FaultBook {
                 }
             }
         }
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.locked();
         if step.start {
             open.push(step.clone());
         } else {
@@ -360,7 +358,7 @@ impl FaultBook {
 
     /// Ends `started` unless it has ended already (healed when the liveness phase began).
     fn end(&self, started: &FaultStep) {
-        let under_way = self.open.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|s| s.fault == started.fault);
+        let under_way = self.open.locked().iter().any(|s| s.fault == started.fault);
         if under_way {
             self.apply(&FaultStep { start: false, ..started.clone() });
         }
@@ -368,11 +366,11 @@ impl FaultBook {
 
     /// Ends every fault under way, in the order they started: the liveness phase's heal.
     fn heal_all(&self) {
-        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|p| p.into_inner()));
+        let open = std::mem::take(&mut *self.open.locked());
         for step in open {
             crate::faults::apply(&FaultStep { start: false, ..step }, &self.nodes, &self.recorder);
         }
-        self.down.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.down.locked().clear();
     }
 }
 
@@ -398,7 +396,7 @@ impl Triggered {
                 return; // never caught in the act: the fault does not happen
             }
             // Only the target is looked up: this runs every millisecond until the transfer.
-            let state = self.states.lock().unwrap_or_else(|p| p.into_inner()).get(&target).and_then(|s| s.upgrade());
+            let state = self.states.locked().get(&target).and_then(|s| s.upgrade());
             if state.is_some_and(|s| s.is_transferring()) {
                 break;
             }
@@ -424,7 +422,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     madsim::net::NetSim::current().set_tcp_read_hook(Some(Arc::new(move |local, peer, bytes: &bytes::Bytes| {
         let violation = fetch.lock().read(now_ms(), local, peer, bytes);
         if let Some(violation) = violation {
-            fetch_recorder.lock().unwrap_or_else(|p| p.into_inner()).record(violation);
+            fetch_recorder.locked().record(violation);
         }
     })));
     let states: States = Arc::default();
@@ -561,17 +559,11 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     summarize(&scenario, &nodes, &states, &reads, &recorder);
     {
         // Last: what the run exercised.
-        let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recorder = recorder.locked();
         let (at_ms, hits) = (recorder.now_ms(), recorder.probe_hits());
         recorder.record(Event::Probes { at_ms, hits });
     }
-    let writes_acked = recorder
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .events()
-        .iter()
-        .filter(|e| matches!(e, Event::WriteAcked { .. }))
-        .count();
+    let writes_acked = recorder.locked().events().iter().filter(|e| matches!(e, Event::WriteAcked { .. })).count();
     let converged_after = pending.is_empty().then(|| simulated - liveness_from);
     let sizing = end::sizing(&scenario, &nodes, &recorder);
     let messages = madsim::net::NetSim::current().stat().msg_count;

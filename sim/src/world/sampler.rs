@@ -14,6 +14,7 @@ use crate::trace::{Event, SharedRecorder};
 use crate::workload::ReadWindows;
 
 use super::{States, live, record};
+use crate::sync::Locked;
 
 /// The 50th and 99th percentile and the maximum of `values` (sorted in place).
 fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
@@ -53,15 +54,15 @@ pub(super) async fn sampler(
         madsim::time::sleep(interval).await;
         tick += 1;
         let running: BTreeMap<String, Arc<NodeState>> = {
-            let down = down.lock().unwrap_or_else(|p| p.into_inner());
-            let oomed = oomed.lock().unwrap_or_else(|p| p.into_inner());
+            let down = down.locked();
+            let oomed = oomed.locked();
             live(&states).into_iter().filter(|(name, _)| !down.contains(name) && !oomed.contains(name)).collect()
         };
         let samples: Vec<(String, u64)> =
             running.iter().map(|(name, state)| (name.clone(), state.read_store(|s| s.applied_index()))).collect();
-        let reads = std::mem::take(&mut *windows.lock().unwrap_or_else(|p| p.into_inner()));
+        let reads = std::mem::take(&mut *windows.locked());
         {
-            let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+            let mut recorder = recorder.locked();
             let at_ms = recorder.now_ms();
             for (node, applied) in samples {
                 // The simulator's measurement, from the root's commits: not the node's own word.
@@ -93,7 +94,7 @@ pub(super) async fn sampler(
                 tick.is_multiple_of(cache_every).then(|| device.with_model(|m| m.take_window(at_ms))).flatten();
             let over = limit.is_some_and(|limit| memory.rss() > limit);
             {
-                let mut recorder = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                let mut recorder = recorder.locked();
                 let at_ms = recorder.now_ms();
                 if let Some(w) = window {
                     recorder.record(Event::CacheSample {
@@ -170,7 +171,7 @@ fn oom_kill(
     oomed: &Arc<Mutex<BTreeSet<String>>>,
     recorder: &SharedRecorder,
 ) {
-    oomed.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
+    oomed.locked().insert(name.to_string());
     let detail = format!("modelled RSS {} over the limit {}", bytesize::ByteSize(rss), bytesize::ByteSize(limit));
     record(recorder, |at_ms| Event::Fault {
         at_ms,
@@ -184,10 +185,10 @@ fn oom_kill(
         (name.to_string(), handle.clone(), down.clone(), oomed.clone(), recorder.clone());
     tokio::spawn(async move {
         madsim::time::sleep(restart).await;
-        if !down.lock().unwrap_or_else(|p| p.into_inner()).contains(&name) {
+        if !down.locked().contains(&name) {
             crate::faults::process::restart(&handle);
         }
-        oomed.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+        oomed.locked().remove(&name);
         record(&recorder, |at_ms| Event::Fault {
             at_ms,
             node: name,

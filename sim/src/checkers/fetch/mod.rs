@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use qs_node::replication::protocol::{FrameType, Message, Want};
 use qs_node::store::snapshot::SnapshotManifest;
 
+use crate::sync::Locked;
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
 use framer::{Framer, Kept};
 use snapshot::{ChunkRead, Resume, Staged, Transfer};
@@ -264,7 +265,7 @@ impl Fetch {
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, FetchJudge> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 }
 

@@ -41,6 +41,7 @@
 //! The hooks cost nothing while no directory is watched (one atomic load), and one `fstat` per
 //! call while one is.
 
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::ffi::{CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -123,7 +124,7 @@ thread_local! {
 }
 
 fn cache() -> MutexGuard<'static, Cache> {
-    CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+    CACHE.get_or_init(Default::default).locked()
 }
 
 /// A watched directory: unsynced writes under it are kept until it is dropped.
