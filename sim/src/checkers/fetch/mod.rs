@@ -32,7 +32,7 @@
 //! checkers judge those), its latest; the end of a `sigbus` fault (the disk replaced by an
 //! empty one) sets it to 0.
 //!
-//! Snapshots have the same two halves, resumed chunks in place of entries (see [`snapshot`]).
+//! Snapshots have the same two halves, resumed chunks in place of entries (see `snapshot.rs`).
 //!
 //! Per replica the judge also counts the bytes it read from its sources, the entries and
 //! chunks they carried, and how many of those it held already ([`FetchJudge::totals`]); one

@@ -1,4 +1,4 @@
-//! Swarm mode: the faults a seed draws (see [`Swarm`]).
+//! Swarm mode: the faults a seed draws (see [`Swarm`](super::Swarm)).
 //!
 //! Guarantees: every draw is a pure function of the scenario and the seed; each family of
 //! draws has a random stream of its own (independent faults, interrupts, related groups,
