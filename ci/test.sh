@@ -58,3 +58,21 @@ trap 'rm -rf "$smoke"' EXIT
   exit 1
 }
 grep -E "^results" "$smoke/nightly.log" >&2
+
+# `./qsim run` of a memory or LMDB scenario builds the simulator without RocksDB (so a first run
+# on a fresh machine does not wait for RocksDB's C++): it must run the same runs, and refuse a
+# RocksDB one with a clear error. The full build above ran the nightly; this builds the other.
+echo "== the simulator without RocksDB (./qsim's memory and LMDB runs): the same traces" >&2
+digest() { grep -oE 'digest [0-9a-f]{64}' <<<"$1"; }
+full=$(target/madsim/release/qsim run scenarios/quickstart-lmdb.toml --seed 2 --no-report --out "$smoke/full")
+lite=$(QSIM_ROCKSDB=never ./qsim run scenarios/quickstart-lmdb.toml --seed 2 --no-report --out "$smoke/lite" 2>/dev/null)
+if [[ -z "$(digest "$full")" || "$(digest "$full")" != "$(digest "$lite")" ]]; then
+  echo "the build without RocksDB ran quickstart-lmdb seed 2 differently: $(digest "$full") against $(digest "$lite")" >&2
+  exit 1
+fi
+if refused=$(target/madsim/release/qsim run scenarios/rocksdb.toml --seed 1 --no-report --out "$smoke/refused" 2>&1) \
+  || [[ "$refused" != *"built without RocksDB"* ]]; then
+  echo "the build without RocksDB did not refuse a RocksDB run clearly: $refused" >&2
+  exit 1
+fi
+echo "   $(digest "$full") in both builds; a RocksDB run refused" >&2

@@ -30,6 +30,7 @@ pub const LENGTH_CACHE_KEYS: usize = 16 * 1024;
 /// rounding and headers for the node and the key (about 30 B).
 pub const LENGTH_CACHE_ENTRY_OVERHEAD_BYTES: u64 = 96;
 
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))] // RocksDB's engine is its one user
 pub(crate) struct LengthCache {
     /// Unbounded in the `lru` crate's terms, and held to `capacity` here: a bounded one
     /// allocates its hash table for the full capacity at once, and probing a table sized for
@@ -39,6 +40,7 @@ pub(crate) struct LengthCache {
     key_bytes: u64,
 }
 
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 impl LengthCache {
     pub(crate) fn new(capacity: NonZeroUsize) -> LengthCache {
         LengthCache { entries: LruCache::unbounded_with_hasher(FxBuildHasher), capacity: capacity.get(), key_bytes: 0 }

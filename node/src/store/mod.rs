@@ -28,6 +28,7 @@ mod log;
 mod mem;
 mod mem_table;
 mod record;
+#[cfg(feature = "rocksdb")]
 mod rocks;
 #[cfg(feature = "sim-harness")]
 pub mod rot;
@@ -47,7 +48,11 @@ pub use mem::MemDisk;
 use record::{Head, log_key, open_record, value_len_of_record, value_record};
 pub use record::{STORE_FORMAT_VERSION, meta};
 pub(crate) use record::{record_value_len, verified_value};
-pub use rocks::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
+/// Block cache capacity when none is configured: RocksDB's own default (32 MiB), so a node
+/// without the setting reads as RocksDB would by default.
+pub const ROCKSDB_CACHE_BYTES_DEFAULT: usize = 32 << 20;
+/// SST data block size when none is configured: RocksDB's own default (4 KiB).
+pub const ROCKSDB_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
 
 use crate::entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, VerifiedEntry, escape};
 use engine::{Engine, Table, Write};
@@ -128,6 +133,16 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// What opening a RocksDB store says in a build without the engine (qs-node's `rocksdb`
+/// feature, on by default).
+#[cfg(not(feature = "rocksdb"))]
+fn without_rocksdb() -> EngineError {
+    EngineError::failed(
+        EngineKind::Rocksdb,
+        "this build has no RocksDB (built without the `rocksdb` feature); `./qsim` builds it in when a run needs it",
+    )
+}
+
 impl Store {
     /// Opens the store at `location`, creating it (empty, for `options.db_id`) if it is new.
     /// An existing store that holds another database is refused.
@@ -136,7 +151,10 @@ impl Store {
             .map_err(|e| EngineError::failed(location.kind(), format!("opening {}: {e}", location.describe())))?;
         let mut engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, &options.into())?),
+            #[cfg(feature = "rocksdb")]
             StoreLocation::Rocksdb(path) => Box::new(rocks::RocksEngine::open(path, &options.into())?),
+            #[cfg(not(feature = "rocksdb"))]
+            StoreLocation::Rocksdb(_) => return Err(without_rocksdb().into()),
             StoreLocation::Memory(disk) => Box::new(mem::MemEngine::open(disk.clone(), options.sync_commits)),
         };
         if let Some(io_faults) = &options.io_faults {
@@ -184,9 +202,12 @@ impl Store {
                 StoreLocation::Lmdb(path) => {
                     lmdb::LmdbEngine::open_read_only(path, LMDB_MAP_BYTES).map(|e| Box::new(e) as Box<dyn Engine>)
                 }
+                #[cfg(feature = "rocksdb")]
                 StoreLocation::Rocksdb(path) => {
                     rocks::RocksEngine::open_read_only(path).map(|e| Box::new(e) as Box<dyn Engine>)
                 }
+                #[cfg(not(feature = "rocksdb"))]
+                StoreLocation::Rocksdb(_) => Err(without_rocksdb()),
                 StoreLocation::Memory(_) => unreachable!("refused above"),
             };
             let engine = match engine {

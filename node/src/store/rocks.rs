@@ -58,11 +58,7 @@ use super::OpenOptions;
 use super::engine::{Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write, dir_bytes};
 use super::length_cache::{LENGTH_CACHE_KEYS, LengthCache};
 
-/// Block cache capacity when none is configured: RocksDB's own default (32 MiB), so a node
-/// without the setting reads as RocksDB would by default.
-pub const ROCKSDB_CACHE_BYTES_DEFAULT: usize = 32 << 20;
-/// SST data block size when none is configured: RocksDB's own default (4 KiB).
-pub const ROCKSDB_BLOCK_BYTES_DEFAULT: usize = 4 << 10;
+use super::{ROCKSDB_BLOCK_BYTES_DEFAULT, ROCKSDB_CACHE_BYTES_DEFAULT};
 
 /// The `[storage]` settings a RocksDB store opens with.
 #[derive(Clone, Copy, Debug)]

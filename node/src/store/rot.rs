@@ -29,9 +29,12 @@ use std::fs::OpenOptions as FileOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+#[cfg(feature = "rocksdb")]
 use rocksdb::{DB, Options};
 
-use super::engine::{EngineKind, Table};
+use super::engine::EngineKind;
+#[cfg(feature = "rocksdb")]
+use super::engine::Table;
 use super::record::open_record;
 use super::{EngineError, detect_engine};
 
@@ -70,7 +73,10 @@ pub fn rot_files(path: &Path, share: f64, choose: &mut dyn FnMut(usize) -> usize
     assert!(share > 0.0 && share <= 1.0, "a share of the stored values: above 0, at most 1");
     match detect_engine(path) {
         Some(EngineKind::Lmdb) => rot_lmdb(&path.join("data.mdb"), share, choose),
+        #[cfg(feature = "rocksdb")]
         Some(EngineKind::Rocksdb) => rot_rocksdb(path, share, choose),
+        #[cfg(not(feature = "rocksdb"))]
+        Some(EngineKind::Rocksdb) => Err(EngineError::failed(EngineKind::Rocksdb, "this build has no RocksDB")),
         _ => Err(EngineError::NotAStore {
             engine: EngineKind::Lmdb,
             found: format!("no LMDB or RocksDB store at {}", path.display()),
@@ -176,8 +182,10 @@ fn rot_lmdb(file: &Path, share: f64, choose: &mut dyn FnMut(usize) -> usize) -> 
 
 /// Bytes at the start of an SST file that are always inside its first data block: a block holds
 /// at least one key and value record, and its contents come first in the file.
+#[cfg(feature = "rocksdb")]
 const SST_FIRST_BLOCK_PREFIX: usize = 16;
 
+#[cfg(feature = "rocksdb")]
 fn rot_rocksdb(dir: &Path, share: f64, choose: &mut dyn FnMut(usize) -> usize) -> Result<Rot, EngineError> {
     let failed = |e: String| EngineError::failed(EngineKind::Rocksdb, format!("{}: {e}", dir.display()));
     let mut options = Options::default();
@@ -262,6 +270,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "rocksdb")]
     fn rocksdb_rot_damages_a_table_file_block_that_reads_and_scans_then_fail_on() {
         let dir = tempfile::tempdir().expect("tempdir");
         let location = StoreLocation::Rocksdb(dir.path().join("store"));

@@ -19,11 +19,19 @@ use std::path::Path;
 use qs_node::EngineKind;
 use qs_sim::scenario::Scenario;
 
-/// Loads a scenario file and applies the command line's engine, if any.
+/// Loads a scenario file and applies the command line's engine, if any. A RocksDB run in a
+/// build without RocksDB (qs-sim's `rocksdb` feature) is refused here, before anything runs.
 pub fn load(path: &Path, engine: Option<EngineKind>) -> Result<Scenario, String> {
     let mut scenario = Scenario::load(path).map_err(|e| e.to_string())?;
     if let Some(engine) = engine {
         scenario.override_engine(engine);
+    }
+    if scenario.engine() == EngineKind::Rocksdb && !cfg!(feature = "rocksdb") {
+        return Err(format!(
+            "{}: runs on rocksdb, and this qsim was built without RocksDB; run it through ./qsim, which builds \
+             RocksDB in when a run needs it (QSIM_ROCKSDB=always builds it in every time)",
+            path.display()
+        ));
     }
     Ok(scenario)
 }
