@@ -89,7 +89,7 @@ pub struct Plan {
     /// stores to a map).
     pub nodes: Vec<Planned>,
     /// The run's scratch folder, which holds the nodes' files. Its name is the OS's, not the
-    /// seed's: it must never reach the trace ([`Plan::redact`]).
+    /// seed's: it must never reach the trace ([`redact`]).
     pub scratch: std::path::PathBuf,
 }
 
@@ -105,12 +105,6 @@ impl Plan {
             }
         }
         Plan { seed, draws, nodes, scratch: scratch.to_path_buf() }
-    }
-
-    /// `text` (a node's error, say) with the run's scratch folder written as `<scratch>`: the
-    /// same in every process, as the trace must be.
-    pub fn redact(&self, text: &str) -> String {
-        redact(&self.scratch, text)
     }
 
     /// Each node's name by its address.
@@ -140,7 +134,8 @@ impl Plan {
     }
 }
 
-/// `text` with the scratch folder `scratch` written as `<scratch>` (see [`Plan::redact`]).
+/// `text` (a node's error, say) with the run's scratch folder `scratch` written as `<scratch>`:
+/// the same in every process, as the trace must be.
 pub fn redact(scratch: &Path, text: &str) -> String {
     text.replace(&*scratch.to_string_lossy(), "<scratch>")
 }
@@ -164,8 +159,8 @@ mod tests {
             assert!(plan.nodes.iter().all(|n| n.config.storage.path.starts_with(scratch)));
             let error = format!("opening {}: Input/output error", plan.nodes[1].config.storage.path.display());
             assert!(
-                plan.redact(&error).starts_with("opening <scratch>/")
-                    && !plan.redact(&error).contains(scratch.to_str().unwrap())
+                redact(&plan.scratch, &error).starts_with("opening <scratch>/")
+                    && !redact(&plan.scratch, &error).contains(scratch.to_str().unwrap())
             );
         }
     }
