@@ -5,7 +5,8 @@
 //! width, margins and label areas, so the plotting areas line up pixel for pixel down the page
 //! (CSS scales them together); the liveness phase is shaded with [`LIVENESS_FILL`] on each of
 //! them; text is passed to plotters unescaped because its SVG backend escapes text and attribute
-//! values itself. Drawing errors come back as strings for the page to show — a chart that cannot
+//! values itself, and what it draws comes back as an [`Svg`], the one type a page inlines
+//! unescaped. Drawing errors come back as strings for the page to show — a chart that cannot
 //! be drawn never costs the rest of the report.
 //!
 //! plotters is built without its `ttf` feature (which needs fontconfig and freetype): text sizes
@@ -116,7 +117,34 @@ fn tick_label(v: f64, span: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-type Svg = Result<String, String>;
+/// An SVG document that plotters' SVG backend wrote, to be inlined in a page as it is.
+///
+/// Only this module makes one, and only from the string an [`SVGBackend`] drew into: no caller
+/// can wrap a string of its own. That is what makes inlining it unescaped safe — see the
+/// [`Render`](maud::Render) impl.
+#[derive(Clone, Debug)]
+pub struct Svg(String);
+
+impl Svg {
+    /// The SVG text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl maud::Render for Svg {
+    fn render_to(&self, buffer: &mut String) {
+        // PreEscaped: the markup is plotters' own (its SVG backend writes every tag), and every
+        // string that reached it from a trace or a summary — lane labels, span texts, axis
+        // descriptions — was escaped by that backend as it wrote it (`<`, `>`, `&`, `"` and `'`,
+        // in text and attribute values alike; `time_chart_draws_lines_bounds_and_shading`
+        // checks it on text). Escaping it again would print the SVG's source as text.
+        maud::PreEscaped(self.0.as_str()).render_to(buffer);
+    }
+}
+
+/// A drawn chart, or why it could not be drawn.
+type Drawn = Result<Svg, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
     format!("plotters: {e}")
@@ -153,7 +181,7 @@ impl TimeChart {
     }
 
     /// Draws the chart as an SVG document.
-    pub fn svg(&self, axis: &TimeAxis) -> Svg {
+    pub fn svg(&self, axis: &TimeAxis) -> Drawn {
         let mut out = String::new();
         let (y_lo, y_hi) = self.y_range();
         let clip = |v: f64| v.clamp(y_lo, y_hi);
@@ -218,7 +246,7 @@ impl TimeChart {
             mark_violation(&mut chart, axis, y_lo, y_hi)?;
             root.present().map_err(err)?;
         }
-        Ok(out)
+        Ok(Svg(out))
     }
 }
 
@@ -285,7 +313,7 @@ fn short(label: &str) -> String {
 }
 
 /// Draws lanes top to bottom on the shared time axis.
-pub fn lanes_svg(axis: &TimeAxis, lanes: &[Lane]) -> Svg {
+pub fn lanes_svg(axis: &TimeAxis, lanes: &[Lane]) -> Drawn {
     let n = lanes.len().max(1);
     let height = MARGIN_TOP + X_LABEL_AREA + LANE_HEIGHT * n as u32 + 6;
     let mut out = String::new();
@@ -352,11 +380,11 @@ pub fn lanes_svg(axis: &TimeAxis, lanes: &[Lane]) -> Svg {
         mark_violation(&mut chart, axis, 0.0, y_hi)?;
         root.present().map_err(err)?;
     }
-    Ok(out)
+    Ok(Svg(out))
 }
 
 /// A small histogram of `values` (already in the unit `x_desc` names), for the sweep page.
-pub fn histogram_svg(values: &[f64], x_desc: &str, color: RGBColor) -> Svg {
+pub fn histogram_svg(values: &[f64], x_desc: &str, color: RGBColor) -> Drawn {
     const BINS: usize = 12;
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -409,7 +437,7 @@ pub fn histogram_svg(values: &[f64], x_desc: &str, color: RGBColor) -> Svg {
             .map_err(err)?;
         root.present().map_err(err)?;
     }
-    Ok(out)
+    Ok(Svg(out))
 }
 
 /// One line of an [`xy_svg`] chart.
@@ -422,7 +450,7 @@ pub struct XyLine {
 
 /// Lines over a numeric x axis (the sizing page's miss ratio against cache share), with an
 /// optional shaded x band (the rule's range), points marked.
-pub fn xy_svg(lines: &[XyLine], x_desc: &str, y_desc: &str, band: Option<(f64, f64)>) -> Svg {
+pub fn xy_svg(lines: &[XyLine], x_desc: &str, y_desc: &str, band: Option<(f64, f64)>) -> Drawn {
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
     let (x_lo, x_hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
@@ -472,7 +500,7 @@ pub fn xy_svg(lines: &[XyLine], x_desc: &str, y_desc: &str, band: Option<(f64, f
         }
         root.present().map_err(err)?;
     }
-    Ok(out)
+    Ok(Svg(out))
 }
 
 #[cfg(test)]
@@ -486,7 +514,7 @@ mod tests {
     #[test]
     fn time_chart_draws_lines_bounds_and_shading() {
         let chart = TimeChart {
-            y_desc: "lag (s) <&>".into(),
+            y_desc: "lag (s) <&>\"'".into(),
             marks: vec![
                 Mark::Line {
                     color: palette(0),
@@ -498,12 +526,12 @@ mod tests {
             ],
             y_top: None,
         };
-        let svg = chart.svg(&axis()).unwrap();
+        let svg = chart.svg(&axis()).unwrap().0;
         assert!(svg.contains("<polyline"), "{svg}");
         assert!(svg.contains("<polygon"), "{svg}");
         assert!(svg.contains("<circle"), "one-point segments are dots: {svg}");
         assert!(svg.contains(&format!("fill=\"{}\"", hex(LIVENESS_FILL))), "{svg}");
-        assert!(svg.contains("lag (s) &lt;&amp;&gt;"), "plotters escapes text: {svg}");
+        assert!(svg.contains("lag (s) &lt;&amp;&gt;&quot;&apos;"), "plotters escapes text: {svg}");
         assert!(svg.contains(&format!("stroke=\"{}\"", hex(VIOLATION_COLOR))), "{svg}");
     }
 
@@ -514,10 +542,10 @@ mod tests {
             spans: vec![Span { start_s: 30.0, end_s: 50.0, color: palette(3), text: "kill".into() }],
             markers: vec![(31.0, palette(0))],
         }];
-        let svg = lanes_svg(&axis(), &lanes).unwrap();
+        let svg = lanes_svg(&axis(), &lanes).unwrap().0;
         assert!(svg.contains(">\nmid-1\n</text>") || svg.contains("mid-1"), "{svg}");
         assert!(svg.contains("kill"), "{svg}");
-        let svg = histogram_svg(&[1.0, 2.0, 2.5, 9.0], "max lag (s)", palette(0)).unwrap();
+        let svg = histogram_svg(&[1.0, 2.0, 2.5, 9.0], "max lag (s)", palette(0)).unwrap().0;
         assert!(svg.matches("<rect").count() >= 4, "{svg}");
         assert!(histogram_svg(&[5.0, 5.0], "x", palette(0)).is_ok());
         assert!(histogram_svg(&[], "x", palette(0)).is_err());

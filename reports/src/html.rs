@@ -1,27 +1,17 @@
-//! HTML building blocks shared by the run and sweep pages: escaping, the page shell with its
-//! inline style sheet, and number formatting.
+//! HTML building blocks shared by the run, sweep and sizing pages: the page shell with its inline
+//! style sheet, tables, badges, URL path segments and number formatting.
 //!
-//! Guarantees: every string that comes from a trace or a summary goes through [`esc`] (text and
-//! attribute values alike); the page loads nothing from anywhere — no scripts, no external
-//! style sheets, no fonts, no images — so it opens from disk with no network.
+//! Guarantees:
+//! - HTML is built with maud, which escapes every interpolated value — text and attribute values
+//!   alike — so a string from a trace or a summary can never become markup. Nothing goes in
+//!   unescaped but markup this crate made itself: plotters' SVG ([`chart::Svg`](crate::chart::Svg))
+//!   and this module's style sheet, each `PreEscaped` with the reason beside it.
+//! - Link targets are percent-encoded by [`url_segment`] before maud escapes them for the
+//!   attribute: maud escapes HTML, not URLs.
+//! - The page loads nothing from anywhere — no scripts, no external style sheets, no fonts, no
+//!   images — so it opens from disk with no network.
 
-use std::fmt::Write;
-
-/// Escapes text for an HTML text node or a double- or single-quoted attribute value.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 /// Everything but RFC 3986's unreserved characters is encoded in a path segment.
 const SEGMENT: &percent_encoding::AsciiSet =
@@ -55,38 +45,45 @@ pub fn bytes(n: u64) -> String {
     bytesize::ByteSize(n).display().iec().to_string()
 }
 
-/// A pass/fail badge: colour and a word, so it reads without colour too.
-pub fn badge(ok: bool, text: &str) -> String {
-    let class = if ok { "ok" } else { "bad" };
-    format!("<span class=\"badge {class}\">{}</span>", esc(text))
+/// A pass/fail badge: colour and a word, so it reads without colour too; `id` names it for tests
+/// and links.
+pub fn badge(ok: bool, text: &str, id: Option<&str>) -> Markup {
+    html! { span.badge.(if ok { "ok" } else { "bad" }) id=[id] { (text) } }
 }
 
-/// A table: `head` cells are trusted markup-free labels, each row's cells are already HTML.
-pub fn table(class: &str, head: &[&str], rows: &[Vec<String>]) -> String {
-    let mut out = format!("<table class=\"{class}\"><thead><tr>");
-    for h in head {
-        let _ = write!(out, "<th>{}</th>", esc(h));
-    }
-    out.push_str("</tr></thead><tbody>");
-    for row in rows {
-        out.push_str("<tr>");
-        for cell in row {
-            let _ = write!(out, "<td>{cell}</td>");
+/// A table of class `class`: one header row of `head` labels, then `rows`, one cell each.
+pub fn table(class: &str, head: &[&str], rows: &[Vec<Markup>]) -> Markup {
+    html! {
+        table.(class) {
+            thead { tr { @for label in head { th { (label) } } } }
+            tbody {
+                @for row in rows {
+                    tr { @for cell in row { td { (cell) } } }
+                }
+            }
         }
-        out.push_str("</tr>");
     }
-    out.push_str("</tbody></table>");
-    out
 }
 
-/// The whole page: `title` is escaped here, `body` is HTML.
-pub fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n",
-        esc(title)
-    )
+/// The whole page: a document titled `title` around `body`, with the style sheet inline.
+pub fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                // PreEscaped: STYLE is this file's own constant CSS, not data; a style element's
+                // text is raw (entities are not decoded), so escaping would corrupt it. It holds no
+                // `<` (a unit test checks), so it cannot close the element early.
+                style { (PreEscaped(STYLE)) }
+            }
+            body { (body) }
+        }
+        "\n"
+    }
+    .into_string()
 }
 
 // System font stacks only: a report must render offline, so no web fonts.
@@ -126,9 +123,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_covers_text_and_attributes() {
-        assert_eq!(esc("<b a=\"x\" b='y'>&</b>"), "&lt;b a=&quot;x&quot; b=&#39;y&#39;&gt;&amp;&lt;/b&gt;");
+    fn links_are_percent_encoded_and_markup_is_escaped() {
         assert_eq!(url_segment("bug gc/skip?"), "bug%20gc%2Fskip%3F");
+        let hostile = "<b a=\"x\">&</b>";
+        assert_eq!(
+            badge(false, hostile, Some("o\"k")).into_string(),
+            "<span class=\"badge bad\" id=\"o&quot;k\">&lt;b a=&quot;x&quot;&gt;&amp;&lt;/b&gt;</span>"
+        );
+        let t = table("t", &[hostile], &[vec![html! { (hostile) }, html! { b { "bold" } }]]).into_string();
+        assert_eq!(
+            t,
+            "<table class=\"t\"><thead><tr><th>&lt;b a=&quot;x&quot;&gt;&amp;&lt;/b&gt;</th></tr></thead><tbody>\
+             <tr><td>&lt;b a=&quot;x&quot;&gt;&amp;&lt;/b&gt;</td><td><b>bold</b></td></tr></tbody></table>"
+        );
+        let p = page(hostile, html! { p { "body" } });
+        assert!(p.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"), "{p}");
+        assert!(p.contains("<title>&lt;b a=&quot;x&quot;&gt;&amp;&lt;/b&gt;</title>"), "{p}");
+        assert!(p.ends_with("<body><p>body</p></body></html>\n"), "{p}");
+    }
+
+    #[test]
+    fn the_style_sheet_cannot_close_its_element() {
+        // It goes in unescaped (see `page`): no `<` means no `</style>` and no other tag.
+        assert!(!STYLE.contains('<'));
+        assert!(page("t", html! {}).contains(&format!("<style>{STYLE}</style>")));
     }
 
     #[test]

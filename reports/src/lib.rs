@@ -9,7 +9,9 @@
 //! - [`render_run`] and [`render_sweep`]: the same pages as strings, from data in memory.
 //!
 //! A page is one static HTML file: inline CSS, inline SVG charts, no script, nothing fetched, so
-//! it opens from disk in any browser. Every error is a [`ReportError`] naming the file.
+//! it opens from disk in any browser. HTML is built with maud, which escapes every interpolated
+//! value: no string from a trace or a summary can become markup. Every error is a [`ReportError`]
+//! naming the file.
 //!
 //! Module map:
 //! - [`schema`]: the trace and summary files a run and a sweep write — the one definition the
@@ -18,7 +20,8 @@
 //! - [`facts`]: what a run's summary and trace say per node, per fault, per violation.
 //! - [`series`]: gap splitting and downsampling (min/max per bucket, per-tier spreads).
 //! - [`chart`]: plotters SVG charts on one shared time axis; lane charts; histograms.
-//! - [`html`]: escaping, the page shell with its inline style sheet, number formatting.
+//! - [`html`]: the page shell with its inline style sheet, tables, badges, link segments, number
+//!   formatting.
 //! - [`run`]: the run report page; its per-node charts are the list [`run::NODE_METRICS`].
 //! - [`sweep`]: the sweep report page.
 //! - [`testkit`]: deterministic synthetic runs (every event kind) for tests and the benchmark.

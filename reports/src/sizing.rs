@@ -3,16 +3,17 @@
 //! falls against the rule.
 //!
 //! Guarantees: every point is a real run's (its folder is linked); the knee is read off the
-//! measured points, never interpolated past them.
+//! measured points, never interpolated past them. HTML is built with maud, which escapes every
+//! interpolated value; only the chart's SVG goes in unescaped ([`chart::Svg`] says why).
 
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use maud::{Markup, Render, html};
 use serde::{Deserialize, Serialize};
 
 use crate::ReportError;
 use crate::chart::{self, XyLine};
-use crate::html::{bytes, esc, page, table};
+use crate::html::{bytes, page, table};
 
 /// The miss ratio under which a share counts as past the knee: the seed's fixed Redwood pager
 /// missed 0.8 % (432 in 52 400).
@@ -71,16 +72,6 @@ impl SizingSweep {
 
 /// The page.
 pub fn render_sizing(sweep: &SizingSweep) -> String {
-    let mut body = String::new();
-    let _ = write!(
-        body,
-        "<h1>Sizing sweep · {} · seed {}</h1><p class=\"note\">Each point is one run of the scenario with the \
-         cache set to a share of the store's used bytes ({} of pages at the stated scale); the y axis is the \
-         share of the edges' page reads that missed, over warm 5 s windows. The green band is the 1–2 % rule.</p>",
-        esc(&sweep.scenario),
-        sweep.seed,
-        esc(&bytes(sweep.used_bytes))
-    );
     let lines: Vec<XyLine> = sweep
         .skews()
         .iter()
@@ -96,59 +87,65 @@ pub fn render_sizing(sweep: &SizingSweep) -> String {
             XyLine { label: format!("Zipf skew {skew}"), color: chart::palette(i), points }
         })
         .collect();
-    body.push_str("<section id=\"sizing-chart\"><h2>Miss ratio against cache share</h2>");
-    match chart::xy_svg(&lines, "cache (% of the store's pages)", "read page misses (%)", Some((1.0, 2.0))) {
-        Ok(svg) => {
-            body.push_str("<figure class=\"chart\" id=\"chart-sizing\">");
-            body.push_str(&svg);
-            body.push_str("<figcaption>");
-            for line in &lines {
-                let _ = write!(
-                    body,
-                    "<span class=\"legend\" style=\"color:{}\">■</span> {} ",
-                    chart::hex(line.color),
-                    esc(&line.label)
-                );
-            }
-            body.push_str("</figcaption></figure>");
-        }
-        Err(e) => {
-            let _ = write!(body, "<p class=\"note no-data\">No chart: {}.</p>", esc(&e));
-        }
-    }
-    body.push_str("</section>");
-    body.push_str("<section id=\"knees\"><h2>The knee against the 1–2 % rule</h2>");
-    let rows: Vec<Vec<String>> = sweep
+    let knees: Vec<Vec<Markup>> = sweep
         .knees()
         .into_iter()
         .map(|(skew, knee)| {
             let (at, verdict) = match knee {
-                Some(k) if k <= 2.0 => (format!("{k} %"), "within the rule".to_string()),
-                Some(k) => (format!("{k} %"), "past the rule: this popularity needs a larger cache".to_string()),
-                None => ("not reached".into(), "no share tried gets under 1 % misses".to_string()),
+                Some(k) if k <= 2.0 => (format!("{k} %"), "within the rule"),
+                Some(k) => (format!("{k} %"), "past the rule: this popularity needs a larger cache"),
+                None => ("not reached".into(), "no share tried gets under 1 % misses"),
             };
-            vec![format!("{skew}"), esc(&at), esc(&verdict)]
+            vec![skew.render(), at.render(), verdict.render()]
         })
         .collect();
-    body.push_str(&table("knees", &["Zipf skew", "smallest share under 1 % misses", "against 1–2 %"], &rows));
-    body.push_str("</section><section id=\"points\"><h2>Runs</h2>");
-    let rows: Vec<Vec<String>> = sweep
+    let runs: Vec<Vec<Markup>> = sweep
         .points
         .iter()
         .map(|p| {
             vec![
-                format!("{}", p.skew),
-                format!("{} %", p.share_percent),
-                esc(&bytes(p.cache_bytes)),
-                format!("{:.2} %", p.miss_ratio * 100.0),
-                format!("{}", p.read_touches),
-                format!("<a href=\"{}/report.html\">{}</a>", esc(&p.run), esc(&p.run)),
+                p.skew.render(),
+                html! { (p.share_percent) " %" },
+                bytes(p.cache_bytes).render(),
+                html! { (format!("{:.2}", p.miss_ratio * 100.0)) " %" },
+                p.read_touches.render(),
+                html! { a href={ (p.run) "/report.html" } { (p.run) } },
             ]
         })
         .collect();
-    body.push_str(&table("points", &["skew", "cache share", "cache", "read misses", "page reads", "run"], &rows));
-    body.push_str("</section>");
-    page(&format!("qsim sizing {}", sweep.scenario), &body)
+    let body = html! {
+        h1 { "Sizing sweep · " (sweep.scenario) " · seed " (sweep.seed) }
+        p.note {
+            "Each point is one run of the scenario with the cache set to a share of the store's used bytes ("
+            (bytes(sweep.used_bytes)) " of pages at the stated scale); the y axis is the share of the edges' page \
+             reads that missed, over warm 5 s windows. The green band is the 1–2 % rule."
+        }
+        section #sizing-chart {
+            h2 { "Miss ratio against cache share" }
+            @match chart::xy_svg(&lines, "cache (% of the store's pages)", "read page misses (%)", Some((1.0, 2.0))) {
+                Ok(svg) => {
+                    figure.chart #chart-sizing {
+                        (svg)
+                        figcaption {
+                            @for line in &lines {
+                                span.legend style={ "color:" (chart::hex(line.color)) } { "■" } " " (line.label) " "
+                            }
+                        }
+                    }
+                }
+                Err(e) => { p.note.no-data { "No chart: " (e) "." } }
+            }
+        }
+        section #knees {
+            h2 { "The knee against the 1–2 % rule" }
+            (table("knees", &["Zipf skew", "smallest share under 1 % misses", "against 1–2 %"], &knees))
+        }
+        section #points {
+            h2 { "Runs" }
+            (table("points", &["skew", "cache share", "cache", "read misses", "page reads", "run"], &runs))
+        }
+    };
+    page(&format!("qsim sizing {}", sweep.scenario), body)
 }
 
 /// Writes `sizing.json` and `report.html` into `dir`; returns the page's path.

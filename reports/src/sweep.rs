@@ -11,12 +11,16 @@
 //!   command and its link.
 //! - A run whose folder is missing or whose `summary.json` cannot be read is shown as such; it
 //!   never fails the page.
+//! - HTML is built with maud, which escapes every interpolated value: scenario names, first
+//!   problems and reproduce commands show as text; link targets are percent-encoded first
+//!   ([`run_link`]); only the histograms' SVG goes in unescaped ([`chart::Svg`] says why).
 
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use maud::{Markup, html};
+
 use crate::chart;
-use crate::html::{badge, duration, esc, page, url_segment};
+use crate::html::{badge, duration, page, url_segment};
 #[cfg(test)]
 use crate::schema::{KnownFailures, Probe, ProbeHits};
 use crate::schema::{Outcome, RunResult, SweepSummary};
@@ -75,26 +79,25 @@ pub fn write_sweep_report(sweep_dir: &Path) -> Result<PathBuf, ReportError> {
 /// beyond `folders` count as [`RunFolder::Unchecked`].
 pub fn render_sweep(summary: &SweepSummary, folders: &[RunFolder]) -> String {
     let scenarios = scenarios(summary);
-    let mut body = String::new();
     let failed = summary.results.iter().filter(|r| !r.ok).count();
-    let _ = writeln!(
-        body,
-        "<header><h1>qsim sweep {}</h1><dl class=\"facts\"><dt>seeds</dt><dd id=\"seeds\">{}</dd>\
-         <dt>shard</dt><dd id=\"shard\">{}</dd><dt>scenarios</dt><dd>{}</dd><dt>runs</dt><dd id=\"runs\">{}</dd>\
-         <dt>not as expected</dt><dd id=\"failed\">{}</dd></dl></header>",
-        badge(failed == 0, if failed == 0 { "ALL AS EXPECTED" } else { "FAILURES" }),
-        esc(&summary.seeds),
-        esc(&summary.shard),
-        scenarios.len(),
-        summary.results.len(),
-        failed
-    );
-    totals(&mut body, summary, &scenarios);
-    grid(&mut body, summary, &scenarios, folders);
-    distributions(&mut body, summary, &scenarios);
-    probes(&mut body, summary);
-    problems(&mut body, summary, folders);
-    page(&format!("qsim sweep {} ({} runs)", summary.seeds, summary.results.len()), &body)
+    let body = html! {
+        header {
+            h1 { "qsim sweep " (badge(failed == 0, if failed == 0 { "ALL AS EXPECTED" } else { "FAILURES" }, None)) }
+            dl.facts {
+                dt { "seeds" } dd #seeds { (summary.seeds) }
+                dt { "shard" } dd #shard { (summary.shard) }
+                dt { "scenarios" } dd { (scenarios.len()) }
+                dt { "runs" } dd #runs { (summary.results.len()) }
+                dt { "not as expected" } dd #failed { (failed) }
+            }
+        }
+        (totals(summary, &scenarios))
+        (grid(summary, &scenarios, folders))
+        (distributions(summary, &scenarios))
+        (probes(summary))
+        (problems(summary, folders))
+    };
+    page(&format!("qsim sweep {} ({} runs)", summary.seeds, summary.results.len()), body)
 }
 
 fn folder(folders: &[RunFolder], i: usize) -> &RunFolder {
@@ -117,98 +120,106 @@ fn scenarios(summary: &SweepSummary) -> Vec<(String, Vec<usize>)> {
     out
 }
 
-fn outcomes(summary: &SweepSummary, idx: &[usize]) -> Vec<(Outcome, usize)> {
-    let mut out: Vec<(Outcome, usize)> = Vec::new();
+/// The outcomes of the results `idx` with their counts, in first-appearance order: `3 pass, 1 violation`.
+fn outcomes(summary: &SweepSummary, idx: &[usize]) -> String {
+    let mut counts: Vec<(Outcome, usize)> = Vec::new();
     for &i in idx {
         let o = summary.results[i].outcome;
-        match out.iter_mut().find(|(k, _)| *k == o) {
+        match counts.iter_mut().find(|(k, _)| *k == o) {
             Some((_, n)) => *n += 1,
-            None => out.push((o, 1)),
+            None => counts.push((o, 1)),
         }
     }
-    out
+    counts.iter().map(|(o, n)| format!("{n} {}", o.as_str())).collect::<Vec<_>>().join(", ")
 }
 
-fn totals(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) {
-    out.push_str("<section id=\"totals\"><h2>Totals</h2><table id=\"totals-table\"><thead><tr><th>scenario</th>\
-                  <th>expects</th><th>runs</th><th>as expected</th><th>not as expected</th><th>outcomes</th></tr></thead><tbody>");
+/// What the results `idx` expect, runs of the same expectation said once: `pass, liveness`.
+fn expects(summary: &SweepSummary, idx: &[usize]) -> String {
+    let mut expects: Vec<&str> = idx.iter().map(|&i| summary.results[i].expected.as_str()).collect();
+    expects.dedup();
+    expects.join(", ")
+}
+
+fn totals(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> Markup {
     let all: Vec<usize> = (0..summary.results.len()).collect();
     let rows = scenarios.iter().map(|(s, idx)| (s.as_str(), idx)).chain(std::iter::once(("all", &all)));
-    for (name, idx) in rows {
-        let ok = idx.iter().filter(|&&i| summary.results[i].ok).count();
-        let mut expects: Vec<&str> = idx.iter().map(|&i| summary.results[i].expected.as_str()).collect();
-        expects.dedup();
-        let expects = if name == "all" { String::new() } else { expects.join(", ") };
-        let outcome_text: Vec<String> =
-            outcomes(summary, idx).iter().map(|(o, n)| format!("{} {}", n, esc(o.as_str()))).collect();
-        let _ = write!(
-            out,
-            "<tr class=\"{}\" data-scenario=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-            if ok == idx.len() { "pass" } else { "fail" },
-            esc(name),
-            if name == "all" { "<b>all</b>".to_string() } else { esc(name) },
-            esc(&expects),
-            idx.len(),
-            ok,
-            idx.len() - ok,
-            outcome_text.join(", ")
-        );
+    html! {
+        section #totals {
+            h2 { "Totals" }
+            table #totals-table {
+                thead {
+                    tr {
+                        th { "scenario" } th { "expects" } th { "runs" } th { "as expected" }
+                        th { "not as expected" } th { "outcomes" }
+                    }
+                }
+                tbody {
+                    @for (name, idx) in rows {
+                        @let ok = idx.iter().filter(|&&i| summary.results[i].ok).count();
+                        tr.(if ok == idx.len() { "pass" } else { "fail" }) data-scenario=(name) {
+                            td { @if name == "all" { b { "all" } } @else { (name) } }
+                            td { @if name != "all" { (expects(summary, idx)) } }
+                            td.num { (idx.len()) }
+                            td.num { (ok) }
+                            td.num { (idx.len() - ok) }
+                            td { (outcomes(summary, idx)) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    out.push_str("</tbody></table></section>\n");
 }
 
-fn grid(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<usize>)], folders: &[RunFolder]) {
-    out.push_str(
-        "<section id=\"grid\"><h2>Scenario × seed</h2><p class=\"note\">Green ✓: the run ended as its scenario \
-         expects (a planted bug caught counts). Red ✗: it did not. Dashed outline: the run's folder is missing or \
-         broken. Each cell links to the run's report.</p>",
-    );
-    for (name, idx) in scenarios {
-        let _ = write!(
-            out,
-            "<div class=\"grid-row\" data-scenario=\"{}\"><h3>{}</h3><div class=\"grid\">",
-            esc(name),
-            esc(name)
-        );
-        let mut passing_drawn = 0;
-        let mut passing_left = 0;
-        for &i in idx {
-            let r = &summary.results[i];
-            if r.ok {
-                if passing_drawn == MAX_PASSING_CELLS {
-                    passing_left += 1;
-                    continue;
-                }
-                passing_drawn += 1;
+/// The results of one scenario that get a grid cell — every failing one, passing ones up to
+/// [`MAX_PASSING_CELLS`] — and how many passing ones were left out.
+fn cells(summary: &SweepSummary, idx: &[usize]) -> (Vec<usize>, usize) {
+    let mut drawn = Vec::new();
+    let (mut passing_drawn, mut passing_left) = (0, 0);
+    for &i in idx {
+        if summary.results[i].ok {
+            if passing_drawn == MAX_PASSING_CELLS {
+                passing_left += 1;
+                continue;
             }
-            let folder_class = match folder(folders, i) {
-                RunFolder::Missing(_) | RunFolder::Broken(_) => " missing",
-                RunFolder::Unchecked | RunFolder::Ok => "",
-            };
-            let _ = write!(
-                out,
-                "<a class=\"cell {}{folder_class}\" data-scenario=\"{}\" data-seed=\"{}\" data-outcome=\"{}\" \
-                 href=\"{}\" title=\"seed {}: {} (expects {})\">{} {}</a>",
-                if r.ok { "ok" } else { "bad" },
-                esc(&r.scenario),
-                r.seed,
-                esc(r.outcome.as_str()),
-                esc(&run_link(r)),
-                r.seed,
-                esc(r.outcome.as_str()),
-                esc(&r.expected),
-                r.seed,
-                if r.ok { "✓" } else { "✗" },
-            );
+            passing_drawn += 1;
         }
-        out.push_str("</div>");
-        if passing_left > 0 {
-            let _ = write!(out, "<p class=\"note\">… and {passing_left} more passing seeds, not drawn.</p>");
-        }
-        out.push_str("</div>\n");
+        drawn.push(i);
     }
-    out.push_str("</section>\n");
+    (drawn, passing_left)
+}
+
+fn grid(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)], folders: &[RunFolder]) -> Markup {
+    html! {
+        section #grid {
+            h2 { "Scenario × seed" }
+            p.note {
+                "Green ✓: the run ended as its scenario expects (a planted bug caught counts). Red ✗: it did not. \
+                 Dashed outline: the run's folder is missing or broken. Each cell links to the run's report."
+            }
+            @for (name, idx) in scenarios {
+                @let (drawn, passing_left) = cells(summary, idx);
+                div.grid-row data-scenario=(name) {
+                    h3 { (name) }
+                    div.grid {
+                        @for i in drawn {
+                            @let r = &summary.results[i];
+                            @let missing = matches!(folder(folders, i), RunFolder::Missing(_) | RunFolder::Broken(_));
+                            a.cell.(if r.ok { "ok" } else { "bad" }).missing[missing]
+                                data-scenario=(r.scenario) data-seed=(r.seed) data-outcome=(r.outcome.as_str())
+                                href=(run_link(r))
+                                title={ "seed " (r.seed) ": " (r.outcome.as_str()) " (expects " (r.expected) ")" } {
+                                (r.seed) " " (if r.ok { "✓" } else { "✗" })
+                            }
+                        }
+                    }
+                    @if passing_left > 0 {
+                        p.note { "… and " (passing_left) " more passing seeds, not drawn." }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn stats_cells(values_ms: &[u64]) -> [String; 4] {
@@ -219,108 +230,117 @@ fn stats_cells(values_ms: &[u64]) -> [String; 4] {
 }
 
 /// Every probe with the runs that reached it and its hits; the ones never reached named first.
-fn probes(out: &mut String, summary: &SweepSummary) {
+fn probes(summary: &SweepSummary) -> Markup {
     let rows = summary.probe_table();
     let never: Vec<String> = rows.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
-    let _ = write!(
-        out,
-        "<section id=\"probes\"><h2>Probes</h2><p class=\"note\">Named points in the node and the simulator, \
-         counted per run: what this sweep exercised. Never reached: <span id=\"probes-never\">{}</span>.</p>\
-         <table id=\"probe-table\"><thead><tr><th>probe</th><th>runs</th><th>hits</th></tr></thead><tbody>",
-        if never.is_empty() { "none".to_string() } else { esc(&never.join(", ")) }
-    );
-    for row in rows {
-        let _ = write!(
-            out,
-            "<tr data-probe=\"{name}\"{class}><td><code>{name}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            row.runs,
-            row.hits,
-            name = esc(&row.probe.name()),
-            class = if row.runs == 0 { " class=\"never\"" } else { "" }
-        );
-    }
-    out.push_str("</tbody></table></section>\n");
-}
-
-fn distributions(out: &mut String, summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) {
-    out.push_str(
-        "<section id=\"distributions\"><h2>Max lag and convergence per scenario</h2><table id=\"distribution-table\">\
-         <thead><tr><th>scenario</th><th>max lag: min</th><th>median</th><th>p90</th><th>max</th>\
-         <th>converged after: min</th><th>median</th><th>p90</th><th>max</th><th>did not converge</th></tr></thead><tbody>",
-    );
-    let mut charts = String::new();
-    for (name, idx) in scenarios {
-        let lags: Vec<u64> = idx.iter().filter_map(|&i| summary.results[i].max_lag_ms).collect();
-        let conv: Vec<u64> = idx.iter().filter_map(|&i| summary.results[i].converged_after_ms).collect();
-        // A run that crashed, hung or never started wrote no summary: it says nothing about
-        // convergence, so it is not counted as a run that did not converge.
-        let never = idx
-            .iter()
-            .filter(|&&i| summary.results[i].digest.is_some() && summary.results[i].converged_after_ms.is_none())
-            .count();
-        let _ = write!(out, "<tr data-scenario=\"{}\"><td>{}</td>", esc(name), esc(name));
-        for cell in stats_cells(&lags).iter().chain(stats_cells(&conv).iter()) {
-            let _ = write!(out, "<td class=\"num\">{}</td>", esc(cell));
-        }
-        let _ = write!(out, "<td class=\"num\">{never}</td></tr>");
-
-        let _ = write!(
-            charts,
-            "<div class=\"scenario-charts\" data-scenario=\"{}\"><h3>{}</h3><div class=\"small-charts\">",
-            esc(name),
-            esc(name)
-        );
-        let series: [(&str, &str, &[u64], usize); 2] =
-            [("max-lag", "max lag (s)", &lags, 0), ("convergence", "converged after (s)", &conv, 2)];
-        for (id, desc, values, color) in series {
-            if values.is_empty() {
-                let _ = write!(charts, "<p class=\"note no-data\">{}: no values.</p>", esc(desc));
-                continue;
+    html! {
+        section #probes {
+            h2 { "Probes" }
+            p.note {
+                "Named points in the node and the simulator, counted per run: what this sweep exercised. Never \
+                 reached: "
+                span #probes-never { @if never.is_empty() { "none" } @else { (never.join(", ")) } }
+                "."
             }
-            let secs: Vec<f64> = values.iter().map(|&ms| ms as f64 / 1000.0).collect();
-            let _ =
-                write!(charts, "<figure class=\"chart small\" data-chart=\"{id}\" data-scenario=\"{}\">", esc(name));
-            match chart::histogram_svg(&secs, desc, chart::palette(color)) {
-                Ok(svg) => charts.push_str(&svg),
-                Err(e) => {
-                    let _ = write!(charts, "<p class=\"note chart-error\">Not drawn: {}</p>", esc(&e));
+            table #probe-table {
+                thead { tr { th { "probe" } th { "runs" } th { "hits" } } }
+                tbody {
+                    @for row in &rows {
+                        @let name = row.probe.name();
+                        tr data-probe=(name) class=[(row.runs == 0).then_some("never")] {
+                            td { code { (name) } }
+                            td.num { (row.runs) }
+                            td.num { (row.hits) }
+                        }
+                    }
                 }
             }
-            charts.push_str("</figure>");
         }
-        if never > 0 {
-            let _ = write!(charts, "<p class=\"note\">{never} runs did not converge (not in the histogram).</p>");
-        }
-        charts.push_str("</div></div>\n");
     }
-    out.push_str("</tbody></table>");
-    out.push_str(&charts);
-    out.push_str("</section>\n");
 }
 
-fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
-    groups(out, summary);
-    let failing: Vec<usize> = (0..summary.results.len()).filter(|&i| !summary.results[i].ok).collect();
-    out.push_str("<section id=\"failing\"><h2>Runs not as expected</h2>");
-    if failing.is_empty() {
-        out.push_str("<p class=\"note\">Every run ended as its scenario expects.</p>");
-    } else {
-        problem_table(out, summary, &failing, "failing-table", true);
-    }
-    out.push_str("</section>\n");
+/// One scenario's max lags and convergence times, and how many runs did not converge.
+struct Distribution<'a> {
+    name: &'a str,
+    lags: Vec<u64>,
+    conv: Vec<u64>,
+    never: usize,
+}
 
+fn distributions(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> Markup {
+    let dists: Vec<Distribution> = scenarios
+        .iter()
+        .map(|(name, idx)| Distribution {
+            name,
+            lags: idx.iter().filter_map(|&i| summary.results[i].max_lag_ms).collect(),
+            conv: idx.iter().filter_map(|&i| summary.results[i].converged_after_ms).collect(),
+            // A run that crashed, hung or never started wrote no summary: it says nothing about
+            // convergence, so it is not counted as a run that did not converge.
+            never: idx
+                .iter()
+                .filter(|&&i| summary.results[i].digest.is_some() && summary.results[i].converged_after_ms.is_none())
+                .count(),
+        })
+        .collect();
+    html! {
+        section #distributions {
+            h2 { "Max lag and convergence per scenario" }
+            table #distribution-table {
+                thead {
+                    tr {
+                        th { "scenario" } th { "max lag: min" } th { "median" } th { "p90" } th { "max" }
+                        th { "converged after: min" } th { "median" } th { "p90" } th { "max" }
+                        th { "did not converge" }
+                    }
+                }
+                tbody {
+                    @for d in &dists {
+                        tr data-scenario=(d.name) {
+                            td { (d.name) }
+                            @for cell in stats_cells(&d.lags).iter().chain(stats_cells(&d.conv).iter()) {
+                                td.num { (cell) }
+                            }
+                            td.num { (d.never) }
+                        }
+                    }
+                }
+            }
+            @for d in &dists {
+                div.scenario-charts data-scenario=(d.name) {
+                    h3 { (d.name) }
+                    div.small-charts {
+                        @let series = [
+                            ("max-lag", "max lag (s)", &d.lags, 0),
+                            ("convergence", "converged after (s)", &d.conv, 2),
+                        ];
+                        @for (id, desc, values, color) in series {
+                            @if values.is_empty() {
+                                p.note.no-data { (desc) ": no values." }
+                            } @else {
+                                @let secs: Vec<f64> = values.iter().map(|&ms| ms as f64 / 1000.0).collect();
+                                figure.chart.small data-chart=(id) data-scenario=(d.name) {
+                                    @match chart::histogram_svg(&secs, desc, chart::palette(color)) {
+                                        Ok(svg) => { (svg) }
+                                        Err(e) => { p.note.chart-error { "Not drawn: " (e) } }
+                                    }
+                                }
+                            }
+                        }
+                        @if d.never > 0 {
+                            p.note { (d.never) " runs did not converge (not in the histogram)." }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn problems(summary: &SweepSummary, folders: &[RunFolder]) -> Markup {
+    let failing: Vec<usize> = (0..summary.results.len()).filter(|&i| !summary.results[i].ok).collect();
     let caught: Vec<usize> = (0..summary.results.len())
         .filter(|&i| summary.results[i].ok && summary.results[i].outcome != Outcome::Pass)
         .collect();
-    if !caught.is_empty() {
-        out.push_str(
-            "<section id=\"expected-failures\"><h2>Expected failures</h2><p class=\"note\">Runs that failed the way \
-             their scenario expects (planted bugs caught, the canary).</p>",
-        );
-        problem_table(out, summary, &caught, "expected-table", false);
-        out.push_str("</section>\n");
-    }
-
     let broken: Vec<(usize, String)> = (0..summary.results.len())
         .filter_map(|i| match folder(folders, i) {
             RunFolder::Missing(p) => Some((i, format!("{}: no such folder", p.display()))),
@@ -328,87 +348,106 @@ fn problems(out: &mut String, summary: &SweepSummary, folders: &[RunFolder]) {
             RunFolder::Unchecked | RunFolder::Ok => None,
         })
         .collect();
-    if !broken.is_empty() {
-        out.push_str("<section id=\"broken-runs\"><h2>Run folders with problems</h2><ul>");
-        for (i, why) in broken {
-            let r = &summary.results[i];
-            let _ = write!(
-                out,
-                "<li data-scenario=\"{}\" data-seed=\"{}\">{} seed {}: {}</li>",
-                esc(&r.scenario),
-                r.seed,
-                esc(&r.scenario),
-                r.seed,
-                esc(&why)
-            );
+    html! {
+        (groups(summary))
+        section #failing {
+            h2 { "Runs not as expected" }
+            @if failing.is_empty() {
+                p.note { "Every run ended as its scenario expects." }
+            } @else {
+                (problem_table(summary, &failing, "failing-table", true))
+            }
         }
-        out.push_str("</ul></section>\n");
+        @if !caught.is_empty() {
+            section #expected-failures {
+                h2 { "Expected failures" }
+                p.note { "Runs that failed the way their scenario expects (planted bugs caught, the canary)." }
+                (problem_table(summary, &caught, "expected-table", false))
+            }
+        }
+        @if !broken.is_empty() {
+            section #broken-runs {
+                h2 { "Run folders with problems" }
+                ul {
+                    @for (i, why) in &broken {
+                        @let r = &summary.results[*i];
+                        li data-scenario=(r.scenario) data-seed=(r.seed) { (r.scenario) " seed " (r.seed) ": " (why) }
+                    }
+                }
+            }
+        }
     }
 }
 
 /// The runs not as expected, one row per failure signature: a bug, however many seeds found it.
-fn groups(out: &mut String, summary: &SweepSummary) {
+fn groups(summary: &SweepSummary) -> Markup {
     if summary.groups.is_empty() {
-        return;
+        return html! {};
     }
     let new = summary.groups.iter().filter(|g| !g.known).count();
-    let _ = write!(
-        out,
-        "<section id=\"groups\"><h2>Failure groups</h2><p class=\"note\">Runs not as expected, grouped by \
-         signature: the failing checker and the shape of its first problem, node names, numbers and hashes \
-         taken out. {} group(s), {new} new (not in the sweep's known-failures file).</p>\
-         <table id=\"groups-table\"><thead><tr><th>signature</th><th>outcome</th><th>runs</th><th>scenarios</th>\
-         <th>first run</th><th>reproduce</th><th></th></tr></thead><tbody>",
-        summary.groups.len()
-    );
-    for g in &summary.groups {
-        let _ = write!(
-            out,
-            "<tr class=\"{}\"><td class=\"signature\"><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td>{} seed {}</td><td><pre class=\"reproduce\"><code>{}</code></pre></td><td>{}</td></tr>",
-            if g.known { "known" } else { "new" },
-            esc(&g.signature),
-            esc(g.outcome.as_str()),
-            g.count,
-            esc(&g.scenarios.join(", ")),
-            esc(&g.first_scenario),
-            g.first_seed,
-            esc(&g.reproduce),
-            if g.known { "known" } else { "<strong class=\"bad\">new</strong>" },
-        );
+    html! {
+        section #groups {
+            h2 { "Failure groups" }
+            p.note {
+                "Runs not as expected, grouped by signature: the failing checker and the shape of its first \
+                 problem, node names, numbers and hashes taken out. " (summary.groups.len()) " group(s), " (new)
+                " new (not in the sweep's known-failures file)."
+            }
+            table #groups-table {
+                thead {
+                    tr {
+                        th { "signature" } th { "outcome" } th { "runs" } th { "scenarios" } th { "first run" }
+                        th { "reproduce" } th {}
+                    }
+                }
+                tbody {
+                    @for g in &summary.groups {
+                        tr.(if g.known { "known" } else { "new" }) {
+                            td.signature { code { (g.signature) } }
+                            td { (g.outcome.as_str()) }
+                            td.num { (g.count) }
+                            td { (g.scenarios.join(", ")) }
+                            td { (g.first_scenario) " seed " (g.first_seed) }
+                            td { pre.reproduce { code { (g.reproduce) } } }
+                            td { @if g.known { "known" } @else { strong.bad { "new" } } }
+                        }
+                    }
+                }
+            }
+        }
     }
-    out.push_str("</tbody></table></section>\n");
 }
 
-fn problem_table(out: &mut String, summary: &SweepSummary, idx: &[usize], id: &str, reproduce: bool) {
-    let _ = write!(
-        out,
-        "<table id=\"{id}\"><thead><tr><th>scenario</th><th>seed</th><th>outcome</th><th>expected</th>\
-         <th>first problem</th>{}<th>report</th></tr></thead><tbody>",
-        if reproduce { "<th>reproduce</th>" } else { "" }
-    );
-    for &i in idx.iter().take(MAX_PROBLEM_ROWS) {
-        let r = &summary.results[i];
-        let _ = write!(
-            out,
-            "<tr class=\"{}\" data-scenario=\"{}\" data-seed=\"{}\"><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"first-problem\">{}</td>",
-            if r.ok { "pass" } else { "fail" },
-            esc(&r.scenario),
-            r.seed,
-            esc(&r.scenario),
-            r.seed,
-            esc(r.outcome.as_str()),
-            esc(&r.expected),
-            esc(r.first_problem.as_deref().unwrap_or("—"))
-        );
-        if reproduce {
-            let _ = write!(out, "<td><pre class=\"reproduce\"><code>{}</code></pre></td>", esc(&r.reproduce));
+fn problem_table(summary: &SweepSummary, idx: &[usize], id: &str, reproduce: bool) -> Markup {
+    html! {
+        table id=(id) {
+            thead {
+                tr {
+                    th { "scenario" } th { "seed" } th { "outcome" } th { "expected" } th { "first problem" }
+                    @if reproduce { th { "reproduce" } }
+                    th { "report" }
+                }
+            }
+            tbody {
+                @for &i in idx.iter().take(MAX_PROBLEM_ROWS) {
+                    @let r = &summary.results[i];
+                    tr.(if r.ok { "pass" } else { "fail" }) data-scenario=(r.scenario) data-seed=(r.seed) {
+                        td { (r.scenario) }
+                        td.num { (r.seed) }
+                        td { (r.outcome.as_str()) }
+                        td { (r.expected) }
+                        td.first-problem { (r.first_problem.as_deref().unwrap_or("—")) }
+                        @if reproduce {
+                            td { pre.reproduce { code { (r.reproduce) } } }
+                        }
+                        td { a.run-report href=(run_link(r)) { "run report" } }
+                    }
+                }
+            }
         }
-        let _ = write!(out, "<td><a class=\"run-report\" href=\"{}\">run report</a></td></tr>", esc(&run_link(r)));
-    }
-    out.push_str("</tbody></table>");
-    if idx.len() > MAX_PROBLEM_ROWS {
-        let _ = write!(out, "<p class=\"note\">… and {} more, not listed.</p>", idx.len() - MAX_PROBLEM_ROWS);
+        @if idx.len() > MAX_PROBLEM_ROWS {
+            p.note { "… and " (idx.len() - MAX_PROBLEM_ROWS) " more, not listed." }
+        }
     }
 }
 

@@ -5,15 +5,18 @@
 //! Guarantees: every chart is drawn on the page's one [`TimeAxis`]; a chart without data is
 //! `None`, never an empty figure; above [`MAX_LANES`] nodes lanes group by tier, above
 //! [`MAX_NODE_LINES`] lines become one band and one median per tier; far outliers are clipped at
-//! the top edge and the note says how many.
+//! the top edge and the note says how many. HTML is built with maud, which escapes every
+//! interpolated value (titles, legend labels, notes); the chart itself is a [`chart::Svg`], which
+//! says why it goes in unescaped.
 
 use std::fmt::Write;
 
+use maud::{Markup, Render, html};
 use plotters::style::RGBColor;
 
-use crate::chart::{self, Lane, Mark, Span, TimeAxis, TimeChart};
+use crate::chart::{self, Lane, Mark, Span, Svg, TimeAxis, TimeChart};
 use crate::facts::{FaultSpan, RunFacts};
-use crate::html::{duration, esc};
+use crate::html::duration;
 use crate::schema::{Event, FaultKind, RunSummary, SourceReason};
 use crate::series::{self, bucket_ms};
 
@@ -25,41 +28,32 @@ pub(super) struct Figure {
     id: &'static str,
     title: String,
     /// The SVG, or why it could not be drawn.
-    svg: Result<String, String>,
+    svg: Result<Svg, String>,
     legend: Vec<(RGBColor, String)>,
     note: String,
 }
 
-impl Figure {
-    pub(super) fn html(&self, out: &mut String) {
-        let _ = write!(
-            out,
-            "<figure class=\"chart\" id=\"chart-{id}\" data-chart=\"{id}\"><figcaption>{}</figcaption>",
-            esc(&self.title),
-            id = self.id
-        );
-        match &self.svg {
-            Ok(svg) => out.push_str(svg),
-            Err(e) => {
-                let _ = write!(out, "<p class=\"note chart-error\">This chart could not be drawn: {}</p>", esc(e));
+impl Render for Figure {
+    fn render(&self) -> Markup {
+        html! {
+            figure.chart id={ "chart-" (self.id) } data-chart=(self.id) {
+                figcaption { (self.title) }
+                @match &self.svg {
+                    Ok(svg) => { (svg) }
+                    Err(e) => { p.note.chart-error { "This chart could not be drawn: " (e) } }
+                }
+                @if !self.legend.is_empty() {
+                    ul.legend {
+                        @for (color, label) in &self.legend {
+                            li { span.sw style={ "background:" (chart::hex(*color)) } {} (label) }
+                        }
+                    }
+                }
+                @if !self.note.is_empty() {
+                    p.note { (self.note) }
+                }
             }
         }
-        if !self.legend.is_empty() {
-            out.push_str("<ul class=\"legend\">");
-            for (color, label) in &self.legend {
-                let _ = write!(
-                    out,
-                    "<li><span class=\"sw\" style=\"background:{}\"></span>{}</li>",
-                    chart::hex(*color),
-                    esc(label)
-                );
-            }
-            out.push_str("</ul>");
-        }
-        if !self.note.is_empty() {
-            let _ = write!(out, "<p class=\"note\">{}</p>", esc(&self.note));
-        }
-        out.push_str("</figure>\n");
     }
 }
 

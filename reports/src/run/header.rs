@@ -1,117 +1,105 @@
 //! The run report's header: scenario, description, seed, engine, build, the reproduce command,
 //! every checker's verdict and, for a failure, the first violation in words.
 //!
-//! Guarantee: every string from the summary or the trace is escaped; a missing field is shown as
-//! `unknown` or said in words, never left blank.
+//! Guarantees: HTML is built with maud, which escapes every interpolated value, so every string
+//! from the summary or the trace shows as text; a missing field is shown as `unknown` or said in
+//! words, never left blank.
 
-use std::fmt::Write;
+use maud::{Markup, Render, html};
 
 use crate::facts::RunFacts;
-use crate::html::{badge, duration, esc, secs};
+use crate::html::{badge, duration, secs};
 use crate::schema::{RunSummary, VerdictStatus};
 
-pub(super) fn header(out: &mut String, s: &RunSummary, facts: &RunFacts) {
+pub(super) fn header(s: &RunSummary, facts: &RunFacts) -> Markup {
     let pass = s.outcome == "pass";
     let outcome = if s.outcome.is_empty() { "unknown".to_string() } else { s.outcome.to_uppercase() };
-    let _ = write!(
-        out,
-        "<header><h1><span id=\"scenario\">{}</span> · seed <span id=\"seed\">{}</span> {}</h1>",
-        esc(&s.scenario),
-        s.seed,
-        badge(pass, &outcome).replace("class=\"badge", "id=\"outcome\" class=\"badge")
-    );
-    if !s.description.is_empty() {
-        let _ = write!(out, "<p class=\"desc\" id=\"description\">{}</p>", esc(&s.description));
-    }
     let lag = match s.max_lag_ms {
         Some(lag) if s.lag_max_ms > 0 => format!("{} (bound {})", duration(lag), duration(s.lag_max_ms)),
         Some(lag) => duration(lag),
         None => "no samples".into(),
     };
-    let converged = match (s.converged_after_ms, facts.liveness_from_ms) {
-        (Some(ms), _) => {
+    let converged = match s.converged_after_ms {
+        Some(ms) => {
             format!("{} after the liveness phase began (limit {})", duration(ms), duration(s.converge_within_ms))
         }
-        (None, _) => format!("did not converge within {}", duration(s.converge_within_ms)),
+        None => format!("did not converge within {}", duration(s.converge_within_ms)),
     };
-    let facts_rows: [(&str, &str, String); 10] = [
-        ("scenario file", "path", esc(&s.path.display().to_string())),
-        ("seed", "seed-value", s.seed.to_string()),
-        ("engine", "engine", esc(or_unknown(&s.engine))),
-        ("build", "build", esc(or_unknown(&s.build))),
-        ("nodes", "node-count", facts.nodes.len().to_string()),
-        ("simulated", "simulated", secs(s.simulated_ms)),
-        ("writes acknowledged", "writes", s.writes_acked.to_string()),
-        ("max lag", "max-lag", esc(&lag)),
-        ("convergence", "convergence", esc(&converged)),
-        ("trace", "digest", format!("{} events, digest <code>{}</code>", s.events, esc(&s.digest))),
+    let facts_rows: [(&str, &str, Markup); 10] = [
+        ("scenario file", "path", s.path.display().to_string().render()),
+        ("seed", "seed-value", s.seed.render()),
+        ("engine", "engine", or_unknown(&s.engine).render()),
+        ("build", "build", or_unknown(&s.build).render()),
+        ("nodes", "node-count", facts.nodes.len().render()),
+        ("simulated", "simulated", secs(s.simulated_ms).render()),
+        ("writes acknowledged", "writes", s.writes_acked.render()),
+        ("max lag", "max-lag", lag.render()),
+        ("convergence", "convergence", converged.render()),
+        ("trace", "digest", html! { (s.events) " events, digest " code { (s.digest) } }),
     ];
-    out.push_str("<dl class=\"facts\">");
-    for (label, id, value) in facts_rows {
-        let _ = write!(out, "<dt>{label}</dt><dd id=\"{id}\">{value}</dd>");
-    }
-    out.push_str("</dl>");
-    let _ = write!(
-        out,
-        "<h2>Reproduce</h2><pre class=\"reproduce\" id=\"reproduce\"><code>{}</code></pre>",
-        esc(&s.reproduce)
-    );
-
-    out.push_str("<h2>Verdicts</h2>");
-    if s.verdicts.is_empty() {
-        out.push_str("<p class=\"note\">The summary records no checker verdicts.</p>");
-    } else {
-        out.push_str(
-            "<table id=\"verdicts\"><thead><tr><th>checker</th><th>verdict</th><th>violations</th>\
-             <th>first</th></tr></thead><tbody>",
-        );
-        for v in &s.verdicts {
-            let ok = v.status == VerdictStatus::Pass;
-            let _ = write!(
-                out,
-                "<tr class=\"verdict {}\" data-checker=\"{}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                if ok { "pass" } else { "fail" },
-                esc(v.checker.as_str()),
-                esc(v.checker.as_str()),
-                badge(ok, v.status.as_str()),
-                v.violations,
-                esc(v.first.as_deref().unwrap_or(""))
-            );
-        }
-        out.push_str("</tbody></table>");
-    }
-    if !pass {
-        out.push_str("<div class=\"first-violation\" id=\"first-violation\"><strong>First violation.</strong> ");
-        if let Some(v) = facts.violations.first() {
-            let _ = write!(
-                out,
-                "Checker <b>{}</b> at node <b>{}</b>, {} into the run, index {}: {}.",
-                esc(v.checker.as_str()),
-                esc(&v.node),
-                esc(&secs(v.at_ms)),
-                v.index,
-                esc(&v.message)
-            );
-        } else if let Some(v) = s.verdicts.iter().find(|v| v.status != VerdictStatus::Pass) {
-            let _ = write!(
-                out,
-                "Checker <b>{}</b>: {}.",
-                esc(v.checker.as_str()),
-                esc(v.first.as_deref().unwrap_or("no detail recorded"))
-            );
-        } else {
-            let _ = write!(out, "The run ended as <b>{}</b> with no failing verdict recorded.", esc(&s.outcome));
-        }
-        if !s.pending.is_empty() {
-            out.push_str("<br>Not converged at the end:<ul>");
-            for p in &s.pending {
-                let _ = write!(out, "<li>{}</li>", esc(p));
+    html! {
+        header {
+            h1 {
+                span #scenario { (s.scenario) } " · seed " span #seed { (s.seed) } " "
+                (badge(pass, &outcome, Some("outcome")))
             }
-            out.push_str("</ul>");
+            @if !s.description.is_empty() {
+                p.desc #description { (s.description) }
+            }
+            dl.facts {
+                @for (label, id, value) in facts_rows {
+                    dt { (label) }
+                    dd id=(id) { (value) }
+                }
+            }
+            h2 { "Reproduce" }
+            pre.reproduce #reproduce { code { (s.reproduce) } }
+            h2 { "Verdicts" }
+            @if s.verdicts.is_empty() {
+                p.note { "The summary records no checker verdicts." }
+            } @else {
+                table #verdicts {
+                    thead { tr { th { "checker" } th { "verdict" } th { "violations" } th { "first" } } }
+                    tbody {
+                        @for v in &s.verdicts {
+                            @let ok = v.status == VerdictStatus::Pass;
+                            tr.verdict.(if ok { "pass" } else { "fail" }) data-checker=(v.checker.as_str()) {
+                                td { (v.checker.as_str()) }
+                                td { (badge(ok, v.status.as_str(), None)) }
+                                td.num { (v.violations) }
+                                td { (v.first.as_deref().unwrap_or("")) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !pass {
+                (first_violation(s, facts))
+            }
         }
-        out.push_str("</div>");
     }
-    out.push_str("</header>\n");
+}
+
+/// The first violation in words, and what had not converged at the end.
+fn first_violation(s: &RunSummary, facts: &RunFacts) -> Markup {
+    html! {
+        div.first-violation #first-violation {
+            strong { "First violation." } " "
+            @if let Some(v) = facts.violations.first() {
+                "Checker " b { (v.checker.as_str()) } " at node " b { (v.node) } ", " (secs(v.at_ms))
+                " into the run, index " (v.index) ": " (v.message) "."
+            } @else if let Some(v) = s.verdicts.iter().find(|v| v.status != VerdictStatus::Pass) {
+                "Checker " b { (v.checker.as_str()) } ": " (v.first.as_deref().unwrap_or("no detail recorded")) "."
+            } @else {
+                "The run ended as " b { (s.outcome) } " with no failing verdict recorded."
+            }
+            @if !s.pending.is_empty() {
+                br;
+                "Not converged at the end:"
+                ul { @for p in &s.pending { li { (p) } } }
+            }
+        }
+    }
 }
 
 pub(super) fn or_unknown(s: &str) -> &str {

@@ -10,7 +10,9 @@
 //!   line says which were left out.
 //! - A series has at most ~600 points (min/max per bucket), and with more than
 //!   [`MAX_NODE_LINES`] nodes a chart draws one band (min–max) and one median line per tier.
-//! - Every string from the trace or summary is escaped.
+//! - HTML is built with maud, which escapes every interpolated value: a string from the trace or
+//!   the summary shows as text, never as markup. Only the charts' SVG goes in unescaped
+//!   ([`chart::Svg`](crate::chart::Svg) says why that is safe).
 //!
 //! Adding a chart of a per-node metric is one entry in [`NODE_METRICS`].
 //!
@@ -18,12 +20,13 @@
 //! `metrics.rs` the per-node chart list ([`NodeMetric`], [`NODE_METRICS`]); `header.rs` the header;
 //! `figures.rs` the charts; `tables.rs` the tables.
 
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
+
+use maud::html;
 
 use crate::chart::TimeAxis;
 use crate::facts::RunFacts;
-use crate::html::{esc, page, secs};
+use crate::html::{page, secs};
 use crate::schema::{Event, RunSummary};
 use crate::series::bucket_ms;
 use crate::{ReportError, load};
@@ -62,31 +65,6 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
         liveness_from_s: facts.liveness_from_ms.map(|ms| ms as f64 / 1000.0),
         first_violation_s: facts.violations.first().map(|v| v.at_ms as f64 / 1000.0),
     };
-    let mut body = String::new();
-    header(&mut body, summary, &facts);
-
-    body.push_str("<section id=\"timeline\"><h2>Timeline</h2>");
-    let _ = write!(
-        body,
-        "<p class=\"note\">All charts share one time axis, 0 to {} of simulated time. {}</p>",
-        secs(facts.end_ms),
-        match facts.liveness_from_ms {
-            Some(ms) if ms < facts.end_ms => format!(
-                "The shaded part, from {}, is the liveness phase: faults healed, writes stopped, waiting for \
-                 convergence.",
-                secs(ms)
-            ),
-            Some(ms) => format!("The liveness phase began at {} and converged at once.", secs(ms)),
-            None => "The trace does not say when the liveness phase began.".into(),
-        }
-    );
-    if let Some(v) = facts.violations.first() {
-        let _ = write!(
-            body,
-            "<p class=\"note\" id=\"violation-marker\">The dark red vertical line marks the first violation, at {}.</p>",
-            secs(v.at_ms)
-        );
-    }
     let mut left_out: Vec<&str> = Vec::new();
     let mut figures: Vec<Figure> = Vec::new();
     match fault_figure(&facts, &axis) {
@@ -119,24 +97,38 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
             }
         }
     }
-    for figure in &figures {
-        figure.html(&mut body);
-    }
-    if !left_out.is_empty() {
-        let _ = write!(
-            body,
-            "<p class=\"note no-data\">Not drawn, no data in this trace: {}.</p>",
-            esc(&left_out.join("; ").to_lowercase())
-        );
-    }
-    body.push_str("</section>\n");
-
-    node_table(&mut body, &facts);
-    fault_table(&mut body, &facts);
-    write_amp_table(&mut body, summary, &facts);
-    fetched_table(&mut body, summary);
-    sizing_table(&mut body, summary);
-    key_usage_table(&mut body, &facts);
-    violation_table(&mut body, summary, &facts);
-    page(&format!("qsim {} seed {}", summary.scenario, summary.seed), &body)
+    let body = html! {
+        (header(summary, &facts))
+        section #timeline {
+            h2 { "Timeline" }
+            p.note {
+                "All charts share one time axis, 0 to " (secs(facts.end_ms)) " of simulated time. "
+                @match facts.liveness_from_ms {
+                    Some(ms) if ms < facts.end_ms => {
+                        "The shaded part, from " (secs(ms)) ", is the liveness phase: faults healed, writes \
+                         stopped, waiting for convergence."
+                    }
+                    Some(ms) => { "The liveness phase began at " (secs(ms)) " and converged at once." }
+                    None => { "The trace does not say when the liveness phase began." }
+                }
+            }
+            @if let Some(v) = facts.violations.first() {
+                p.note #violation-marker {
+                    "The dark red vertical line marks the first violation, at " (secs(v.at_ms)) "."
+                }
+            }
+            @for figure in &figures { (figure) }
+            @if !left_out.is_empty() {
+                p.note.no-data { "Not drawn, no data in this trace: " (left_out.join("; ").to_lowercase()) "." }
+            }
+        }
+        (node_table(&facts))
+        (fault_table(&facts))
+        (write_amp_table(summary, &facts))
+        (fetched_table(summary))
+        (sizing_table(summary))
+        (key_usage_table(&facts))
+        (violation_table(summary, &facts))
+    };
+    page(&format!("qsim {} seed {}", summary.scenario, summary.seed), body)
 }

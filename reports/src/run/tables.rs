@@ -1,123 +1,126 @@
 //! The run report's tables: nodes, faults, write amplification, fetched work, sizing, key usage,
 //! violations.
+//!
+//! Guarantees: HTML is built with maud, which escapes every interpolated value, so node names,
+//! fault details and violation messages show as text; a section with nothing to show is left out
+//! or says so in words.
 
-use std::fmt::Write;
+use maud::{Markup, Render, html};
 
 use crate::facts::RunFacts;
-use crate::html::{bytes, duration, esc, secs, table};
+use crate::html::{bytes, duration, secs, table};
 use crate::schema::{Event, RunSummary, SourceReason};
 
 use super::MAX_SOURCE_ROWS;
 use super::{MAX_VIOLATION_ROWS, header::or_unknown};
 
-fn num(v: impl std::fmt::Display) -> String {
-    v.to_string()
+/// The cell of a figure that is not known.
+fn dash() -> Markup {
+    "—".render()
 }
 
-pub(super) fn node_table(out: &mut String, facts: &RunFacts) {
-    out.push_str("<section id=\"nodes-section\"><h2>Nodes</h2>");
-    if facts.nodes.is_empty() {
-        out.push_str("<p class=\"note\">No nodes in the summary or the trace.</p></section>\n");
-        return;
-    }
+pub(super) fn node_table(facts: &RunFacts) -> Markup {
     let derived = facts.nodes.iter().any(|n| n.summary.is_none());
-    let rows: Vec<Vec<String>> = facts
+    let rows: Vec<Vec<Markup>> = facts
         .nodes
         .iter()
         .map(|n| {
-            let mut history = String::new();
-            for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
-                let _ = write!(history, "{} {} → {}<br>", esc(&secs(c.at_ms)), esc(c.reason.as_str()), esc(&c.source));
-            }
-            if n.sources.len() > MAX_SOURCE_ROWS {
-                let _ = write!(history, "… {} more", n.sources.len() - MAX_SOURCE_ROWS);
-            }
-            let dash = || "—".to_string();
+            let history = if n.sources.is_empty() {
+                dash()
+            } else {
+                html! {
+                    @for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
+                        (secs(c.at_ms)) " " (c.reason.as_str()) " → " (c.source) br;
+                    }
+                    @if n.sources.len() > MAX_SOURCE_ROWS {
+                        "… " (n.sources.len() - MAX_SOURCE_ROWS) " more"
+                    }
+                }
+            };
             let (failovers, bootstraps, bogus, applied) = match &n.summary {
-                Some(c) => (num(c.failovers), num(c.bootstraps), num(c.bogus_requests), num(c.applied)),
+                Some(c) => (c.failovers.render(), c.bootstraps.render(), c.bogus_requests.render(), c.applied.render()),
                 None => (
                     if facts.any_source_changes {
-                        num(n.sources.iter().filter(|c| c.reason != SourceReason::Start).count())
+                        n.sources.iter().filter(|c| c.reason != SourceReason::Start).count().render()
                     } else {
                         dash()
                     },
-                    num(n.bootstraps_seen),
+                    n.bootstraps_seen.render(),
                     dash(),
-                    n.last_applied.map(num).unwrap_or_else(dash),
+                    n.last_applied.map_or_else(dash, |a| a.render()),
                 ),
             };
             vec![
-                esc(&n.name),
-                match n.datacenter {
-                    Some(dc) => format!("{} · dc {dc}", esc(&n.tier)),
-                    None => esc(&n.tier),
+                n.name.render(),
+                html! {
+                    (n.tier)
+                    @if let Some(dc) = n.datacenter { " · dc " (dc) }
                 },
-                if history.is_empty() { dash() } else { history },
-                n.max_lag_ms.map(duration).unwrap_or_else(dash),
+                history,
+                n.max_lag_ms.map_or_else(dash, |lag| duration(lag).render()),
                 failovers,
                 bootstraps,
                 bogus,
                 applied,
-                num(n.faults),
+                n.faults.render(),
             ]
         })
         .collect();
-    out.push_str(&table(
-        "nodes",
-        &[
-            "node",
-            "tier",
-            "source history",
-            "max lag",
-            "failovers",
-            "bootstraps",
-            "bogus requests",
-            "applied",
-            "faults",
-        ],
-        &rows,
-    ));
-    if derived {
-        out.push_str(
-            "<p class=\"note\">Nodes without a node summary in the trace: failovers are counted from source \
-             changes (— when the trace has none), bootstraps from bootstrap events, applied is the last index seen; \
-             bogus requests are only in node summaries.</p>",
-        );
+    let head =
+        ["node", "tier", "source history", "max lag", "failovers", "bootstraps", "bogus requests", "applied", "faults"];
+    html! {
+        section #nodes-section {
+            h2 { "Nodes" }
+            @if facts.nodes.is_empty() {
+                p.note { "No nodes in the summary or the trace." }
+            } @else {
+                (table("nodes", &head, &rows))
+                @if derived {
+                    p.note {
+                        "Nodes without a node summary in the trace: failovers are counted from source changes (— \
+                         when the trace has none), bootstraps from bootstrap events, applied is the last index \
+                         seen; bogus requests are only in node summaries."
+                    }
+                }
+            }
+        }
     }
-    out.push_str("</section>\n");
 }
 
-pub(super) fn fault_table(out: &mut String, facts: &RunFacts) {
-    out.push_str("<section id=\"faults-section\"><h2>Faults</h2>");
-    if facts.faults.is_empty() {
-        out.push_str("<p class=\"note\">No faults were injected.</p></section>\n");
-        return;
-    }
-    let rows: Vec<Vec<String>> = facts
+pub(super) fn fault_table(facts: &RunFacts) -> Markup {
+    let rows: Vec<Vec<Markup>> = facts
         .faults
         .iter()
         .map(|f| {
             vec![
-                esc(&f.node),
-                esc(f.kind.as_str()),
-                esc(&f.detail),
-                esc(&secs(f.start_ms)),
-                if f.open_ended { "no end event (liveness phase)".into() } else { esc(&secs(f.end_ms)) },
-                esc(&duration(f.end_ms - f.start_ms)),
+                f.node.render(),
+                f.kind.as_str().render(),
+                f.detail.render(),
+                secs(f.start_ms).render(),
+                if f.open_ended { "no end event (liveness phase)".render() } else { secs(f.end_ms).render() },
+                duration(f.end_ms - f.start_ms).render(),
             ]
         })
         .collect();
-    out.push_str(&table("faults", &["node", "kind", "detail", "start", "end", "lasted"], &rows));
-    out.push_str("</section>\n");
+    html! {
+        section #faults-section {
+            h2 { "Faults" }
+            @if rows.is_empty() {
+                p.note { "No faults were injected." }
+            } @else {
+                (table("faults", &["node", "kind", "detail", "start", "end", "lasted"], &rows))
+            }
+        }
+    }
 }
 
-pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
+pub(super) fn write_amp_table(summary: &RunSummary, facts: &RunFacts) -> Markup {
     let with: Vec<_> = facts.nodes.iter().filter_map(|n| n.summary.as_ref().map(|c| (n, c))).collect();
     if with.is_empty() {
-        return;
+        return html! {};
     }
     // A run uses one engine today; rows are keyed by engine so mixed runs read the same way.
-    let engine = or_unknown(&summary.engine).to_string();
+    let engine = or_unknown(&summary.engine);
     let mut rows = Vec::new();
     // Bytes written sum only while every node measured them: one unmeasured node makes its
     // tier's and the run's total unknown, never an undercount.
@@ -136,59 +139,61 @@ pub(super) fn write_amp_table(out: &mut String, summary: &RunSummary, facts: &Ru
             continue;
         }
         total = (total.0 + logical, add(total.1, written), total.2 + n);
-        rows.push(amp_row(&engine, &tier, n, logical, written));
+        rows.push(amp_row(engine, &tier, n, logical, written));
     }
-    rows.push(amp_row(&engine, "all", total.2, total.0, total.1));
-    out.push_str("<section id=\"write-amp-section\"><h2>Write amplification</h2>");
-    out.push_str(&table(
-        "write-amp",
-        &["engine", "tier", "nodes", "logical bytes", "engine bytes written", "amplification"],
-        &rows,
-    ));
-    let unmeasured = if total.1.is_none() {
-        " Not measured: a node's end-of-run summary lacks the figure (its store could not be read, or \
-         the trace is from a qsim before LMDB counted its writes through its map)."
-    } else {
-        ""
-    };
-    out.push_str(&format!(
-        "<p class=\"note\">Logical: key and value bytes applied. Written: what the engine wrote to its disk.{unmeasured}</p></section>\n"
-    ));
+    rows.push(amp_row(engine, "all", total.2, total.0, total.1));
+    let head = ["engine", "tier", "nodes", "logical bytes", "engine bytes written", "amplification"];
+    html! {
+        section #write-amp-section {
+            h2 { "Write amplification" }
+            (table("write-amp", &head, &rows))
+            p.note {
+                "Logical: key and value bytes applied. Written: what the engine wrote to its disk."
+                @if total.1.is_none() {
+                    " Not measured: a node's end-of-run summary lacks the figure (its store could not be read, \
+                     or the trace is from a qsim before LMDB counted its writes through its map)."
+                }
+            }
+        }
+    }
 }
 
-fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: Option<u64>) -> Vec<String> {
+fn amp_row(engine: &str, tier: &str, n: usize, logical: u64, written: Option<u64>) -> Vec<Markup> {
     let amp = match written {
         Some(written) if logical > 0 => format!("{:.2}×", written as f64 / logical as f64),
         _ => "—".to_string(),
     };
     let written = written.map_or("not measured".to_string(), bytes);
-    vec![esc(engine), esc(tier), num(n), esc(&bytes(logical)), esc(&written), amp]
+    vec![engine.render(), tier.render(), n.render(), bytes(logical).render(), written.render(), amp.render()]
 }
 
-pub(super) fn key_usage_table(out: &mut String, facts: &RunFacts) {
+pub(super) fn key_usage_table(facts: &RunFacts) -> Markup {
     if facts.key_usage.is_empty() {
-        return;
+        return html! {};
     }
-    let rows: Vec<Vec<String>> = facts
+    let rows: Vec<Vec<Markup>> = facts
         .key_usage
         .iter()
         .map(|k| {
             let share = if k.keys == 0 { 0.0 } else { 100.0 * k.never_read as f64 / k.keys as f64 };
             vec![
-                esc(&k.prefix),
-                num(k.keys),
-                esc(&bytes(k.bytes)),
-                num(k.reads),
-                format!("{} ({share:.0} %)", k.never_read),
+                k.prefix.render(),
+                k.keys.render(),
+                bytes(k.bytes).render(),
+                k.reads.render(),
+                html! { (k.never_read) " (" (format!("{share:.0}")) " %)" },
             ]
         })
         .collect();
-    out.push_str("<section id=\"key-usage-section\"><h2>Key usage by prefix</h2>");
-    out.push_str(&table("key-usage", &["prefix", "keys", "bytes", "reads", "keys never read"], &rows));
-    out.push_str("</section>\n");
+    html! {
+        section #key-usage-section {
+            h2 { "Key usage by prefix" }
+            (table("key-usage", &["prefix", "keys", "bytes", "reads", "keys never read"], &rows))
+        }
+    }
 }
 
-pub(super) fn violation_table(out: &mut String, summary: &RunSummary, facts: &RunFacts) {
+pub(super) fn violation_table(summary: &RunSummary, facts: &RunFacts) -> Markup {
     // The trace holds every violation; the summary keeps the first few hundred as trace lines —
     // used when the trace has none (a trimmed trace).
     let from_summary: Vec<Event> = if facts.violations.is_empty() {
@@ -214,142 +219,157 @@ pub(super) fn violation_table(out: &mut String, summary: &RunSummary, facts: &Ru
             .collect()
     };
     if rows.is_empty() {
-        return;
+        return html! {};
     }
-    let html_rows: Vec<Vec<String>> = rows
+    let cells: Vec<Vec<Markup>> = rows
         .iter()
         .take(MAX_VIOLATION_ROWS)
         .map(|(at, checker, node, index, message)| {
-            vec![esc(&secs(*at)), esc(checker), esc(node), num(index), esc(message)]
+            vec![secs(*at).render(), checker.render(), node.render(), index.render(), message.render()]
         })
         .collect();
-    let _ = write!(
-        out,
-        "<section id=\"violations-section\"><h2>Violations</h2><p id=\"violation-total\">{} violations in total{}.</p>",
-        rows.len(),
-        if rows.len() > MAX_VIOLATION_ROWS {
-            format!("; the first {MAX_VIOLATION_ROWS} are listed")
-        } else {
-            String::new()
+    let head = ["time", "checker", "node", "index", "what was expected, what was found"];
+    html! {
+        section #violations-section {
+            h2 { "Violations" }
+            p #violation-total {
+                (rows.len()) " violations in total"
+                @if rows.len() > MAX_VIOLATION_ROWS { "; the first " (MAX_VIOLATION_ROWS) " are listed" }
+                "."
+            }
+            (table("violations", &head, &cells))
         }
-    );
-    out.push_str(&table(
-        "violations",
-        &["time", "checker", "node", "index", "what was expected, what was found"],
-        &html_rows,
-    ));
-    out.push_str("</section>\n");
+    }
 }
 
-/// Per tier: the cache and memory formulas against the configuration (runs with `[resources]`).
 /// Per replica, what it read from its sources: the work the `fetch` checker bounds.
-pub(super) fn fetched_table(out: &mut String, summary: &RunSummary) {
+pub(super) fn fetched_table(summary: &RunSummary) -> Markup {
     if summary.fetched.is_empty() {
-        return;
+        return html! {};
     }
-    let again = |n: u64| if n == 0 { "0".to_string() } else { format!("<strong>{n}</strong>") };
-    let rows: Vec<Vec<String>> = summary
+    let again = |n: u64| {
+        if n == 0 {
+            "0".render()
+        } else {
+            html! { strong { (n) } }
+        }
+    };
+    let rows: Vec<Vec<Markup>> = summary
         .fetched
         .iter()
         .map(|r| {
             let f = r.fetched;
-            let per_entry = f.bytes.checked_div(f.entries).map_or_else(|| "–".to_string(), |b| esc(&bytes(b)));
             vec![
-                esc(&r.node),
-                esc(&bytes(f.bytes)),
-                num(f.entries),
+                r.node.render(),
+                bytes(f.bytes).render(),
+                f.entries.render(),
                 again(f.entries_again),
-                per_entry,
-                num(f.chunks),
+                f.bytes.checked_div(f.entries).map_or_else(|| "–".render(), |b| bytes(b).render()),
+                f.chunks.render(),
                 again(f.chunks_again),
             ]
         })
         .collect();
-    out.push_str("<section id=\"fetched-section\"><h2>Fetched from sources</h2>");
-    out.push_str(
-        "<p class=\"note\">Measured on the simulated wire. The bound the fetch checker holds: each entry and \
-         each snapshot chunk once per cause — again only after the replica lost it (a store that never applied \
-         it, a new disk, a transfer that ended).</p>",
-    );
-    out.push_str(&table(
-        "fetched",
-        &["replica", "bytes read", "entries", "held already", "bytes an entry", "snapshot chunks", "held already"],
-        &rows,
-    ));
-    out.push_str("</section>\n");
+    let head =
+        ["replica", "bytes read", "entries", "held already", "bytes an entry", "snapshot chunks", "held already"];
+    html! {
+        section #fetched-section {
+            h2 { "Fetched from sources" }
+            p.note {
+                "Measured on the simulated wire. The bound the fetch checker holds: each entry and each snapshot \
+                 chunk once per cause — again only after the replica lost it (a store that never applied it, a new \
+                 disk, a transfer that ended)."
+            }
+            (table("fetched", &head, &rows))
+        }
+    }
 }
 
-pub(super) fn sizing_table(out: &mut String, summary: &RunSummary) {
+/// Per tier: the cache and memory formulas against the configuration (runs with `[resources]`).
+pub(super) fn sizing_table(summary: &RunSummary) -> Markup {
     if summary.sizing.is_empty() {
-        return;
+        return html! {};
     }
-    let flag = |undersized: bool| if undersized { "<strong class=\"bad\">undersized</strong>" } else { "ok" };
-    let rows: Vec<Vec<String>> = summary
+    let flag = |undersized: bool| {
+        if undersized {
+            html! { strong.bad { "undersized" } }
+        } else {
+            "ok".render()
+        }
+    };
+    let rows: Vec<Vec<Markup>> = summary
         .sizing
         .iter()
         .map(|s| {
             let share = if s.used_bytes == 0 { 0.0 } else { 100.0 * s.cache_bytes as f64 / s.used_bytes as f64 };
             vec![
-                esc(&s.tier),
-                format!("{} in {} of pages", esc(&bytes(s.data_bytes)), esc(&bytes(s.used_bytes))),
-                format!("{} ({share:.2} % of pages)", esc(&bytes(s.cache_bytes))),
-                format!("{} – {}", esc(&bytes(s.cache_low)), esc(&bytes(s.cache_high))),
-                flag(s.cache_undersized).to_string(),
-                s.memory_limit.map_or_else(|| "none".to_string(), |l| esc(&bytes(l))),
-                esc(&bytes(s.memory_needed)),
-                esc(&bytes(s.rss_max)),
-                flag(s.memory_undersized).to_string(),
+                s.tier.render(),
+                html! { (bytes(s.data_bytes)) " in " (bytes(s.used_bytes)) " of pages" },
+                html! { (bytes(s.cache_bytes)) " (" (format!("{share:.2}")) " % of pages)" },
+                html! { (bytes(s.cache_low)) " – " (bytes(s.cache_high)) },
+                flag(s.cache_undersized),
+                s.memory_limit.map_or_else(|| "none".render(), |l| bytes(l).render()),
+                bytes(s.memory_needed).render(),
+                bytes(s.rss_max).render(),
+                flag(s.memory_undersized),
             ]
         })
         .collect();
-    out.push_str("<section id=\"sizing-section\"><h2>Sizing: the formulas against the configuration</h2>");
-    out.push_str(
-        "<p class=\"note\">Data at the scenario's stated scale (largest node of each tier). Cache formula: 1–2 % of \
-         the store's used bytes (its pages, as FoundationDB's kvstore_used_bytes). Memory formula: base + cache + byte sample at 6 GB per TB (if kept) + engine structures + \
-         memtables + buffers — live heap only, no allocator overhead; the modelled RSS includes it.</p>",
-    );
-    out.push_str(&table(
-        "sizing",
-        &["tier", "data", "cache", "formula: cache", "", "memory limit", "formula: memory", "modelled RSS max", ""],
-        &rows,
-    ));
-    out.push_str("</section>\n");
-    category_table(out, summary);
+    let head =
+        ["tier", "data", "cache", "formula: cache", "", "memory limit", "formula: memory", "modelled RSS max", ""];
+    html! {
+        section #sizing-section {
+            h2 { "Sizing: the formulas against the configuration" }
+            p.note {
+                "Data at the scenario's stated scale (largest node of each tier). Cache formula: 1–2 % of the \
+                 store's used bytes (its pages, as FoundationDB's kvstore_used_bytes). Memory formula: base + cache \
+                 + byte sample at 6 GB per TB (if kept) + engine structures + memtables + buffers — live heap only, \
+                 no allocator overhead; the modelled RSS includes it."
+            }
+            (table("sizing", &head, &rows))
+        }
+        (category_table(summary))
+    }
 }
 
 /// Per tier's largest node: keys, stored and cached bytes by key category.
-fn category_table(out: &mut String, summary: &RunSummary) {
+fn category_table(summary: &RunSummary) -> Markup {
     let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 };
-    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut rows: Vec<Vec<Markup>> = Vec::new();
     for sizing in &summary.sizing {
         let stored: u64 = sizing.categories.iter().map(|c| c.stored_bytes).sum();
         let cached: u64 = sizing.categories.iter().map(|c| c.cached_bytes).sum();
         for c in &sizing.categories {
             let overhead = share(c.stored_bytes.saturating_sub(c.data_bytes), c.stored_bytes);
+            let stored_share = share(c.stored_bytes, stored);
+            let cached_share = share(c.cached_bytes, cached);
             rows.push(vec![
-                esc(&sizing.tier),
-                esc(&c.prefix),
-                num(c.keys),
-                esc(&bytes(c.data_bytes)),
-                format!(
-                    "{} ({:.0} % of leaves; {overhead:.0} % overhead)",
-                    esc(&bytes(c.stored_bytes)),
-                    share(c.stored_bytes, stored)
-                ),
-                format!("{} ({:.0} % of cached leaves)", esc(&bytes(c.cached_bytes)), share(c.cached_bytes, cached)),
+                sizing.tier.render(),
+                c.prefix.render(),
+                c.keys.render(),
+                bytes(c.data_bytes).render(),
+                html! {
+                    (bytes(c.stored_bytes)) " (" (format!("{stored_share:.0}")) " % of leaves; "
+                    (format!("{overhead:.0}")) " % overhead)"
+                },
+                html! { (bytes(c.cached_bytes)) " (" (format!("{cached_share:.0}")) " % of cached leaves)" },
             ]);
         }
     }
     if rows.is_empty() {
-        return;
+        return html! {};
     }
-    out.push_str("<section id=\"category-section\"><h2>Memory by key category</h2>");
-    out.push_str(
-        "<p class=\"note\">Largest node of each tier at the end of the run, at the stated scale; a key's category is \
-         the key up to its first colon. Stored: the store's leaf pages the category's entries take, with their share of \
-         the pages' free space (overhead: what is not key or value bytes). Cached: of those, what the node's cache held. \
-         Inner pages and index blocks serve every category and are left out.</p>",
-    );
-    out.push_str(&table("categories", &["tier", "category", "keys", "key and value bytes", "stored", "cached"], &rows));
-    out.push_str("</section>\n");
+    let head = ["tier", "category", "keys", "key and value bytes", "stored", "cached"];
+    html! {
+        section #category-section {
+            h2 { "Memory by key category" }
+            p.note {
+                "Largest node of each tier at the end of the run, at the stated scale; a key's category is the key \
+                 up to its first colon. Stored: the store's leaf pages the category's entries take, with their share \
+                 of the pages' free space (overhead: what is not key or value bytes). Cached: of those, what the \
+                 node's cache held. Inner pages and index blocks serve every category and are left out."
+            }
+            (table("categories", &head, &rows))
+        }
+    }
 }
