@@ -248,6 +248,22 @@ fn default_scrub_interval() -> Duration {
 }
 
 impl StorageConfig {
+    /// `[storage]` with the engine and path given and every other setting at its default, as a
+    /// file with only those two lines would parse.
+    pub fn new(engine: EngineKind, path: PathBuf) -> StorageConfig {
+        StorageConfig {
+            engine,
+            path,
+            memtable_bytes: None,
+            cache_bytes: None,
+            block_bytes: None,
+            direct_reads: None,
+            read_ahead: None,
+            write_map: None,
+            scrub_interval: default_scrub_interval(),
+        }
+    }
+
     /// The block cache capacity RocksDB runs with (configured or default).
     pub fn rocksdb_cache_bytes(&self) -> u64 {
         self.cache_bytes.map_or(ROCKSDB_CACHE_BYTES_DEFAULT as u64, |b| b.as_u64())
@@ -348,6 +364,17 @@ pub struct RootConfig {
     pub heartbeat_interval: Duration,
     #[serde(default)]
     pub producers: Vec<ProducerConfig>,
+}
+
+impl Default for RootConfig {
+    /// `[root]` with no producers and the default batch window and heartbeat.
+    fn default() -> Self {
+        RootConfig {
+            batch_window: default_batch_window(),
+            heartbeat_interval: default_heartbeat(),
+            producers: Vec::new(),
+        }
+    }
 }
 
 fn default_batch_window() -> Duration {
@@ -458,12 +485,18 @@ impl NodeConfig {
             path: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
-        config.validate().map_err(|(field, problem)| ConfigError::Invalid {
+        config.validated(origin)
+    }
+
+    /// A configuration built in code (the simulator's), judged by the same rules as
+    /// [`NodeConfig::parse`]; `origin` names it in errors.
+    pub fn validated(self, origin: &str) -> Result<NodeConfig, ConfigError> {
+        self.validate().map_err(|(field, problem)| ConfigError::Invalid {
             path: origin.to_string(),
             field,
             problem,
         })?;
-        Ok(config)
+        Ok(self)
     }
 
     /// Primaries then secondaries: the order sources are tried in.

@@ -1,14 +1,20 @@
 //! Each node's configuration as the simulator generates it from a scenario: addresses, sources
 //! (round robin over the tier above, relays across data centers), the `[node]` settings, the
-//! planted bugs. Compiled in both builds, so `Scenario::load` can have the node's own
-//! validation judge every generated configuration: a scenario the loader accepts is one every
-//! node accepts.
+//! planted bugs — built as the node's own typed [`NodeConfig`] values, never as text. Compiled in
+//! both builds, so `Scenario::load` can have the node's own validation judge every generated
+//! configuration: a scenario the loader accepts is one every node accepts.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 
+use std::collections::BTreeSet;
+
 use qs_node::EngineKind;
-use qs_node::config::{ConfigError, NodeConfig};
+use qs_node::config::{
+    ConfigError, ListenConfig, MemoryConfig, NodeConfig, ProducerConfig, ReplicationConfig, RetentionConfig, Role,
+    RootConfig, StorageConfig,
+};
+use qs_node::connections::ConnectionsConfig;
 
 use super::Scenario;
 
@@ -51,64 +57,76 @@ pub fn configs(scenario: &Scenario, scratch: &Path) -> Vec<Planned> {
     generate(scenario, scratch).expect("a loaded scenario's node configurations are valid (checked at load)")
 }
 
-/// The nodes' configurations, each parsed and validated by the node itself; the first one the
-/// node refuses, with its name.
+/// The nodes' configurations, built as the node's own typed values and each validated by the
+/// node's own rules ([`NodeConfig::validated`]); the first one the node refuses, with its name.
 pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (String, ConfigError)> {
-    let mut out = Vec::new();
     let settings = &scenario.node;
-    let legacy = &scenario.legacy;
-    // The scenario's planted bugs, every switch as the node reads it (so a new switch cannot be
-    // left out of the generated configs).
-    let tail = format!(
-        "[retention]\nkeep_entries_min = {}\ngc_interval = \"{}ms\"\n[legacy]\n{}",
-        settings.retention_entries,
-        settings.gc_interval.as_millis(),
-        toml::to_string(legacy).expect("the legacy switches serialize")
-    );
-    let listen = |ip: IpAddr| {
-        format!(
-            "[listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n",
-            SocketAddr::new(ip, REPLICATION_PORT),
-            SocketAddr::new(ip, MEMCACHED_PORT),
-            SocketAddr::new(ip, HTTP_PORT)
-        )
-    };
     let engine = scenario.engine();
-    // The `[storage]` lines after engine and path. RocksDB's default 64 MiB memtables would not
-    // fill within a simulated run, so nothing would be flushed or compacted; small ones make
-    // both happen every few simulated seconds.
-    let mut storage = match engine {
-        EngineKind::Rocksdb => format!("memtable_bytes = {SIM_ROCKSDB_MEMTABLE_BYTES}\n"),
-        EngineKind::Lmdb if settings.lmdb_write_map => "write_map = true\n".to_string(),
-        EngineKind::Lmdb | EngineKind::Memory => String::new(),
+    let listen = |ip: IpAddr| ListenConfig {
+        replication: SocketAddr::new(ip, REPLICATION_PORT),
+        memcached: SocketAddr::new(ip, MEMCACHED_PORT),
+        http: SocketAddr::new(ip, HTTP_PORT),
     };
-    if let Some(scrub) = settings.scrub_interval {
-        storage.push_str(&format!("scrub_interval = \"{}ms\"\n", scrub.as_millis()));
-    }
-    let head = |name: &str, role: &str| {
-        format!(
-            "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n[storage]\nengine = \"{engine}\"\npath = \"{}\"\n{storage}",
-            scratch.join(name).join("store").display()
-        )
+    let storage = |name: &str| {
+        let mut storage = StorageConfig::new(engine, scratch.join(name).join("store"));
+        match engine {
+            // RocksDB's default 64 MiB memtables would not fill within a simulated run, so
+            // nothing would be flushed or compacted; small ones make both happen every few
+            // simulated seconds.
+            EngineKind::Rocksdb => storage.memtable_bytes = Some(SIM_ROCKSDB_MEMTABLE_BYTES),
+            EngineKind::Lmdb if settings.lmdb_write_map => storage.write_map = Some(true),
+            EngineKind::Lmdb | EngineKind::Memory => {}
+        }
+        if let Some(scrub) = settings.scrub_interval {
+            storage.scrub_interval = scrub;
+        }
+        storage
     };
-    let chunks =
-        settings.snapshot_chunk_bytes.map_or(String::new(), |b| format!("snapshot_chunk_bytes = {}\n", b.as_u64()));
+    let replication = || {
+        let mut replication = ReplicationConfig::default();
+        if let Some(bytes) = settings.snapshot_chunk_bytes {
+            replication.snapshot_chunk_bytes = bytes;
+        }
+        replication
+    };
+    let node = |name: String, role: Role, ip: IpAddr, replication: ReplicationConfig, root: Option<RootConfig>| {
+        NodeConfig {
+            storage: storage(&name),
+            name,
+            role,
+            database_id: DATABASE_ID.parse().expect("DATABASE_ID is a database id"),
+            listen: listen(ip),
+            replication,
+            retention: RetentionConfig {
+                keep_entries_min: Some(settings.retention_entries),
+                gc_interval: settings.gc_interval,
+                ..RetentionConfig::default()
+            },
+            root,
+            memory: MemoryConfig::default(),
+            connections: ConnectionsConfig::default(),
+            // The scenario's planted bugs, every switch as the node reads it.
+            legacy: scenario.legacy.clone(),
+        }
+    };
     let root_ip = ip(0, 0);
-    let quota = producer_quota(scenario);
-    let root = format!(
-        "{}{}[root]\nbatch_window = \"{}ms\"\nheartbeat_interval = \"{}ms\"\n[[root.producers]]\nname = \"qsim\"\n\
-         token = \"{PRODUCER_TOKEN}\"\nprefixes = [\"{KEY_PREFIX}\"]\nwrites_per_s = {quota}\nburst = {quota}\n",
-        head("root", "root"),
-        listen(root_ip),
-        settings.batch_window.as_millis(),
-        settings.heartbeat_interval.as_millis()
-    );
-    let root = if chunks.is_empty() { root } else { format!("{root}[replication]\n{chunks}") };
-    out.push((root, root_ip));
+    let quota = u32::try_from(producer_quota(scenario)).unwrap_or(u32::MAX);
+    let root = RootConfig {
+        batch_window: settings.batch_window,
+        heartbeat_interval: settings.heartbeat_interval,
+        producers: vec![ProducerConfig {
+            name: "qsim".to_string(),
+            token: PRODUCER_TOKEN.to_string(),
+            prefixes: vec![KEY_PREFIX.to_string()],
+            writes_per_s: quota,
+            burst: quota,
+        }],
+    };
+    let mut out = vec![(node("root".to_string(), Role::Root, root_ip, replication(), Some(root)), root_ip)];
     let topology = &scenario.topology;
     let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
     // Per node in topology order, the relay ports its host serves.
-    let mut relays: Vec<std::collections::BTreeSet<u16>> = vec![Default::default()];
+    let mut relays: Vec<BTreeSet<u16>> = vec![BTreeSet::new()];
     // (address, data center, position) of each node of the tier above.
     let mut parents = vec![(root_ip, 0, 0)];
     for (t, tier) in topology.tiers.iter().enumerate() {
@@ -118,7 +136,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             let node_ip = ip(t + 1, n);
             let position = out.len();
             let dc = topology.datacenter(n);
-            relays.push(Default::default());
+            relays.push(BTreeSet::new());
             // Round robin over the tier above: primaries first, then secondaries. A source in
             // another data center is reached through its relay for this node.
             let mut pick = |k: usize| {
@@ -131,27 +149,21 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
                     SocketAddr::new(source_ip, REPLICATION_PORT)
                 }
             };
-            let mut list = |range: std::ops::Range<usize>| {
-                range.map(|k| format!("\"{}\"", pick(k))).collect::<Vec<_>>().join(", ")
-            };
-            let text = format!(
-                "{}{}[replication]\nprimaries = [{}]\nsecondaries = [{}]\nstaleness_failover = \"{}ms\"\n{chunks}",
-                head(&format!("{}-{}", tier.name, n + 1), "replica"),
-                listen(node_ip),
-                list(0..tier.primaries),
-                list(tier.primaries..tier.primaries + tier.secondaries),
-                settings.staleness_failover.as_millis()
-            );
-            out.push((text, node_ip));
+            let mut replication = replication();
+            replication.primaries = (0..tier.primaries).map(&mut pick).collect();
+            replication.secondaries = (tier.primaries..tier.primaries + tier.secondaries).map(&mut pick).collect();
+            replication.staleness_failover = settings.staleness_failover;
+            let name = format!("{}-{}", tier.name, n + 1);
+            out.push((node(name, Role::Replica, node_ip, replication, None), node_ip));
             this_tier.push((node_ip, dc, position));
         }
         parents = this_tier;
     }
     out.into_iter()
         .zip(relays)
-        .map(|((text, ip), relays)| {
-            let name = text.lines().next().and_then(|l| l.split('"').nth(1)).unwrap_or("?").to_string();
-            let config = NodeConfig::parse(&(text + &tail), "generated node configuration").map_err(|e| (name, e))?;
+        .map(|((config, ip), relays)| {
+            let name = config.name.clone();
+            let config = config.validated("generated node configuration").map_err(|e| (name, e))?;
             Ok(Planned { config, ip, relays: relays.into_iter().collect() })
         })
         .collect()
@@ -168,7 +180,7 @@ pub fn source_names(scenario: &Scenario) -> std::collections::BTreeMap<String, V
         planned.iter().map(|p| (p.ip, p.config.name.clone())).collect();
     planned
         .iter()
-        .filter(|p| p.config.role == qs_node::config::Role::Replica)
+        .filter(|p| p.config.role == Role::Replica)
         .map(|p| {
             let mine = p.config.sources().iter().filter_map(|a| names.get(&a.ip()).cloned()).collect();
             (p.config.name.clone(), mine)
