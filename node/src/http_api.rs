@@ -165,6 +165,20 @@ fn error(status: StatusCode, message: impl Into<String>) -> Reply {
     reply(status, serde_json::json!({ "error": message.into() }))
 }
 
+/// The status a failed write is answered with: 400 for a request no root would accept, 500
+/// when the write may have been applied (the producer must read before retrying) or the root
+/// failed itself, 503 when nothing was applied and a retry may succeed.
+fn write_error_status(e: &crate::root::WriteError) -> StatusCode {
+    use crate::root::WriteError;
+    match e {
+        WriteError::Invalid(_) => StatusCode::BAD_REQUEST,
+        WriteError::Unknown(_) | WriteError::Sealing(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        WriteError::ShuttingDown | WriteError::StoreNotReady(_) | WriteError::Refused(_) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Batch {
@@ -336,8 +350,7 @@ impl Api {
                 StatusCode::OK,
                 serde_json::json!({ "index": receipt.index, "identical_dropped": receipt.identical_dropped }),
             ),
-            Err(crate::root::WriteError::NotApplied(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
-            Err(crate::root::WriteError::Unknown(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+            Err(e) => error(write_error_status(&e), e.to_string()),
         }
     }
 
@@ -394,4 +407,31 @@ fn parse_batch(body: &[u8]) -> Result<Vec<Op>, Reply> {
             BatchOp::Delete { key } => Op::Delete { key: key.into_bytes() },
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::root::WriteError;
+
+    /// The producer's fault is a 4xx, a write that may have landed a 500, a write that surely
+    /// did not a 503 — and the kinds agree with what they say of themselves.
+    #[test]
+    fn each_write_error_has_the_status_its_kind_implies() {
+        let invalid = WriteError::Invalid(crate::entry::validate_key(b"").unwrap_err());
+        let cases = [
+            (invalid, StatusCode::BAD_REQUEST),
+            (WriteError::ShuttingDown, StatusCode::SERVICE_UNAVAILABLE),
+            (WriteError::StoreNotReady("reopen failed".into()), StatusCode::SERVICE_UNAVAILABLE),
+            (WriteError::Refused("disk failing".into()), StatusCode::SERVICE_UNAVAILABLE),
+            (WriteError::Unknown("EIO".into()), StatusCode::INTERNAL_SERVER_ERROR),
+        ];
+        for (e, status) in cases {
+            assert_eq!(write_error_status(&e), status, "{e:?}");
+            assert_eq!(e.client_at_fault(), status.is_client_error(), "{e:?}");
+            if e.may_have_applied() {
+                assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{e:?}");
+            }
+        }
+    }
 }

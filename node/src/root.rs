@@ -43,16 +43,44 @@ pub const WRITE_QUEUE_DEPTH_MAX: usize = 10_000;
 /// Encoded bytes one entry may use, leaving room below `ENTRY_BYTES_MAX` for the header.
 const ENTRY_BODY_BYTES_MAX: usize = ENTRY_BYTES_MAX - 4096;
 
-/// Why a write was not acknowledged.
+/// Why a write was not acknowledged. Each kind says whether any of it may have been applied
+/// ([`WriteError::may_have_applied`]) and whose fault it was ([`WriteError::client_at_fault`]),
+/// which is what an HTTP front end answers from (4xx, 503 or 500).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
-    /// Nothing of the write was applied: the root is shutting down, its entries were refused,
-    /// or its store could not be made ready to write (reopened after a failed commit).
+    /// An operation the log cannot hold (a bad key, a value over the limit): refused before it
+    /// joined a batch, so it can fail no other producer's write.
     #[error("{0}")]
-    NotApplied(String),
+    Invalid(crate::entry::EntryError),
+    /// The root is shutting down; the write was not applied.
+    #[error("the root is shutting down; the write was not applied")]
+    ShuttingDown,
+    /// The store could not be made ready to write (reopened after a failed commit).
+    #[error("the store is not ready to write: {0}")]
+    StoreNotReady(String),
+    /// The store refused the commit before writing anything (a disk it knows is failing).
+    #[error("commit refused: {0}")]
+    Refused(String),
+    /// Valid operations could not be sealed into entries: a bug in the root, never the
+    /// producer's doing; nothing was applied.
+    #[error("sealing the batch's entries failed: {0}")]
+    Sealing(crate::entry::EntryError),
     /// The commit holding the write failed, and may or may not have reached the disk.
-    #[error("{0}")]
+    #[error("commit failed, its outcome unknown: {0}")]
     Unknown(String),
+}
+
+impl WriteError {
+    /// The producer sent something no root would accept; retrying it cannot help.
+    pub fn client_at_fault(&self) -> bool {
+        matches!(self, WriteError::Invalid(_))
+    }
+
+    /// Some of the write may be durable (and will then replicate): the producer must read
+    /// before assuming either outcome.
+    pub fn may_have_applied(&self) -> bool {
+        matches!(self, WriteError::Unknown(_))
+    }
 }
 
 /// One producer request: its operations, and where to send the index that made them durable.
@@ -85,9 +113,6 @@ impl Drop for QueuedBytes {
     }
 }
 
-/// What a producer is told when its write was not applied because the root is stopping.
-pub const SHUTTING_DOWN: &str = "the root is shutting down; the write was not applied";
-
 /// What a producer learns about its committed write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteReceipt {
@@ -105,15 +130,19 @@ pub struct WriteQueue {
 }
 
 impl WriteQueue {
-    /// Submits `ops` and waits until they are durable. An `Err` means they were not applied.
+    /// Submits `ops` and waits until they are durable. An `Err` says whether they may have been
+    /// applied ([`WriteError::may_have_applied`]). Every operation is validated first, so one
+    /// producer's bad operation never fails the batch it would have shared with others.
     pub async fn write(&self, ops: Vec<Op>) -> Result<WriteReceipt, WriteError> {
+        for op in &ops {
+            op.validate().map_err(WriteError::Invalid)?;
+        }
         let (reply, receipt) = oneshot::channel();
         let queued = QueuedBytes::new(&self.queued_bytes, ops.iter().map(Op::logical_bytes).sum());
         let request = WriteRequest { ops, reply, _queued: queued };
-        let shutting_down = || WriteError::NotApplied(SHUTTING_DOWN.to_string());
-        self.requests.send(request).await.map_err(|_| shutting_down())?;
+        self.requests.send(request).await.map_err(|_| WriteError::ShuttingDown)?;
         // The sender is dropped unanswered only when the committer ended before committing it.
-        receipt.await.map_err(|_| shutting_down())?
+        receipt.await.map_err(|_| WriteError::ShuttingDown)?
     }
 }
 
@@ -220,7 +249,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     let timestamp_ms = crate::clock::unix_ms();
     let outcome = state.with_store(|store| {
         // After a failed commit the head is unknown until the store is reopened.
-        state.settle(store).map_err(|e| WriteError::NotApplied(format!("the store is not ready to write: {e}")))?;
+        state.settle(store).map_err(|e| WriteError::StoreNotReady(e.to_string()))?;
         // The value each key will hold once the batch so far is applied.
         let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let mut kept: Vec<Op> = Vec::new();
@@ -273,13 +302,13 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
             }
             dropped.push(identical);
         }
-        let entries = pack(store, timestamp_ms, kept).map_err(WriteError::NotApplied)?;
+        let entries = pack(store, timestamp_ms, kept).map_err(WriteError::Sealing)?;
         store.apply(&entries).map_err(|e| match e {
             // Refused before anything was written.
             crate::store::StoreError::Refused(_) | crate::store::StoreError::Unsettled { .. } => {
-                WriteError::NotApplied(format!("commit refused: {e}"))
+                WriteError::Refused(e.to_string())
             }
-            e => WriteError::Unknown(format!("commit failed, its outcome unknown: {e}")),
+            e => WriteError::Unknown(e.to_string()),
         })?;
         // Published under the store lock: the heartbeat cannot publish a newer index first, so
         // the applied index (and the cas token and gauge) never step back.
@@ -316,16 +345,20 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
 }
 
 /// Splits `ops` into sealed, chained entries within the entry limits.
-fn pack(store: &crate::store::Store, timestamp_ms: u64, ops: Vec<Op>) -> Result<Vec<LogEntry>, String> {
+fn pack(
+    store: &crate::store::Store,
+    timestamp_ms: u64,
+    ops: Vec<Op>,
+) -> Result<Vec<LogEntry>, crate::entry::EntryError> {
     let mut entries: Vec<LogEntry> = Vec::new();
     let mut current: Vec<Op> = Vec::new();
     let mut current_bytes = 0;
-    let seal = |ops: Vec<Op>, entries: &mut Vec<LogEntry>| -> Result<(), String> {
+    let seal = |ops: Vec<Op>, entries: &mut Vec<LogEntry>| -> Result<(), crate::entry::EntryError> {
         let (index, prev) = match entries.last() {
             Some(last) => (last.index + 1, last.hash),
             None => (store.applied_index() + 1, store.chain_hash()),
         };
-        entries.push(LogEntry::seal(index, store.db_id(), timestamp_ms, prev, ops).map_err(|e| e.to_string())?);
+        entries.push(LogEntry::seal(index, store.db_id(), timestamp_ms, prev, ops)?);
         Ok(())
     };
     for op in ops {
@@ -469,5 +502,23 @@ mod tests {
             assert_eq!(s.get(b"dns:b").unwrap().as_deref(), Some(&b"2"[..]), "it landed");
             assert!(!s.is_unsettled());
         });
+    }
+
+    /// An operation no root would accept is the producer's fault (400) and fails only its own
+    /// write: queued beside a valid write in the same batch window, the valid one commits.
+    #[tokio::test]
+    async fn an_invalid_operation_fails_only_its_own_write() {
+        let config = NodeConfig::parse(ROOT, "root.toml").unwrap();
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let (queue, _tasks) = start(state.clone(), Duration::from_millis(50), Duration::from_secs(3600));
+        let too_big = Op::Set { key: b"dns:big".to_vec(), value: vec![b'x'; crate::limits::VALUE_BYTES_MAX + 1] };
+        let (bad, good) = tokio::join!(queue.write(vec![too_big]), queue.write(vec![set("dns:ok", "1")]));
+        let bad = bad.expect_err("a value over VALUE_BYTES_MAX is refused");
+        assert!(matches!(bad, WriteError::Invalid(_)), "{bad:?}");
+        assert!(bad.client_at_fault() && !bad.may_have_applied());
+        assert!(bad.to_string().contains("VALUE_BYTES_MAX"), "{bad}");
+        assert_eq!(good.expect("the valid write commits").index, 1);
+        state.read_store(|s| assert_eq!(s.get(b"dns:big").unwrap(), None));
     }
 }
