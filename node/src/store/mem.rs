@@ -10,9 +10,13 @@
 //! Power loss: a commit is synced when it returns, unless the store was opened with
 //! `sync_commits` off (the planted `legacy.acknowledge_before_sync`). Then each commit also
 //! records what it replaced, until [`MemDisk::sync`] — the OS writing the dirty pages back —
-//! drops the record; [`MemDisk::power_loss`] undoes every commit not yet synced, newest first,
-//! as a machine losing power loses its page cache. A commit is lost whole or kept whole: a
-//! torn last write is what a write-ahead log's per-record checksum turns into a lost one.
+//! drops the record; `MemDisk::power_loss` undoes every commit not yet synced, newest first,
+//! as a machine losing power loses its page cache. A commit is lost whole or kept whole: a torn
+//! last write is what a write-ahead log's per-record checksum turns into a lost one.
+//!
+//! The fault injectors (`MemDisk::power_loss`, `MemDisk::corrupt_value`, `MemDisk::kv_keys`)
+//! exist only in the simulator's build (the `sim-harness` feature) and in unit tests: the real
+//! binary has no way to damage its own disk.
 //!
 //! `resources` reports the key and value bytes held: the memory the engine's data takes, before
 //! the maps' own overhead, as if each store held its own. Log entries are in fact held once per
@@ -57,12 +61,14 @@ impl MemDisk {
     }
 
     /// The keys of the KV table, in order (for choosing values to damage).
+    #[cfg(any(test, feature = "sim-harness"))]
     pub fn kv_keys(&self) -> Vec<Vec<u8>> {
         self.lock()[slot(Table::Kv)].keys().cloned().collect()
     }
 
     /// Fault injection: flips the lowest bit of the last byte stored under `key` in the KV
     /// table, as a bad sector would. Returns false if the key is absent.
+    #[cfg(any(test, feature = "sim-harness"))]
     pub fn corrupt_value(&self, key: &[u8]) -> bool {
         let mut tables = self.lock();
         match tables[slot(Table::Kv)].get_mut(key).and_then(|record| record.last_mut()) {
@@ -81,6 +87,7 @@ impl MemDisk {
 
     /// Fault injection: the power goes out. Every commit not yet synced is lost, newest first;
     /// returns how many were.
+    #[cfg(any(test, feature = "sim-harness"))]
     pub fn power_loss(&self) -> usize {
         let undos = std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(|p| p.into_inner()));
         let mut tables = self.lock();

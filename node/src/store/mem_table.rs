@@ -53,6 +53,7 @@ impl From<Vec<u8>> for Value {
     }
 }
 
+#[cfg(any(test, feature = "sim-harness"))]
 impl Value {
     /// The bytes to change in place, made this value's own first if they were shared.
     fn make_mut(&mut self) -> &mut [u8] {
@@ -79,7 +80,8 @@ impl MemTable {
     }
 
     /// The value under `key` to change in place: this table's own copy, made now if the value
-    /// was shared.
+    /// was shared (fault injection only).
+    #[cfg(any(test, feature = "sim-harness"))]
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut [u8]> {
         self.values.get_mut(key).map(Value::make_mut)
     }
@@ -121,6 +123,8 @@ impl MemTable {
         self.range_from(Bound::Unbounded)
     }
 
+    /// Every key, in order (fault injection only: choosing values to damage).
+    #[cfg(any(test, feature = "sim-harness"))]
     pub(crate) fn keys(&self) -> impl Iterator<Item = &Vec<u8>> {
         self.order.iter()
     }
