@@ -22,12 +22,7 @@ use std::sync::Mutex;
 pub use crate::observe::FaultPoint;
 
 impl FaultPoint {
-    const ALL: [FaultPoint; 4] = [
-        FaultPoint::SlowCommit,
-        FaultPoint::DropAfterHandshake,
-        FaultPoint::DropMidSnapshot,
-        FaultPoint::EarlyKeepalive,
-    ];
+    const ALL: &'static [FaultPoint] = <FaultPoint as strum::VariantArray>::VARIANTS;
 
     /// One pass in how many fires, once the point is switched on.
     #[cfg_attr(not(madsim), allow(dead_code))]
@@ -51,12 +46,7 @@ impl FaultPoint {
 
     /// The name the trace uses.
     pub fn name(self) -> &'static str {
-        match self {
-            FaultPoint::SlowCommit => "slow_commit",
-            FaultPoint::DropAfterHandshake => "drop_after_handshake",
-            FaultPoint::DropMidSnapshot => "drop_mid_snapshot",
-            FaultPoint::EarlyKeepalive => "early_keepalive",
-        }
+        self.into()
     }
 
     #[cfg_attr(not(madsim), allow(dead_code))]

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{Checker, Event, FaultKind, FaultPhase, RunPhase, RunSummary, SourceReason};
+use crate::schema::{Checker, Event, FaultKind, FaultPhase, RunPhase, RunSummary, SourceChange};
 
 /// A node's end-of-run counters, from its `node_summary` event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,10 +27,10 @@ pub struct NodeCounters {
 
 /// One upstream connection: at `at_ms`, connected to `source`; `reason` why it left the one before.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceChange {
+pub struct SourceSwitch {
     pub at_ms: u64,
     pub source: String,
-    pub reason: SourceReason,
+    pub reason: SourceChange,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -43,7 +43,7 @@ pub struct NodeFacts {
     /// Data center when the summary says (topologies of several data centers).
     pub datacenter: Option<u32>,
     pub summary: Option<NodeCounters>,
-    pub sources: Vec<SourceChange>,
+    pub sources: Vec<SourceSwitch>,
     pub max_lag_ms: Option<u64>,
     /// The last index the trace shows it applied (or bootstrapped to).
     pub last_applied: Option<u64>,
@@ -188,7 +188,7 @@ impl RunFacts {
                 }
                 Event::SourceChanged { at_ms, node, source, reason } => {
                     facts.any_source_changes = true;
-                    facts.node_mut(node).sources.push(SourceChange {
+                    facts.node_mut(node).sources.push(SourceSwitch {
                         at_ms: *at_ms,
                         source: source.clone(),
                         reason: *reason,

@@ -232,7 +232,7 @@ fn stats_cells(values_ms: &[u64]) -> [String; 4] {
 /// Every probe with the runs that reached it and its hits; the ones never reached named first.
 fn probes(summary: &SweepSummary) -> Markup {
     let rows = summary.probe_table();
-    let never: Vec<String> = rows.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
+    let never: Vec<String> = rows.iter().filter(|r| r.runs == 0).map(|r| r.probe.name().to_string()).collect();
     html! {
         section #probes {
             h2 { "Probes" }

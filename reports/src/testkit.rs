@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use crate::schema::{
     Checker, Event, FaultKind, FaultPhase, FetchedRow, NodeFetched, NodeInfo, Probe, ProbeHits, RunPhase, RunSummary,
-    SourceReason, Verdict, VerdictStatus,
+    SourceChange, Verdict, VerdictStatus,
 };
 
 /// A fault to inject: `end_ms` None means no end event (it lasts to the liveness phase).
@@ -192,7 +192,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                 at_ms: 0,
                 node: node.name.clone(),
                 source: nodes[s].address.clone(),
-                reason: SourceReason::Start,
+                reason: SourceChange::Start,
             });
         }
     }
@@ -218,7 +218,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
     for f in &opts.faults {
         let Some(src) = nodes.iter().position(|n| n.name == f.node) else { continue };
         let (reason, delay) =
-            if down_kind(f.kind) { (SourceReason::Disconnected, 200) } else { (SourceReason::Stale, 3_000) };
+            if down_kind(f.kind) { (SourceChange::Disconnected, 200) } else { (SourceChange::Stale, 3_000) };
         let siblings: Vec<usize> =
             (0..nodes.len()).filter(|&i| i != src && nodes[i].depth == nodes[src].depth).collect();
         let Some(&to) = siblings.first() else { continue };
@@ -365,7 +365,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         });
         let mut hits: Vec<ProbeHits> = Vec::new();
         for f in &opts.faults {
-            let Some(probe) = Probe::of_fault(f.kind) else { continue };
+            let Some(probe) = f.kind.probe() else { continue };
             match hits.iter_mut().find(|h| h.probe == probe) {
                 Some(h) => h.hits += 1,
                 None => hits.push(ProbeHits { probe, hits: 1 }),

@@ -14,63 +14,8 @@ use crate::sync::Locked;
 use qs_node::observe::{NodeEvent, NodeObserver};
 
 pub use qs_reports::schema::{
-    BootstrapStage, Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceReason,
+    BootstrapStage, Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceChange,
 };
-
-/// The node's probe, as the trace counts it (one arm per probe: a new one is a compile error
-/// here, not a probe no run ever counts).
-pub fn probe(reached: qs_node::observe::Probe) -> Probe {
-    use qs_node::observe::Probe as Node;
-    match reached {
-        Node::LeftStaleSource => Probe::LeftStaleSource,
-        Node::WaitedForRecoveringSource => Probe::WaitedForRecoveringSource,
-        Node::MovedToProbedSource => Probe::MovedToProbedSource,
-        Node::LeftBrokenSource => Probe::LeftBrokenSource,
-        Node::OutOfRetentionAnswered => Probe::OutOfRetentionAnswered,
-        Node::SnapshotServed => Probe::SnapshotServed,
-        Node::SnapshotResumed => Probe::SnapshotResumed,
-        Node::SnapshotInstalled => Probe::SnapshotInstalled,
-        Node::QuotaRefused => Probe::QuotaRefused,
-        Node::PrefixRefused => Probe::PrefixRefused,
-        Node::IdenticalRewriteDropped => Probe::IdenticalRewriteDropped,
-        Node::DeleteCommitted => Probe::DeleteCommitted,
-        Node::RepeatedKeyInOneRequest => Probe::RepeatedKeyInOneRequest,
-        Node::ChecksumFailed => Probe::ChecksumFailed,
-        Node::FaultPointSlowCommit => Probe::FaultPointSlowCommit,
-        Node::FaultPointDropAfterHandshake => Probe::FaultPointDropAfterHandshake,
-        Node::FaultPointDropMidSnapshot => Probe::FaultPointDropMidSnapshot,
-        Node::FaultPointEarlyKeepalive => Probe::FaultPointEarlyKeepalive,
-        Node::StoreReopened => Probe::StoreReopened,
-    }
-}
-
-/// The node's bootstrap stage, as the trace writes it (one arm per stage).
-pub fn bootstrap_stage(stage: qs_node::observe::BootstrapStage) -> BootstrapStage {
-    use qs_node::observe::BootstrapStage as Node;
-    match stage {
-        Node::Connect => BootstrapStage::Connect,
-        Node::Manifest => BootstrapStage::Manifest,
-        Node::Busy => BootstrapStage::Busy,
-        Node::Transfer => BootstrapStage::Transfer,
-        Node::Install => BootstrapStage::Install,
-    }
-}
-
-/// The node's reason, as the trace writes it (one arm per reason: a new one is a compile error
-/// here, not a reason the checkers never see).
-pub fn source_reason(change: qs_node::observe::SourceChange) -> SourceReason {
-    use qs_node::observe::SourceChange;
-    match change {
-        SourceChange::Start => SourceReason::Start,
-        SourceChange::Disconnected => SourceReason::Disconnected,
-        SourceChange::Refused => SourceReason::Refused,
-        SourceChange::Stale => SourceReason::Stale,
-        SourceChange::Violation => SourceReason::Violation,
-        SourceChange::OutOfRetention => SourceReason::OutOfRetention,
-        SourceChange::Damaged => SourceReason::Damaged,
-        SourceChange::StoreFailed => SourceReason::StoreFailed,
-    }
-}
 
 /// Receives each event as it happens (the checkers).
 pub trait Observer: Send {
@@ -142,7 +87,7 @@ impl Recorder {
             self.root_applied = *last;
         }
         if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event
-            && let Some(probe) = Probe::of_fault(*kind)
+            && let Some(probe) = kind.probe()
         {
             self.reached(probe);
         }
@@ -211,18 +156,14 @@ impl NodeObserver for RecorderObserver {
         let event = match event {
             NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
             NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
-            NodeEvent::BootstrapFailed { source, stage, chunks_stored } => Event::BootstrapFailed {
-                at_ms,
-                node,
-                source: source.to_string(),
-                stage: bootstrap_stage(stage),
-                chunks_stored,
-            },
+            NodeEvent::BootstrapFailed { source, stage, chunks_stored } => {
+                Event::BootstrapFailed { at_ms, node, source: source.to_string(), stage, chunks_stored }
+            }
             NodeEvent::SourceChanged { source, reason } => {
-                Event::SourceChanged { at_ms, node, source: source.to_string(), reason: source_reason(reason) }
+                Event::SourceChanged { at_ms, node, source: source.to_string(), reason }
             }
             NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
-            NodeEvent::Reached(reached) => return recorder.reached(probe(reached)),
+            NodeEvent::Reached(reached) => return recorder.reached(reached),
             NodeEvent::FaultPoint { point, active } => Event::Fault {
                 at_ms,
                 node,

@@ -44,7 +44,8 @@ pub use settings::ConnectionsConfig;
 use crate::metrics::Metrics;
 
 /// One of the node's listeners.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ListenerKind {
     /// Producers' writes (root), status and metrics.
     Http,
@@ -55,15 +56,11 @@ pub enum ListenerKind {
 }
 
 impl ListenerKind {
-    pub const ALL: [ListenerKind; 3] = [ListenerKind::Http, ListenerKind::Memcached, ListenerKind::Replication];
+    pub const ALL: &'static [ListenerKind] = <ListenerKind as strum::VariantArray>::VARIANTS;
 
     /// The name in logs, in configuration fields and in the `listener` label of `/metrics`.
     pub fn name(self) -> &'static str {
-        match self {
-            ListenerKind::Http => "http",
-            ListenerKind::Memcached => "memcached",
-            ListenerKind::Replication => "replication",
-        }
+        self.into()
     }
 
     /// Memory an open, idle connection of this listener holds, in bytes: what the memory budget
@@ -252,7 +249,7 @@ impl Connections {
 
     /// Waits until every listener's connections have all closed.
     pub async fn all_closed(&self) {
-        for kind in ListenerKind::ALL {
+        for &kind in ListenerKind::ALL {
             self.gate(kind).all_closed().await;
         }
     }

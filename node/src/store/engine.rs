@@ -23,7 +23,8 @@ use std::fmt;
 use std::path::Path;
 
 /// The three tables every engine keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub(crate) enum Table {
     /// Store-wide fields: database id, applied index, chain hash, first retained log index, ...
     Meta,
@@ -37,11 +38,7 @@ impl Table {
     pub(crate) const ALL: [Table; 3] = [Table::Meta, Table::Kv, Table::Log];
 
     pub(crate) fn name(self) -> &'static str {
-        match self {
-            Table::Meta => "meta",
-            Table::Kv => "kv",
-            Table::Log => "log",
-        }
+        self.into()
     }
 }
 
@@ -175,7 +172,8 @@ pub struct EngineResources {
 
 /// A part of the process's resident memory that is accounted for: the engine's, from
 /// [`EngineResources::accounted`], and the node's own [`Buffers`](MemoryComponent::Buffers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryComponent {
     /// RocksDB's block cache.
     BlockCache,
@@ -198,21 +196,7 @@ pub enum MemoryComponent {
 impl MemoryComponent {
     /// The name in logs and in the `component` label of `/metrics`.
     pub fn name(self) -> &'static str {
-        match self {
-            MemoryComponent::BlockCache => "block_cache",
-            MemoryComponent::Memtables => "memtables",
-            MemoryComponent::TableReaders => "table_readers",
-            MemoryComponent::LengthCache => "length_cache",
-            MemoryComponent::LmdbMapped => "lmdb_mapped",
-            MemoryComponent::MemoryStore => "memory_store",
-            MemoryComponent::Buffers => "buffers",
-        }
-    }
-}
-
-impl fmt::Display for MemoryComponent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 

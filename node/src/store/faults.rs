@@ -29,8 +29,22 @@ use std::sync::Arc;
 use super::engine::{Complete, Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write};
 
 /// An operation a failing disk may refuse.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum IoOp {
     /// Opening (or creating) a store.
     Open,
@@ -45,7 +59,7 @@ pub enum IoOp {
 }
 
 impl IoOp {
-    pub const ALL: [IoOp; 5] = [IoOp::Open, IoOp::Commit, IoOp::Rename, IoOp::Write, IoOp::Read];
+    pub const ALL: &'static [IoOp] = <IoOp as strum::VariantArray>::VARIANTS;
 
     /// Whether `error` can fail this operation: a full disk (ENOSPC) refuses what would write,
     /// never a read.
@@ -54,19 +68,16 @@ impl IoOp {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            IoOp::Open => "open",
-            IoOp::Commit => "commit",
-            IoOp::Rename => "rename",
-            IoOp::Write => "write",
-            IoOp::Read => "read",
-        }
+        self.into()
     }
 }
 
 /// The error a failing disk gives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "snake_case")]
 pub enum DiskError {
     /// An I/O error: the device failed the operation; a write's outcome is unknown.
     Eio,
@@ -76,10 +87,7 @@ pub enum DiskError {
 
 impl DiskError {
     pub fn as_str(self) -> &'static str {
-        match self {
-            DiskError::Eio => "eio",
-            DiskError::Enospc => "enospc",
-        }
+        self.into()
     }
 
     /// The error as the OS reports it (`EIO`, `ENOSPC`).

@@ -17,7 +17,7 @@ use plotters::style::RGBColor;
 use crate::chart::{self, Lane, Mark, Span, Svg, TimeAxis, TimeChart};
 use crate::facts::{FaultSpan, RunFacts};
 use crate::html::duration;
-use crate::schema::{Event, FaultKind, RunSummary, SourceReason};
+use crate::schema::{Event, FaultKind, RunSummary, SourceChange};
 use crate::series::{self, bucket_ms};
 
 use super::metrics::{GIB, NodeMetric};
@@ -68,16 +68,16 @@ fn fault_color(kind: FaultKind) -> RGBColor {
     }
 }
 
-fn reason_color(reason: SourceReason) -> RGBColor {
+fn reason_color(reason: SourceChange) -> RGBColor {
     match reason {
-        SourceReason::Start => RGBColor(0x9E, 0x9E, 0x9E),
-        SourceReason::Disconnected => RGBColor(0xEF, 0x6C, 0x00),
-        SourceReason::Stale => RGBColor(0x6A, 0x1B, 0x9A),
-        SourceReason::Refused => RGBColor(0xC6, 0x28, 0x28),
-        SourceReason::OutOfRetention => RGBColor(0x6D, 0x4C, 0x41),
-        SourceReason::Violation => RGBColor(0x88, 0x0E, 0x4F),
-        SourceReason::Damaged => RGBColor(0x00, 0x69, 0x5C),
-        SourceReason::StoreFailed => RGBColor(0x5D, 0x40, 0x37),
+        SourceChange::Start => RGBColor(0x9E, 0x9E, 0x9E),
+        SourceChange::Disconnected => RGBColor(0xEF, 0x6C, 0x00),
+        SourceChange::Stale => RGBColor(0x6A, 0x1B, 0x9A),
+        SourceChange::Refused => RGBColor(0xC6, 0x28, 0x28),
+        SourceChange::OutOfRetention => RGBColor(0x6D, 0x4C, 0x41),
+        SourceChange::Violation => RGBColor(0x88, 0x0E, 0x4F),
+        SourceChange::Damaged => RGBColor(0x00, 0x69, 0x5C),
+        SourceChange::StoreFailed => RGBColor(0x5D, 0x40, 0x37),
     }
 }
 
@@ -161,7 +161,7 @@ pub(super) fn source_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure>
     if !facts.any_source_changes {
         return None;
     }
-    let keyed: Vec<(usize, (u64, SourceReason))> = facts
+    let keyed: Vec<(usize, (u64, SourceChange))> = facts
         .nodes
         .iter()
         .enumerate()

@@ -9,7 +9,7 @@ use maud::{Markup, Render, html};
 
 use crate::facts::RunFacts;
 use crate::html::{bytes, duration, secs, table};
-use crate::schema::{Event, RunSummary, SourceReason};
+use crate::schema::{Event, RunSummary, SourceChange};
 
 use super::MAX_SOURCE_ROWS;
 use super::{MAX_VIOLATION_ROWS, header::or_unknown};
@@ -41,7 +41,7 @@ pub(super) fn node_table(facts: &RunFacts) -> Markup {
                 Some(c) => (c.failovers.render(), c.bootstraps.render(), c.bogus_requests.render(), c.applied.render()),
                 None => (
                     if facts.any_source_changes {
-                        n.sources.iter().filter(|c| c.reason != SourceReason::Start).count().render()
+                        n.sources.iter().filter(|c| c.reason != SourceChange::Start).count().render()
                     } else {
                         dash()
                     },

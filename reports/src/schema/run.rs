@@ -8,8 +8,22 @@ use serde::{Deserialize, Serialize};
 use super::ProbeHits;
 
 /// The checkers, in the order their verdicts are printed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Checker {
     Sequence,
     Chain,
@@ -30,35 +44,14 @@ pub enum Checker {
 
 impl Checker {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Checker::Sequence => "sequence",
-            Checker::Chain => "chain",
-            Checker::Lag => "lag",
-            Checker::Containment => "containment",
-            Checker::Cursor => "cursor",
-            Checker::Reads => "reads",
-            Checker::Progress => "progress",
-            Checker::Convergence => "convergence",
-            Checker::Cache => "cache",
-            Checker::Memory => "memory",
-            Checker::Coverage => "coverage",
-            Checker::Start => "start",
-            Checker::Installs => "installs",
-            Checker::Fetch => "fetch",
-            Checker::Quota => "quota",
-        }
-    }
-}
-
-impl std::fmt::Display for Checker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
 /// A checker's verdict on a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum VerdictStatus {
     Pass,
     Fail,
@@ -66,10 +59,7 @@ pub enum VerdictStatus {
 
 impl VerdictStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictStatus::Pass => "pass",
-            VerdictStatus::Fail => "fail",
-        }
+        self.into()
     }
 }
 

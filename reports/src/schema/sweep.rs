@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::{Probe, ProbeHits};
 
 /// How one run of a sweep ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Every checker passed.
     Pass,
@@ -30,15 +31,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pass => "pass",
-            Outcome::Violation => "violation",
-            Outcome::Liveness => "liveness",
-            Outcome::Crash => "crash",
-            Outcome::Nondeterministic => "nondeterministic",
-            Outcome::Hang => "hang",
-            Outcome::Error => "error",
-        }
+        self.into()
     }
 }
 

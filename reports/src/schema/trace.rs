@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use qs_vocab::{BootstrapStage, Probe, SourceChange};
+
 use super::Checker;
 
 /// One thing that happened, at `at_ms` of simulated time since the run started.
@@ -44,7 +46,7 @@ pub enum Event {
     Violation { at_ms: u64, checker: Checker, node: String, index: u64, message: String },
     /// `node` connected to the upstream `source` (an address); `reason` says why it left the one
     /// before.
-    SourceChanged { at_ms: u64, node: String, source: String, reason: SourceReason },
+    SourceChanged { at_ms: u64, node: String, source: String, reason: SourceChange },
     /// `node` persisted its resume position `index` (the store's applied index, or a legacy
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
@@ -156,8 +158,22 @@ impl Event {
 /// What a fault does: a scenario's `kind` (and swarm's `kinds`), and a `fault` event's. Every
 /// kind but `oom` is injected by a scenario; `oom` is recorded by the memory model when a
 /// node's modelled memory passes its limit (a scenario that names it is refused at load).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FaultKind {
     /// The node's process dies; after `duration` it restarts on the same disk (a short
     /// duration is a fast restart).
@@ -206,27 +222,33 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// The probe of this kind of fault being applied (a fault point's is its own).
+    pub fn probe(self) -> Option<Probe> {
+        Some(match self {
+            FaultKind::Kill => Probe::FaultKill,
+            FaultKind::Pause => Probe::FaultPause,
+            FaultKind::Stop => Probe::FaultStop,
+            FaultKind::Partition => Probe::FaultPartition,
+            FaultKind::PartitionIn => Probe::FaultPartitionIn,
+            FaultKind::PartitionOut => Probe::FaultPartitionOut,
+            FaultKind::Split => Probe::FaultSplit,
+            FaultKind::ClogLink => Probe::FaultClogLink,
+            FaultKind::Latency => Probe::FaultLatency,
+            FaultKind::Loss => Probe::FaultLoss,
+            FaultKind::SlowDisk => Probe::FaultSlowDisk,
+            FaultKind::Sigbus => Probe::FaultSigbus,
+            FaultKind::BitRot => Probe::FaultBitRot,
+            FaultKind::PowerLoss => Probe::FaultPowerLoss,
+            FaultKind::DiskError => Probe::FaultDiskError,
+            FaultKind::Oom => Probe::FaultOom,
+            // Each point has its own probe, counted by the node when it fires.
+            FaultKind::FaultPoint => return None,
+        })
+    }
+
     /// The name scenarios and traces use.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Kill => "kill",
-            FaultKind::Pause => "pause",
-            FaultKind::Stop => "stop",
-            FaultKind::Partition => "partition",
-            FaultKind::PartitionIn => "partition_in",
-            FaultKind::PartitionOut => "partition_out",
-            FaultKind::Split => "split",
-            FaultKind::ClogLink => "clog_link",
-            FaultKind::Latency => "latency",
-            FaultKind::Loss => "loss",
-            FaultKind::SlowDisk => "slow_disk",
-            FaultKind::Sigbus => "sigbus",
-            FaultKind::BitRot => "bit_rot",
-            FaultKind::PowerLoss => "power_loss",
-            FaultKind::DiskError => "disk_error",
-            FaultKind::Oom => "oom",
-            FaultKind::FaultPoint => "fault_point",
-        }
+        self.into()
     }
 
     /// Whether a scenario may inject it (`oom` and `fault_point` are only recorded).
@@ -259,91 +281,12 @@ impl FaultKind {
     }
 }
 
-impl std::fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Whether a `fault` event starts or ends its fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultPhase {
     Start,
     End,
-}
-
-/// Where a snapshot bootstrap attempt failed (the node's `BootstrapStage`, as traced).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BootstrapStage {
-    /// Connecting to the source or sending the request.
-    Connect,
-    /// Waiting for the manifest (refused, timed out, another database, behind the store).
-    Manifest,
-    /// Turned away by a source serving the most transfers it serves at once (by design).
-    Busy,
-    /// Receiving and storing chunks.
-    Transfer,
-    /// Verifying and swapping in the whole snapshot.
-    Install,
-}
-
-impl BootstrapStage {
-    /// The name the trace uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BootstrapStage::Connect => "connect",
-            BootstrapStage::Manifest => "manifest",
-            BootstrapStage::Busy => "busy",
-            BootstrapStage::Transfer => "transfer",
-            BootstrapStage::Install => "install",
-        }
-    }
-}
-
-/// Why a node left its previous replication source (the node's `SourceChange`, as traced).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceReason {
-    /// The node's first source since its process started.
-    Start,
-    /// Could not connect, or the connection broke.
-    Disconnected,
-    /// Nothing newer arrived within the staleness threshold.
-    Stale,
-    /// The source refused the node.
-    Refused,
-    /// The source no longer held the node's next entry.
-    OutOfRetention,
-    /// The source sent something that broke the chain or the protocol.
-    Violation,
-    /// The node's own store was damaged (bit rot): it re-bootstrapped.
-    Damaged,
-    /// The node's own store failed a commit (a disk error): it reconnected once the store was
-    /// reopened.
-    StoreFailed,
-}
-
-impl SourceReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceReason::Start => "start",
-            SourceReason::Disconnected => "disconnected",
-            SourceReason::Stale => "stale",
-            SourceReason::Refused => "refused",
-            SourceReason::OutOfRetention => "out_of_retention",
-            SourceReason::Violation => "violation",
-            SourceReason::Damaged => "damaged",
-            SourceReason::StoreFailed => "store_failed",
-        }
-    }
-}
-
-impl std::fmt::Display for SourceReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// The phases of a run.
@@ -354,119 +297,6 @@ pub enum RunPhase {
     Safety,
     /// Faults healed, workload stopped, waiting for convergence.
     Liveness,
-}
-
-/// A named point a run may reach: the node's probes (`qs_node::observe::Probe`) and one per
-/// fault kind applied. A run counts each into its trace (`probes`, at the end) and summary; a
-/// scenario names the ones it exists to reach (`[checks] probes`); a sweep tables them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Probe {
-    LeftStaleSource,
-    WaitedForRecoveringSource,
-    MovedToProbedSource,
-    LeftBrokenSource,
-    OutOfRetentionAnswered,
-    SnapshotServed,
-    SnapshotResumed,
-    SnapshotInstalled,
-    QuotaRefused,
-    PrefixRefused,
-    IdenticalRewriteDropped,
-    DeleteCommitted,
-    RepeatedKeyInOneRequest,
-    ChecksumFailed,
-    FaultPointSlowCommit,
-    FaultPointDropAfterHandshake,
-    FaultPointDropMidSnapshot,
-    FaultPointEarlyKeepalive,
-    FaultKill,
-    FaultPause,
-    FaultStop,
-    FaultPartition,
-    FaultPartitionIn,
-    FaultPartitionOut,
-    FaultSplit,
-    FaultClogLink,
-    FaultLatency,
-    FaultLoss,
-    FaultSlowDisk,
-    FaultSigbus,
-    FaultBitRot,
-    FaultPowerLoss,
-    FaultDiskError,
-    FaultOom,
-    StoreReopened,
-}
-
-impl Probe {
-    /// Every probe, in table order.
-    pub const ALL: [Probe; 35] = [
-        Probe::LeftStaleSource,
-        Probe::WaitedForRecoveringSource,
-        Probe::MovedToProbedSource,
-        Probe::LeftBrokenSource,
-        Probe::OutOfRetentionAnswered,
-        Probe::SnapshotServed,
-        Probe::SnapshotResumed,
-        Probe::SnapshotInstalled,
-        Probe::QuotaRefused,
-        Probe::PrefixRefused,
-        Probe::IdenticalRewriteDropped,
-        Probe::DeleteCommitted,
-        Probe::RepeatedKeyInOneRequest,
-        Probe::ChecksumFailed,
-        Probe::FaultPointSlowCommit,
-        Probe::FaultPointDropAfterHandshake,
-        Probe::FaultPointDropMidSnapshot,
-        Probe::FaultPointEarlyKeepalive,
-        Probe::FaultKill,
-        Probe::FaultPause,
-        Probe::FaultStop,
-        Probe::FaultPartition,
-        Probe::FaultPartitionIn,
-        Probe::FaultPartitionOut,
-        Probe::FaultSplit,
-        Probe::FaultClogLink,
-        Probe::FaultLatency,
-        Probe::FaultLoss,
-        Probe::FaultSlowDisk,
-        Probe::FaultSigbus,
-        Probe::FaultBitRot,
-        Probe::FaultPowerLoss,
-        Probe::FaultDiskError,
-        Probe::FaultOom,
-        Probe::StoreReopened,
-    ];
-
-    /// The probe of a fault kind being applied (a fault point's is its own).
-    pub fn of_fault(kind: FaultKind) -> Option<Probe> {
-        Some(match kind {
-            FaultKind::Kill => Probe::FaultKill,
-            FaultKind::Pause => Probe::FaultPause,
-            FaultKind::Stop => Probe::FaultStop,
-            FaultKind::Partition => Probe::FaultPartition,
-            FaultKind::PartitionIn => Probe::FaultPartitionIn,
-            FaultKind::PartitionOut => Probe::FaultPartitionOut,
-            FaultKind::Split => Probe::FaultSplit,
-            FaultKind::ClogLink => Probe::FaultClogLink,
-            FaultKind::Latency => Probe::FaultLatency,
-            FaultKind::Loss => Probe::FaultLoss,
-            FaultKind::SlowDisk => Probe::FaultSlowDisk,
-            FaultKind::Sigbus => Probe::FaultSigbus,
-            FaultKind::BitRot => Probe::FaultBitRot,
-            FaultKind::PowerLoss => Probe::FaultPowerLoss,
-            FaultKind::DiskError => Probe::FaultDiskError,
-            FaultKind::Oom => Probe::FaultOom,
-            // Each point has its own probe, counted by the node when it fires.
-            FaultKind::FaultPoint => return None,
-        })
-    }
-
-    /// The name scenarios, traces and tables use.
-    pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-    }
 }
 
 /// How often a run reached one probe.

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::lag::Paths;
-use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, SourceReason};
+use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, SourceChange};
 
 /// How old a replica's view of its source may be when it moves: a keepalive interval, and a
 /// probe of another source (two keepalive intervals at most).
@@ -32,7 +32,7 @@ const NODE_VIEW_LAG_MS: u64 = 3_000;
 struct Move {
     at_ms: u64,
     node: String,
-    reason: SourceReason,
+    reason: SourceChange,
 }
 
 #[derive(Debug, Default)]
@@ -159,7 +159,7 @@ impl Containment {
         }
     }
 
-    fn judge(&self, at_ms: u64, node: &str, to: &str, reason: SourceReason) -> Option<Event> {
+    fn judge(&self, at_ms: u64, node: &str, to: &str, reason: SourceChange) -> Option<Event> {
         if self.wide_in_effect(at_ms) || self.fault_on(node, at_ms).is_some() {
             return None;
         }
@@ -173,7 +173,7 @@ impl Containment {
         let left = self.current.get(node).map(|(source, _)| source.as_str());
         // Only a node's own choice (it left a stale source) is a move toward health; one whose
         // source dropped or refused it was moved by that source — the cascade itself.
-        let toward_health = reason == SourceReason::Stale
+        let toward_health = reason == SourceChange::Stale
             && left.is_some_and(cut_off)
             && self.paths.node_at(to).is_some_and(|to| self.healthy(to, at_ms));
         if toward_health {
@@ -231,11 +231,11 @@ impl Observer for Containment {
             }
             Event::SourceChanged { at_ms, node, source, reason } => {
                 let found =
-                    if *reason == SourceReason::Start { None } else { self.judge(*at_ms, node, source, *reason) };
+                    if *reason == SourceChange::Start { None } else { self.judge(*at_ms, node, source, *reason) };
                 if let Some(to) = self.paths.node_at(source) {
                     self.current.insert(node.clone(), (to.to_string(), *at_ms));
                 }
-                if *reason == SourceReason::Start {
+                if *reason == SourceChange::Start {
                     return Vec::new();
                 }
                 let window = self.window_ms();
@@ -280,7 +280,7 @@ mod tests {
         Event::Fault { at_ms, node: node.into(), kind, phase, detail: String::new() }
     }
 
-    fn moved(at_ms: u64, node: &str, reason: SourceReason) -> Event {
+    fn moved(at_ms: u64, node: &str, reason: SourceChange) -> Event {
         Event::SourceChanged { at_ms, node: node.into(), source: "10.0.9.9:7000".into(), reason }
     }
 
@@ -300,13 +300,13 @@ mod tests {
     fn the_faulted_node_and_the_nodes_directly_below_it_may_move() {
         let events = [
             fault(1_000, "mid-1", FaultKind::Kill, FaultPhase::Start),
-            moved(1_200, "region-1", SourceReason::Disconnected),
-            moved(6_000, "mid-1", SourceReason::Start),
+            moved(1_200, "region-1", SourceChange::Disconnected),
+            moved(6_000, "mid-1", SourceChange::Start),
             fault(6_000, "mid-1", FaultKind::Kill, FaultPhase::End),
             // Within the window after the fault ended: still the fault's doing.
-            moved(15_000, "region-1", SourceReason::Stale),
+            moved(15_000, "region-1", SourceChange::Stale),
             // Restarts are never judged.
-            moved(15_500, "edge-1", SourceReason::Start),
+            moved(15_500, "edge-1", SourceChange::Start),
         ];
         assert!(violations(&events).is_empty());
     }
@@ -315,8 +315,8 @@ mod tests {
     fn a_move_two_hops_below_the_fault_is_caught_naming_the_chain() {
         let events = [
             fault(1_000, "mid-1", FaultKind::Partition, FaultPhase::Start),
-            moved(6_000, "region-1", SourceReason::Stale),
-            moved(6_100, "edge-1", SourceReason::Disconnected),
+            moved(6_000, "region-1", SourceChange::Stale),
+            moved(6_100, "edge-1", SourceChange::Disconnected),
         ];
         let found = violations(&events);
         assert_eq!(found.len(), 1, "{found:?}");
@@ -332,38 +332,38 @@ mod tests {
         // the unexplained one: region-2's sources are mid-2 and mid-1, so it is directly below.
         let events = [
             fault(1_000, "edge-1", FaultKind::SlowDisk, FaultPhase::Start),
-            moved(2_000, "region-2", SourceReason::Stale),
+            moved(2_000, "region-2", SourceChange::Stale),
         ];
         let found = violations(&events);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].1.contains("only faults in effect were on edge-1"), "{}", found[0].1);
         // No fault in effect: not this checker's business.
-        assert!(violations(&[moved(2_000, "edge-1", SourceReason::Stale)]).is_empty());
+        assert!(violations(&[moved(2_000, "edge-1", SourceChange::Stale)]).is_empty());
         // Long after the fault ended: not this fault's doing (the lag checker judges flapping).
         let events = [
             fault(1_000, "mid-1", FaultKind::Kill, FaultPhase::Start),
             fault(2_000, "mid-1", FaultKind::Kill, FaultPhase::End),
-            moved(30_000, "edge-1", SourceReason::Stale),
+            moved(30_000, "edge-1", SourceChange::Stale),
         ];
         assert!(violations(&events).is_empty());
     }
 
-    fn follows(at_ms: u64, node: &str, ip: &str, reason: SourceReason) -> Event {
+    fn follows(at_ms: u64, node: &str, ip: &str, reason: SourceChange) -> Event {
         Event::SourceChanged { at_ms, node: node.into(), source: format!("{ip}:7000"), reason }
     }
 
     #[test]
     fn a_move_from_a_cut_off_source_to_one_with_a_path_is_allowed_and_one_that_cannot_help_is_not() {
         let start = [
-            follows(0, "mid-1", "10.0.0.1", SourceReason::Start),
-            follows(0, "mid-2", "10.0.0.1", SourceReason::Start),
-            follows(0, "region-1", "10.0.1.1", SourceReason::Start),
-            follows(0, "region-2", "10.0.1.2", SourceReason::Start),
+            follows(0, "mid-1", "10.0.0.1", SourceChange::Start),
+            follows(0, "mid-2", "10.0.0.1", SourceChange::Start),
+            follows(0, "region-1", "10.0.1.1", SourceChange::Start),
+            follows(0, "region-2", "10.0.1.2", SourceChange::Start),
         ];
         // During the root's partition nobody has a path: region-1 moving to mid-2 cannot help.
         let mut during = start.to_vec();
         during.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
-        during.push(follows(20_000, "region-1", "10.0.1.2", SourceReason::Stale));
+        during.push(follows(20_000, "region-1", "10.0.1.2", SourceChange::Stale));
         let found = violations(&during);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].1.contains("root → mid-1 → region-1"), "{}", found[0].1);
@@ -372,14 +372,14 @@ mod tests {
         let mut after = start.to_vec();
         after.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
         after.push(fault(40_000, "root", FaultKind::Partition, FaultPhase::End));
-        after.push(follows(41_000, "mid-2", "10.0.0.1", SourceReason::Disconnected));
-        after.push(follows(41_500, "region-1", "10.0.1.2", SourceReason::Stale));
+        after.push(follows(41_000, "mid-2", "10.0.0.1", SourceChange::Disconnected));
+        after.push(follows(41_500, "region-1", "10.0.1.2", SourceChange::Stale));
         assert!(violations(&after).is_empty());
         // But not to mid-1's sibling before that sibling is back.
         let mut early = start.to_vec();
         early.push(fault(1_000, "root", FaultKind::Partition, FaultPhase::Start));
         early.push(fault(40_000, "root", FaultKind::Partition, FaultPhase::End));
-        early.push(follows(40_500, "region-1", "10.0.1.2", SourceReason::Stale));
+        early.push(follows(40_500, "region-1", "10.0.1.2", SourceChange::Stale));
         assert_eq!(violations(&early).len(), 1);
     }
 
@@ -390,7 +390,7 @@ mod tests {
             let events = [
                 fault(1_000, target, kind, FaultPhase::Start),
                 fault(1_000, "mid-2", FaultKind::Kill, FaultPhase::Start),
-                moved(3_000, "edge-1", SourceReason::Stale),
+                moved(3_000, "edge-1", SourceChange::Stale),
             ];
             assert!(violations(&events).is_empty(), "{kind}");
         }

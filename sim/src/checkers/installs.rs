@@ -331,7 +331,7 @@ mod tests {
                         at_ms: 20,
                         node: "edge-1".into(),
                         source: "10.0.1.1:7000".into(),
-                        reason: crate::trace::SourceReason::Start,
+                        reason: crate::trace::SourceChange::Start,
                     },
                 ],
                 "the source restarting",

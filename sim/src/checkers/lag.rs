@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::FaultQuiet;
-use crate::trace::{Checker, Event, FaultPhase, Observer, SourceReason};
+use crate::trace::{Checker, Event, FaultPhase, Observer, SourceChange};
 
 /// Beyond staleness and a heartbeat, what a node is allowed to fail over and catch up: the
 /// reconnect backoff's cap (5 s by default) and a snapshot bootstrap or a burst of entries.
@@ -158,7 +158,7 @@ impl Observer for Lag {
         }
         match event {
             Event::SourceChanged { at_ms, node, source, reason }
-                if self.settled(*at_ms) && *reason != SourceReason::Start =>
+                if self.settled(*at_ms) && *reason != SourceChange::Start =>
             {
                 let message = format!(
                     "flapping: moved to source {source} ({reason}) with every fault healed for over {} ms",
@@ -237,16 +237,16 @@ mod tests {
         assert!(check.observe(&sample(5_500, 9_000)).is_empty(), "catching up after healing");
         assert_eq!(check.observe(&sample(6_500, 9_000)).len(), 1, "still behind after the grace");
         assert!(check.observe(&sample(7_500, 200)).is_empty());
-        let moved = |at_ms, reason: SourceReason| Event::SourceChanged {
+        let moved = |at_ms, reason: SourceChange| Event::SourceChanged {
             at_ms,
             node: "edge-1".into(),
             source: "10.0.1.2:7000".into(),
             reason,
         };
-        assert_eq!(check.observe(&moved(8_000, SourceReason::Stale)).len(), 1, "flapping while healthy");
-        assert!(check.observe(&moved(8_000, SourceReason::Start)).is_empty(), "a (re)start is not a flap");
+        assert_eq!(check.observe(&moved(8_000, SourceChange::Stale)).len(), 1, "flapping while healthy");
+        assert!(check.observe(&moved(8_000, SourceChange::Start)).is_empty(), "a (re)start is not a flap");
         assert!(check.observe(&fault(9_000, FaultPhase::Start)).is_empty());
-        assert!(check.observe(&moved(9_500, SourceReason::Disconnected)).is_empty(), "a fault explains it");
+        assert!(check.observe(&moved(9_500, SourceChange::Disconnected)).is_empty(), "a fault explains it");
     }
 
     fn tree() -> Paths {

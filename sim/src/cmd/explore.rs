@@ -73,7 +73,7 @@ fn print_report(summary: &ExploreSummary, out: &Path) {
     for row in &summary.probes {
         println!("{:<34} {:>5} {:>9}", row.probe.name(), row.runs, row.hits);
     }
-    let never: Vec<String> = summary.never_reached.iter().map(|p| p.name()).collect();
+    let never: Vec<&str> = summary.never_reached.iter().map(|p| p.name()).collect();
     println!(
         "never      reached by none of {} runs: {}",
         summary.runs,

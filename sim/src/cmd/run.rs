@@ -340,7 +340,7 @@ fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> 
         return None;
     }
     let names = |probes: &mut dyn Iterator<Item = qs_reports::schema::Probe>| {
-        let names: Vec<String> = probes.map(|p| p.name()).collect();
+        let names: Vec<String> = probes.map(|p| p.name().to_string()).collect();
         if names.is_empty() { "none".to_string() } else { names.join(", ") }
     };
     Some(format!(

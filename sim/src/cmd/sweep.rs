@@ -125,7 +125,7 @@ fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCod
         .filter(|r| r.runs > 0)
         .map(|r| format!("{} {}/{}", r.probe.name(), r.runs, summary.runs))
         .collect();
-    let never: Vec<String> = table.iter().filter(|r| r.runs == 0).map(|r| r.probe.name()).collect();
+    let never: Vec<String> = table.iter().filter(|r| r.runs == 0).map(|r| r.probe.name().to_string()).collect();
     println!("probes     reached (runs): {}", if reached.is_empty() { "none".into() } else { reached.join(", ") });
     println!("probes     never reached: {}", if never.is_empty() { "none".into() } else { never.join(", ") });
     for g in &summary.groups {

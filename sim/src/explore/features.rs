@@ -23,7 +23,8 @@ pub enum Feature {
 }
 
 /// A writer mode swarm draws (`WriterModes`), as a feature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum WriterMode {
     Batches,
     RepeatedKeys,
@@ -33,22 +34,10 @@ pub enum WriterMode {
 }
 
 impl WriterMode {
-    pub const ALL: [WriterMode; 5] = [
-        WriterMode::Batches,
-        WriterMode::RepeatedKeys,
-        WriterMode::Deletes,
-        WriterMode::Rewrites,
-        WriterMode::OutsidePrefix,
-    ];
+    pub const ALL: &'static [WriterMode] = <WriterMode as strum::VariantArray>::VARIANTS;
 
     pub fn name(self) -> &'static str {
-        match self {
-            WriterMode::Batches => "batches",
-            WriterMode::RepeatedKeys => "repeated_keys",
-            WriterMode::Deletes => "deletes",
-            WriterMode::Rewrites => "rewrites",
-            WriterMode::OutsidePrefix => "outside_prefix",
-        }
+        self.into()
     }
 }
 
@@ -75,10 +64,10 @@ impl std::str::FromStr for Feature {
                 serde_json::from_value(serde_json::Value::String(kind.into())).map(Feature::Fault).map_err(|_| bad())
             }
             Some(("related", group)) => {
-                RelatedGroup::ALL.into_iter().find(|g| g.name() == group).map(Feature::Related).ok_or_else(bad)
+                RelatedGroup::ALL.iter().copied().find(|g| g.name() == group).map(Feature::Related).ok_or_else(bad)
             }
             Some(("writer", mode)) => {
-                WriterMode::ALL.into_iter().find(|m| m.name() == mode).map(Feature::Writer).ok_or_else(bad)
+                WriterMode::ALL.iter().copied().find(|m| m.name() == mode).map(Feature::Writer).ok_or_else(bad)
             }
             _ => Err(bad()),
         }

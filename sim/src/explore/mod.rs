@@ -132,8 +132,8 @@ impl Coverage {
     /// How likely a candidate is to reach each probe: the best any of its features predicts.
     fn expects(&self, features: &BTreeSet<Feature>) -> BTreeMap<Probe, f64> {
         Probe::ALL
-            .into_iter()
-            .map(|probe| (probe, features.iter().map(|&f| self.predicts(f, probe)).fold(0.0, f64::max)))
+            .iter()
+            .map(|&probe| (probe, features.iter().map(|&f| self.predicts(f, probe)).fold(0.0, f64::max)))
             .collect()
     }
 
@@ -296,8 +296,8 @@ pub struct ExploreSummary {
 impl ExploreSummary {
     fn of(scenario: &Scenario, plan: &ExplorePlan, results: &[ExploredRun]) -> ExploreSummary {
         let probes: Vec<ProbeCount> = Probe::ALL
-            .into_iter()
-            .map(|probe| {
+            .iter()
+            .map(|&probe| {
                 let hits: Vec<u64> = results
                     .iter()
                     .filter_map(|r| r.result.probes.iter().find(|h| h.probe == probe && h.hits > 0))

@@ -96,7 +96,7 @@ impl Fault {
     pub fn failing_ops(&self) -> Vec<IoOp> {
         let error = self.error.unwrap_or(DiskError::Eio);
         let mut ops = if self.ops.is_empty() {
-            IoOp::ALL.into_iter().filter(|op| op.fails_with(error)).collect()
+            IoOp::ALL.iter().copied().filter(|op| op.fails_with(error)).collect()
         } else {
             self.ops.clone()
         };

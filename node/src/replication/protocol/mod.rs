@@ -86,8 +86,6 @@
 //! 9     SnapshotDone      (empty)
 //! ```
 
-use std::fmt;
-
 use crate::entry::{DatabaseId, escape};
 use crate::limits::ENTRY_BYTES_MAX;
 use crate::store::snapshot::{CHUNK_BYTES_MAX, SnapshotChunk};
@@ -190,7 +188,9 @@ const _: () = assert!(ENTRY_COMPRESSED_BYTES_MAX <= ENTRIES_BYTES_MAX, "a maxima
 const _: () = assert!(FRAME_BYTES_MAX < u32::MAX as usize, "the length field is a u32");
 
 /// The type byte of a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray, strum::FromRepr, strum::Display,
+)]
 #[repr(u8)]
 pub enum FrameType {
     Hello = 1,
@@ -206,42 +206,16 @@ pub enum FrameType {
 
 impl FrameType {
     /// Every frame type, in type-byte order.
-    pub const ALL: [FrameType; 9] = [
-        FrameType::Hello,
-        FrameType::Welcome,
-        FrameType::Refused,
-        FrameType::Entries,
-        FrameType::OutOfRetention,
-        FrameType::Keepalive,
-        FrameType::SnapshotManifest,
-        FrameType::SnapshotChunk,
-        FrameType::SnapshotDone,
-    ];
+    pub const ALL: &'static [FrameType] = <FrameType as strum::VariantArray>::VARIANTS;
 
     /// The frame type with this type byte, if any.
     pub fn from_u8(byte: u8) -> Option<FrameType> {
-        FrameType::ALL.into_iter().find(|t| *t as u8 == byte)
+        FrameType::from_repr(byte)
     }
 
     /// Its name, as in the layout table and in errors.
     pub fn name(self) -> &'static str {
-        match self {
-            FrameType::Hello => "Hello",
-            FrameType::Welcome => "Welcome",
-            FrameType::Refused => "Refused",
-            FrameType::Entries => "Entries",
-            FrameType::OutOfRetention => "OutOfRetention",
-            FrameType::Keepalive => "Keepalive",
-            FrameType::SnapshotManifest => "SnapshotManifest",
-            FrameType::SnapshotChunk => "SnapshotChunk",
-            FrameType::SnapshotDone => "SnapshotDone",
-        }
-    }
-}
-
-impl fmt::Display for FrameType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
@@ -302,54 +276,42 @@ impl ClientHello {
 }
 
 /// Why a server refused a client's hello.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray, strum::FromRepr, strum::Display,
+)]
 #[repr(u8)]
 pub enum RefusalReason {
     /// The hello carried the server's own id.
+    #[strum(serialize = "self-replication")]
     SelfReplication = 1,
     /// The client holds another database.
+    #[strum(serialize = "wrong database")]
     WrongDatabase = 2,
     /// The client speaks another protocol version.
+    #[strum(serialize = "unsupported version")]
     UnsupportedVersion = 3,
     /// The first frame was not a well-formed hello.
+    #[strum(serialize = "bad handshake")]
     BadHandshake = 4,
     /// The server is already serving as many snapshot bootstraps as it allows.
+    #[strum(serialize = "too many bootstraps")]
     TooManyBootstraps = 5,
     /// The server is stopping.
+    #[strum(serialize = "shutting down")]
     ShuttingDown = 6,
 }
 
 impl RefusalReason {
     /// Every reason, in code order.
-    pub const ALL: [RefusalReason; 6] = [
-        RefusalReason::SelfReplication,
-        RefusalReason::WrongDatabase,
-        RefusalReason::UnsupportedVersion,
-        RefusalReason::BadHandshake,
-        RefusalReason::TooManyBootstraps,
-        RefusalReason::ShuttingDown,
-    ];
+    pub const ALL: &'static [RefusalReason] = <RefusalReason as strum::VariantArray>::VARIANTS;
 
     /// The reason with this code byte, if any.
     pub fn from_u8(byte: u8) -> Option<RefusalReason> {
-        RefusalReason::ALL.into_iter().find(|r| *r as u8 == byte)
+        RefusalReason::from_repr(byte)
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            RefusalReason::SelfReplication => "self-replication",
-            RefusalReason::WrongDatabase => "wrong database",
-            RefusalReason::UnsupportedVersion => "unsupported version",
-            RefusalReason::BadHandshake => "bad handshake",
-            RefusalReason::TooManyBootstraps => "too many bootstraps",
-            RefusalReason::ShuttingDown => "shutting down",
-        }
-    }
-}
-
-impl fmt::Display for RefusalReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 

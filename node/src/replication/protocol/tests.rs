@@ -47,7 +47,7 @@ fn samples() -> Vec<Message> {
         }),
         Message::SnapshotDone,
     ];
-    for reason in RefusalReason::ALL {
+    for &reason in RefusalReason::ALL {
         out.push(Message::Refused { reason, detail: format!("{reason}: détail") });
     }
     out
@@ -72,7 +72,7 @@ fn every_variant_round_trips() {
 #[test]
 fn every_frame_type_has_a_sample() {
     let samples = samples();
-    for t in FrameType::ALL {
+    for &t in FrameType::ALL {
         assert!(samples.iter().any(|m| m.frame_type() == t), "no sample of {t}");
         assert_eq!(FrameType::from_u8(t as u8), Some(t));
     }
@@ -82,7 +82,7 @@ fn every_frame_type_has_a_sample() {
 
 #[test]
 fn every_refusal_reason_round_trips_and_codes_are_distinct() {
-    for (i, reason) in RefusalReason::ALL.into_iter().enumerate() {
+    for (i, reason) in RefusalReason::ALL.iter().copied().enumerate() {
         assert_eq!(reason as u8, i as u8 + 1);
         assert_eq!(RefusalReason::from_u8(reason as u8), Some(reason));
         let message = Message::Refused { reason, detail: String::new() };

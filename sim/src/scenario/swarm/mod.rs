@@ -142,7 +142,7 @@ impl Scenario {
                     // the middle of a snapshot install, which a failing commit never lets start;
                     // a read alone reaches the lookups a write makes first).
                     if rng.random_bool(0.5) {
-                        let ops: Vec<IoOp> = IoOp::ALL.into_iter().filter(|op| op.fails_with(error)).collect();
+                        let ops: Vec<IoOp> = IoOp::ALL.iter().copied().filter(|op| op.fails_with(error)).collect();
                         fault.ops = vec![ops[rng.random_range(0..ops.len())]];
                     }
                 }

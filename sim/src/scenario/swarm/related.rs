@@ -20,7 +20,7 @@ impl Scenario {
         // A stream of its own: turning `related` on leaves every other draw of the seed as it was.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7265_6c61_7465_6400);
         let world = World::of(self);
-        let available: Vec<RelatedGroup> = RelatedGroup::ALL.into_iter().filter(|g| world.can_draw(*g)).collect();
+        let available: Vec<RelatedGroup> = RelatedGroup::ALL.iter().copied().filter(|g| world.can_draw(*g)).collect();
         if available.is_empty() {
             return Vec::new();
         }
@@ -56,8 +56,23 @@ const PLACEMENT_ATTEMPTS: usize = 8;
 /// The shapes of related faults swarm's `related` draws on purpose: outages that independent
 /// draws seldom line up — a node and its sources failing together, an outage past the sources'
 /// retention, a whole tier at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RelatedGroup {
     /// A replica and one of its configured sources (not the root) out at overlapping times.
     ReplicaAndSource,
@@ -76,27 +91,11 @@ pub enum RelatedGroup {
 
 impl RelatedGroup {
     /// Every group, in the order draws and tables list them.
-    pub const ALL: [RelatedGroup; 4] = [
-        RelatedGroup::ReplicaAndSource,
-        RelatedGroup::ReplicaAndAllSources,
-        RelatedGroup::PastRetention,
-        RelatedGroup::TierDown,
-    ];
+    pub const ALL: &'static [RelatedGroup] = <RelatedGroup as strum::VariantArray>::VARIANTS;
 
     /// The name summaries and reports use.
     pub fn name(self) -> &'static str {
-        match self {
-            RelatedGroup::ReplicaAndSource => "replica_and_source",
-            RelatedGroup::ReplicaAndAllSources => "replica_and_all_sources",
-            RelatedGroup::PastRetention => "past_retention",
-            RelatedGroup::TierDown => "tier_down",
-        }
-    }
-}
-
-impl std::fmt::Display for RelatedGroup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
