@@ -24,9 +24,11 @@
 //!   formatting.
 //! - [`run`]: the run report page; its per-node charts are the list [`run::NODE_METRICS`].
 //! - [`sweep`]: the sweep report page.
+//! - [`diff`]: two runs side by side (`qsim diff`): where the traces part, provenance, verdicts.
 //! - [`testkit`]: deterministic synthetic runs (every event kind) for tests and the benchmark.
 
 pub mod chart;
+pub mod diff;
 mod error;
 pub mod facts;
 pub mod html;

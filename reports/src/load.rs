@@ -56,6 +56,11 @@ pub fn trace(run_dir: &Path) -> Result<Vec<Event>, ReportError> {
     schema::parse_trace(&text).map_err(|message| ReportError::BadTrace { path, message })
 }
 
+/// A trace file's text, within [`MAX_INPUT_BYTES`].
+pub fn read_trace_text(path: &Path) -> Result<String, ReportError> {
+    read_text(path, "a run's trace, written by `qsim run --out`")
+}
+
 /// `sweep_dir/summary.json`.
 pub fn sweep_summary(sweep_dir: &Path) -> Result<SweepSummary, ReportError> {
     read_json(&sweep_dir.join(SUMMARY_FILE), "the sweep's summary, written at the end of `qsim sweep`")

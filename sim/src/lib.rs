@@ -53,6 +53,8 @@ pub mod exit {
     pub const CRASH: u8 = 4;
     /// The same seed gave two different traces.
     pub const NONDETERMINISM: u8 = 5;
+    /// `qsim diff`: the two traces differ (as `diff` answers).
+    pub const DIFFERENT: u8 = 1;
     /// This `qsim` was built without `--cfg madsim` and cannot run scenarios.
     pub const NOT_SIMULATOR: u8 = 70;
 }

@@ -65,6 +65,22 @@ enum Command {
         /// A folder written by `qsim run` (trace.jsonl, summary.json) or `qsim sweep`.
         dir: PathBuf,
     },
+    /// Two runs side by side: the first event where their traces part (with context), what
+    /// differs in what produced them, their verdicts; with --html, a page with both fault
+    /// timelines and lag charts on one time axis. Exit 0 when the traces are identical, 1 when
+    /// they differ.
+    Diff {
+        /// Run A: a run folder (trace.jsonl, summary.json) or a trace file.
+        a: PathBuf,
+        /// Run B, the same.
+        b: PathBuf,
+        /// Events of context shown around the divergence.
+        #[arg(long, default_value_t = qs_reports::diff::CONTEXT_DEFAULT)]
+        context: usize,
+        /// Write the side-by-side page here (HTML).
+        #[arg(long)]
+        html: Option<PathBuf>,
+    },
     /// Run scenarios × seeds, each seed in its own process, and write summary.json and junit.xml.
     Sweep {
         /// Scenario files.
@@ -319,6 +335,7 @@ fn main() -> ExitCode {
             cmd::explore::explore(&scenario, engine, &plan)
         }
         Command::Report { dir } => cmd::tools::report(&dir),
+        Command::Diff { a, b, context, html } => cmd::diff::diff(&cmd::diff::DiffArgs { a, b, context, html }),
         Command::Shrink { target, seed, engine, max_steps, run_timeout, out } => {
             cmd::shrink::shrink(cmd::shrink::ShrinkArgs { target, seed, engine, max_steps, run_timeout, out })
         }

@@ -24,13 +24,21 @@ use super::metrics::{GIB, NodeMetric};
 use super::{MAX_LANES, MAX_NODE_LINES};
 
 /// One chart on the page.
-pub(super) struct Figure {
+pub(crate) struct Figure {
     id: &'static str,
     title: String,
     /// The SVG, or why it could not be drawn.
     svg: Result<Svg, String>,
     legend: Vec<(RGBColor, String)>,
     note: String,
+}
+
+impl Figure {
+    /// The same chart under another element id and title: a page showing two runs' charts
+    /// side by side (`qsim diff`) needs each id once.
+    pub(crate) fn renamed(self, id: &'static str, title: String) -> Figure {
+        Figure { id, title, ..self }
+    }
 }
 
 impl Render for Figure {
@@ -126,7 +134,7 @@ fn legend_of<K: Copy + PartialEq + std::fmt::Display>(
     seen.into_iter().map(|k| (color(k), k.to_string())).collect()
 }
 
-pub(super) fn fault_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
+pub(crate) fn fault_figure(facts: &RunFacts, axis: &TimeAxis) -> Option<Figure> {
     if facts.faults.is_empty() {
         return None;
     }
@@ -283,7 +291,7 @@ pub(super) fn write_rate_figure(events: &[Event], facts: &RunFacts, axis: &TimeA
     })
 }
 
-pub(super) fn metric_figure(
+pub(crate) fn metric_figure(
     metric: &NodeMetric,
     summary: &RunSummary,
     facts: &RunFacts,

@@ -31,7 +31,7 @@ use crate::schema::{Event, RunSummary};
 use crate::series::bucket_ms;
 use crate::{ReportError, load};
 
-mod figures;
+pub(crate) mod figures;
 mod header;
 mod metrics;
 mod tables;

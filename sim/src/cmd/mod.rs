@@ -6,8 +6,10 @@
 //! - `sweep`: `qsim sweep`, `qsim merge` and `qsim nightly`;
 //! - `explore`: `qsim explore`, a budget of runs of a swarm scenario chosen by probe rarity;
 //! - `shrink`: a failing run to the smallest scenario that fails the same way;
+//! - `diff`: `qsim diff`, two runs side by side;
 //! - `tools`: `qsim report`, `qsim list`, `qsim sizing`.
 
+pub mod diff;
 pub mod explore;
 pub mod run;
 pub mod shrink;
