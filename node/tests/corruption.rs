@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use qs_node::{EngineKind, LogRead, LogReadLimits, MemDisk, Op, OpenOptions, Store, StoreError, StoreLocation};
+use qs_node::{EngineKind, LogRead, LogReadLimits, Op, OpenOptions, Store, StoreError, StoreLocation};
 
 const DB: qs_node::DatabaseId = qs_node::DatabaseId(0xc0ffee);
 
@@ -97,7 +97,7 @@ fn rocksdb_damaged_value_fails_the_read() {
 #[cfg(feature = "sim-harness")]
 #[test]
 fn memory_damaged_value_fails_its_checksum() {
-    let disk = MemDisk::default();
+    let disk = qs_node::MemDisk::default();
     let location = StoreLocation::Memory(disk.clone());
     write_victim(&location);
     assert!(disk.corrupt_value(b"zone:victim"));
