@@ -5,7 +5,7 @@
 #     clang's builtin headers beside it,
 #   - cargo itself,
 #   - with QSIM_WITH_CHROMIUM=1 (the test command sets it): headless Chromium, which
-#     reports/tests/chromium.rs uses to open the HTML reports from disk and screenshot them.
+#     reports/tests/integration/chromium.rs uses to open the HTML reports from disk and screenshot them.
 # Each check asks the way its consumer will (ci/lib/detect.sh; tested by ci/tests/detect.sh).
 # Installs with apt-get when running as root (or with passwordless sudo) on Debian/Ubuntu;
 # otherwise says exactly what to install and stops.

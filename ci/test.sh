@@ -2,9 +2,11 @@
 # The test command (README, CI): builds everything and runs every test.
 #   - the workspace's tests on the normal (tokio) build;
 #   - the node built with `--cfg madsim`, the simulator's build (in its own target directory so
-#     the two builds do not invalidate each other): its unit tests, and tests/simulated.rs, which
-#     runs unchanged nodes as madsim nodes and checks that one seed gives one run.
-#   - qs-reports' tests include tests/chromium.rs, which opens reports in headless Chromium.
+#     the two builds do not invalidate each other): its unit tests, and the `simulated` module of
+#     its integration-test binary (tests/integration/simulated.rs), which runs unchanged nodes as
+#     madsim nodes and checks that one seed gives one run.
+#   - qs-reports' tests include the `chromium` module (tests/integration/chromium.rs), which opens
+#     reports in headless Chromium.
 # Set-up (system packages including Chromium, the once-per-machine RocksDB build) happens first,
 # on demand.
 # Strict from the first line: a failing set-up or launcher check fails the test command (they run
@@ -41,7 +43,11 @@ echo "== tests (tokio build)" >&2
 cargo test --workspace --locked
 
 echo "== node under --cfg madsim (the simulator's build)" >&2
-RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --test simulated --target-dir target/madsim
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --target-dir target/madsim
+# The node's one integration-test binary, filtered to `simulated` (its other madsim-buildable
+# modules ran above on the tokio build): a filter after `--` would also filter the unit tests,
+# hence two commands.
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --test integration --target-dir target/madsim -- simulated::
 
 echo "== the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim

@@ -9,7 +9,7 @@
 #   - C and C++ compilers: the commands the `cc` crate runs (`$CC`/`cc`, `$CXX`/`c++`),
 #     compiling a program that includes a standard header, so a compiler without its
 #     standard library (clang without libstdc++-dev, say) does not count.
-#   - Chromium: the candidates reports/tests/chromium.rs tries, in its order, each one run
+#   - Chromium: the candidates reports/tests/integration/chromium.rs tries, in its order, each one run
 #     with --version, so a stub that only prints "install the snap" does not count.
 #
 # QSIM_SYSROOT (tests only) prefixes the fixed system directories clang-sys globs.
@@ -136,7 +136,7 @@ qsim_have_cxx_compiler() {
     | _qsim_compiles_and_runs "${cxx[@]}" -std=c++17 -x c++ -
 }
 
-# Prints the Chromium reports/tests/chromium.rs will start (CHROMIUM, else the first of its
+# Prints the Chromium reports/tests/integration/chromium.rs will start (CHROMIUM, else the first of its
 # names on PATH) if that program answers --version as Chromium or Chrome; else returns 1.
 qsim_find_chromium() {
   local bin="" name out

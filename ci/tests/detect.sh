@@ -120,7 +120,7 @@ check "CXX without its standard library -> missing" missing env CXX="$work/bin/n
 check "CXX not installed -> missing" missing env CXX="$work/bin/absent" bash -c "set -euo pipefail; source '$here/../lib/detect.sh'; qsim_have_cxx_compiler"
 check "CC that exits 0 but builds nothing -> missing" missing env CC="$work/bin/fake-cxx" bash -c "set -euo pipefail; source '$here/../lib/detect.sh'; qsim_have_c_compiler"
 
-# Chromium: the program reports/tests/chromium.rs starts must answer as Chromium.
+# Chromium: the program reports/tests/integration/chromium.rs starts must answer as Chromium.
 mkdir -p "$work/chromium-stub" "$work/chromium-real"
 printf '#!/bin/sh\necho "Command '"'"'chromium-browser'"'"' requires the chromium snap to be installed." >&2; exit 1\n' \
   >"$work/chromium-stub/chromium-browser"; chmod +x "$work/chromium-stub/chromium-browser"

@@ -1,4 +1,4 @@
-//! Test tool for the crash tests (`tests/crash.rs`): opens a store and applies the
+//! Test tool for the crash tests (`tests/integration/crash.rs`): opens a store and applies the
 //! deterministic [`Workload`] in batches, printing `acked <index>` after each commit returns,
 //! until it is killed or reaches `--until`.
 //!

@@ -179,7 +179,7 @@ async fn replies_held_for_pipelined_requests_are_bounded() {
     assert_eq!(writes.concat(), reply.repeat(requests).into_bytes());
 }
 
-// Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+// Tokio's paused clock; the simulator's runtime has its own (node/tests/integration/simulated.rs).
 #[cfg(not(madsim))]
 #[tokio::test(start_paused = true)]
 async fn a_client_that_does_not_read_stops_being_read() {
@@ -205,7 +205,7 @@ async fn a_client_that_does_not_read_stops_being_read() {
     assert!(sent.load(Ordering::Relaxed) < 64 << 10, "{} bytes read", sent.load(Ordering::Relaxed));
 }
 
-// Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+// Tokio's paused clock; the simulator's runtime has its own (node/tests/integration/simulated.rs).
 #[cfg(not(madsim))]
 /// Serves `client` with a 10 s idle timeout; the connection's result and when it ended.
 async fn timed<F: Future<Output = ()>>(
@@ -227,7 +227,7 @@ async fn timed<F: Future<Output = ()>>(
     }
 }
 
-// Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+// Tokio's paused clock; the simulator's runtime has its own (node/tests/integration/simulated.rs).
 #[cfg(not(madsim))]
 #[tokio::test(start_paused = true)]
 async fn idle_deadline_counts_from_the_last_reply() {
@@ -268,7 +268,7 @@ async fn idle_deadline_counts_from_the_last_reply() {
     assert_eq!(after, Duration::from_secs(10));
 }
 
-// Tokio's paused clock; the simulator's runtime has its own (node/tests/simulated.rs).
+// Tokio's paused clock; the simulator's runtime has its own (node/tests/integration/simulated.rs).
 #[cfg(not(madsim))]
 #[tokio::test(start_paused = true)]
 async fn a_reply_not_taken_times_out() {

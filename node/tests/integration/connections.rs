@@ -12,15 +12,14 @@
 // Real sockets and real processes: the tokio build on Linux.
 #![cfg(all(not(madsim), target_os = "linux"))]
 
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::process::{HttpConnection, MemcachedConnection, NodeProcess, Ports, Role, sample, write_config};
+use crate::common;
+use crate::common::process::{HttpConnection, MemcachedConnection, NodeProcess, Ports, Role, sample, write_config};
 
 /// Upper bound for anything that takes a second or two.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -287,27 +286,18 @@ fn the_open_files_limit_is_raised_to_fit_the_caps() {
     let dir = tempfile::tempdir().unwrap();
     let ports = Ports::new();
     let config = write_config(dir.path(), "root", ports, Role::Root { batch_window: "20ms" }, "");
-    let log = dir.path().join("root.log");
     // A soft limit of 1024 (systemd's default for services) is below the default caps (2304)
     // plus the reserve; the node raises it to the hard limit.
-    let mut child = std::process::Command::new("sh")
+    let mut launcher = std::process::Command::new("sh");
+    launcher
         .args(["-c", "ulimit -S -n 1024 && exec \"$0\" --config \"$1\""])
         .arg(env!("CARGO_BIN_EXE_qs-node"))
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .env_remove("QS_LOG")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while common::process::status(ports.http).is_none() {
-        assert!(started.elapsed() < PATIENCE, "{}", std::fs::read_to_string(&log).unwrap_or_default());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let (soft, hard) = open_files_limits(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    let log = std::fs::read_to_string(&log).unwrap();
+        .arg(&config);
+    let mut node = NodeProcess::spawn(launcher, &config, ports, &[]);
+    node.wait_serving(PATIENCE);
+    let (soft, hard) = open_files_limits(node.id());
+    node.kill();
+    let log = node.log_text();
     assert_eq!(soft, hard, "the soft limit was not raised to the hard limit:\n{log}");
     if hard != "1024" {
         assert!(log.contains("raised the open-files limit"), "{log}");

@@ -10,54 +10,28 @@
 // Real processes: the tokio build only.
 #![cfg(not(madsim))]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "inspect-producer-token";
-const DATABASE: &str = "5157534d-0000-0000-0000-00000000face";
+use crate::common::process::{self, NodeProcess, Ports, Role, TOKEN, status_within};
+
 /// Upper bound for anything that takes a second or two.
 const PATIENCE: Duration = Duration::from_secs(60);
 const KEYS_PER_CATEGORY: usize = 150;
 
-struct NodeProcess {
-    http: SocketAddr,
-    log: PathBuf,
-    child: Child,
-}
+/// How long a `/v1/status` request may take while writes and inspect runs load the machine.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `storage`: more `[storage]` lines (an engine's switches).
-fn write_config(dir: &Path, engine: &str, storage: &str) -> (PathBuf, SocketAddr) {
-    let (replication, memcached, http) = (common::free_port(), common::free_port(), common::free_port());
-    let text = format!(
+/// A root on `engine` with `storage`, more `[storage]` lines (an engine's switches); its store
+/// is `dir/<engine>`. Heartbeats an hour apart, so a node whose writes stopped keeps its state.
+fn write_config(dir: &Path, engine: &str, storage: &str) -> (PathBuf, Ports) {
+    let ports = Ports::new();
+    let root = format!(
         r#"
-name = "root-{engine}"
-role = "root"
-database_id = "{DATABASE}"
-
-[storage]
-engine = "{engine}"
-path = "{path}"
-{storage}
-
-[listen]
-replication = "{replication}"
-memcached = "{memcached}"
-http = "{http}"
-
 [root]
-batch_window = "5ms"
 heartbeat_interval = "1h"
 [[root.producers]]
 name = "ops"
@@ -65,40 +39,21 @@ token = "{TOKEN}"
 prefixes = ["cfg:", "dns:"]
 writes_per_s = 100000
 burst = 100000
-"#,
-        path = dir.join(format!("store-{engine}")).display(),
+"#
     );
-    let path = dir.join(format!("{engine}.toml"));
-    std::fs::write(&path, text).unwrap();
-    (path, http)
+    let extra = process::storage(engine, storage) + &root;
+    (process::write_config(dir, engine, ports, Role::Root { batch_window: "5ms" }, &extra), ports)
 }
 
 fn start(dir: &Path, engine: &str, storage: &str) -> (NodeProcess, PathBuf) {
-    let (config, http) = write_config(dir, engine, storage);
-    let log = config.with_extension("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_qs-node"))
-        .arg("--config")
-        .arg(&config)
-        .env("QS_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let node = NodeProcess { http, log, child };
-    let started = Instant::now();
-    while status(&node).is_none() {
-        if started.elapsed() > PATIENCE {
-            panic!("the node did not serve /v1/status; its log:\n{}", std::fs::read_to_string(&node.log).unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (config, ports) = write_config(dir, engine, storage);
+    let mut node = NodeProcess::start(&config, ports, &[], &[("QS_LOG", "info")]);
+    node.wait_serving(PATIENCE);
     (node, config)
 }
 
 fn status(node: &NodeProcess) -> Option<serde_json::Value> {
-    let url = format!("http://{}/v1/status", node.http);
-    let mut response = ureq::get(&url).config().timeout_global(Some(Duration::from_secs(5))).build().call().ok()?;
-    response.body_mut().read_json().ok()
+    status_within(node.ports.http, STATUS_TIMEOUT)
 }
 
 fn applied(node: &NodeProcess) -> u64 {
@@ -156,7 +111,7 @@ fn live_store(engine: &str, storage: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (node, config) = start(dir.path(), engine, storage);
     let config = config.to_str().unwrap().to_string();
-    let http = node.http;
+    let http = node.ports.http;
     let writer = std::thread::spawn(move || {
         for i in 0..KEYS_PER_CATEGORY {
             for category in ["cfg", "dns"] {
@@ -243,7 +198,7 @@ fn live_store(engine: &str, storage: &str) {
     assert_eq!(field(&text(&output.stdout), "dumped_keys"), KEYS_PER_CATEGORY.to_string());
 
     // By path, with the engine detected; and a store of another database is refused.
-    let store = dir.path().join(format!("store-{engine}"));
+    let store = dir.path().join(engine);
     let output = inspect(&["--path", store.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(field(&text(&output.stdout), "applied_index"), status["applied_index"].to_string());
@@ -260,7 +215,7 @@ fn live_store(engine: &str, storage: &str) {
         _ => assert!(!names.iter().any(|n| n.starts_with("LOG.old")), "{names:?}"),
     }
     // And the node is undisturbed: it still takes writes.
-    put(node.http, "cfg:after", b"x");
+    put(node.ports.http, "cfg:after", b"x");
     assert_eq!(applied(&node), status["applied_index"].as_u64().unwrap() + 1);
 }
 

@@ -5,12 +5,10 @@
 // Real processes: the tokio build on Linux.
 #![cfg(all(not(madsim), target_os = "linux"))]
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::process::{NodeProcess, Ports, Role, write_config};
+use crate::common::process::{NodeProcess, Ports, Role, write_config};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 

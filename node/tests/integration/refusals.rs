@@ -2,10 +2,8 @@
 //! wrong database id, self-replication, unsupported version, a client that is not a replica,
 //! collected history (an explicit answer, then a fallback to a longer-history source, then a
 //! snapshot bootstrap — never a skip), a corrupted entry in the stream, ACL and quota.
-// Real sockets and real processes: the tokio build only (tests/simulated.rs covers madsim).
+// Real sockets and real processes: the tokio build only (`simulated` covers madsim).
 #![cfg(not(madsim))]
-
-mod common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -20,6 +18,8 @@ use qs_node::replication::protocol::{
 use qs_node::state::NodeState;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::common;
 
 const DB: &str = "5157534d-0000-0000-0000-0000000000db";
 const TOKEN: &str = "waf-producer-token";

@@ -7,116 +7,40 @@
 // Real processes and /proc: the tokio build on Linux only.
 #![cfg(all(not(madsim), target_os = "linux"))]
 
-mod common;
-
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use qs_node::resources::EXIT_MEMORY_LIMIT;
 
-const TOKEN: &str = "resources-producer-token";
+use crate::common::process::{self, NodeProcess, Ports, Role, TOKEN, sample, write_config};
+
 /// Upper bound for anything the node does within a second or two (a start, one sample).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-struct NodeProcess {
-    http: SocketAddr,
-    memcached: SocketAddr,
-    log: PathBuf,
-    child: Child,
+/// Writes a root's configuration on `engine`, with `storage` and `memory` lines added to those
+/// sections.
+fn root_config(dir: &Path, engine: &str, storage: &str, memory: &str) -> (PathBuf, Ports) {
+    let ports = Ports::new();
+    let extra =
+        process::storage(engine, storage) + &format!("[memory]\n{memory}\n[root]\nheartbeat_interval = \"1s\"\n");
+    (write_config(dir, "root", ports, Role::Root { batch_window: "5ms" }, &extra), ports)
 }
 
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Writes a root's configuration with `storage` and `memory` lines added to its sections.
-fn root_config(dir: &Path, engine: &str, storage: &str, memory: &str) -> (PathBuf, SocketAddr, SocketAddr) {
-    let (replication, memcached, http) = (common::free_port(), common::free_port(), common::free_port());
-    let text = format!(
-        r#"
-name = "root"
-role = "root"
-database_id = "5157534d-0000-0000-0000-00000000cace"
-
-[storage]
-engine = "{engine}"
-path = "{path}"
-{storage}
-
-[memory]
-{memory}
-
-[listen]
-replication = "{replication}"
-memcached = "{memcached}"
-http = "{http}"
-
-[root]
-batch_window = "5ms"
-heartbeat_interval = "1s"
-[[root.producers]]
-name = "dns"
-token = "{TOKEN}"
-prefixes = ["dns:"]
-writes_per_s = 100000
-burst = 100000
-"#,
-        path = dir.join("store").display(),
-    );
-    let path = dir.join("root.toml");
-    std::fs::write(&path, text).unwrap();
-    (path, memcached, http)
-}
-
-fn start(config: &Path) -> Child {
-    let log = std::fs::File::create(config.with_extension("log")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_qs-node"))
-        .arg("--config")
-        .arg(config)
-        .env("QS_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+fn start(config: &Path, ports: Ports) -> NodeProcess {
+    NodeProcess::start(config, ports, &[], &[("QS_LOG", "info")])
 }
 
 fn start_root(dir: &Path, engine: &str, storage: &str) -> NodeProcess {
-    let (config, memcached, http) = root_config(dir, engine, storage, "");
-    let node = NodeProcess { http, memcached, log: config.with_extension("log"), child: start(&config) };
-    wait_until(&node, "the node to serve /metrics", || scrape(&node).is_some());
+    let (config, ports) = root_config(dir, engine, storage, "");
+    let mut node = start(&config, ports);
+    node.wait_serving(PATIENCE);
     node
 }
 
-fn wait_until(node: &NodeProcess, what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        if started.elapsed() > PATIENCE {
-            let log = std::fs::read_to_string(&node.log).unwrap_or_default();
-            panic!("timed out after {PATIENCE:?} waiting for {what}; the node's log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn scrape(node: &NodeProcess) -> Option<String> {
-    let url = format!("http://{}/metrics", node.http);
-    let mut response = ureq::get(&url).config().timeout_global(Some(Duration::from_secs(2))).build().call().ok()?;
-    response.body_mut().read_to_string().ok()
-}
-
-/// The value of the sample named exactly `series` (name and labels, as exposed).
-fn value(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
 fn metric(node: &NodeProcess, series: &str) -> f64 {
-    let metrics = scrape(node).expect("the node serves /metrics");
-    value(&metrics, series).unwrap_or_else(|| panic!("{series} missing from /metrics:\n{metrics}"))
+    let metrics = node.metrics().expect("the node serves /metrics");
+    sample(&metrics, series).unwrap_or_else(|| panic!("{series} missing from /metrics:\n{metrics}"))
 }
 
 /// Writes `count` keys of `value_bytes` each through the root's batch API, in batches of 50.
@@ -139,7 +63,7 @@ fn write_keys(node: &NodeProcess, count: usize, value_bytes: usize) -> Vec<(Stri
             ops.push(serde_json::json!({"op": "set", "key": key, "value": value}));
             written.push((key, value));
         }
-        let url = format!("http://{}/v1/batch", node.http);
+        let url = format!("http://{}/v1/batch", node.ports.http);
         ureq::post(&url)
             .header("authorization", &format!("Bearer {TOKEN}"))
             .send_json(serde_json::json!({ "ops": ops }))
@@ -149,7 +73,7 @@ fn write_keys(node: &NodeProcess, count: usize, value_bytes: usize) -> Vec<(Stri
 }
 
 fn read_back(node: &NodeProcess, written: &[(String, String)], times: usize) {
-    let client = memcache::Client::connect(format!("memcache://{}?protocol=ascii", node.memcached)).unwrap();
+    let client = memcache::Client::connect(format!("memcache://{}?protocol=ascii", node.ports.memcached)).unwrap();
     for (key, value) in written {
         for _ in 0..times {
             let got: Option<String> = client.get(key).unwrap();
@@ -170,21 +94,21 @@ fn a_small_rocksdb_block_cache_hits_misses_and_stays_within_its_capacity() {
     // The capacity appears with the first memory sample: the counters are published from then
     // on. Whatever they hold, reading 4x the cache must add misses, and reading a key again
     // right away must add hits.
-    wait_until(&node, "a memory sample with the block cache's capacity", || {
-        scrape(&node).and_then(|m| value(&m, "qs_block_cache_capacity_bytes")) == Some(CACHE)
+    node.wait_until("a memory sample with the block cache's capacity", PATIENCE, || {
+        node.metrics().and_then(|m| sample(&m, "qs_block_cache_capacity_bytes")) == Some(CACHE)
     });
     let (hits_before, misses_before) = (metric(&node, "qs_block_cache_hits"), metric(&node, "qs_block_cache_misses"));
 
     // Each key twice in a row: the second read finds the block the first one loaded.
     read_back(&node, &written, 2);
-    wait_until(&node, "block cache hits and misses to move on /metrics", || {
-        scrape(&node).is_some_and(|m| {
-            value(&m, "qs_block_cache_hits").is_some_and(|h| h > hits_before)
-                && value(&m, "qs_block_cache_misses").is_some_and(|m| m > misses_before)
+    node.wait_until("block cache hits and misses to move on /metrics", PATIENCE, || {
+        node.metrics().is_some_and(|m| {
+            sample(&m, "qs_block_cache_hits").is_some_and(|h| h > hits_before)
+                && sample(&m, "qs_block_cache_misses").is_some_and(|m| m > misses_before)
         })
     });
-    let metrics = scrape(&node).unwrap();
-    let get = |series: &str| value(&metrics, series).unwrap_or_else(|| panic!("{series} missing:\n{metrics}"));
+    let metrics = node.metrics().unwrap();
+    let get = |series: &str| sample(&metrics, series).unwrap_or_else(|| panic!("{series} missing:\n{metrics}"));
     let (hits, misses) = (get("qs_block_cache_hits") - hits_before, get("qs_block_cache_misses") - misses_before);
     let usage = get("qs_memory_accounted_bytes{component=\"block_cache\"}");
     eprintln!(
@@ -206,7 +130,7 @@ fn a_small_rocksdb_block_cache_hits_misses_and_stays_within_its_capacity() {
         (key_bytes as u64 + 1_000 * qs_node::store::LENGTH_CACHE_ENTRY_OVERHEAD_BYTES) as f64,
         "the length cache holds the 1000 keys written"
     );
-    assert!(node.child.try_wait().unwrap().is_none(), "a node without a memory limit keeps running");
+    assert!(node.is_running(), "a node without a memory limit keeps running");
 }
 
 #[test]
@@ -218,44 +142,35 @@ fn lmdb_reports_its_page_cache_figures() {
     read_back(&node, &written, 1);
     // Reads touch the pages of data.mdb's mapping that hold the values (200 KB of them): they
     // are resident in this process, and counted as LMDB's.
-    wait_until(&node, "the pages read to be resident in data.mdb's mapping on /metrics", || {
-        scrape(&node)
-            .and_then(|m| value(&m, "qs_memory_accounted_bytes{component=\"lmdb_mapped\"}"))
+    node.wait_until("the pages read to be resident in data.mdb's mapping on /metrics", PATIENCE, || {
+        node.metrics()
+            .and_then(|m| sample(&m, "qs_memory_accounted_bytes{component=\"lmdb_mapped\"}"))
             .is_some_and(|bytes| bytes >= 200_000.0)
     });
-    let metrics = scrape(&node).unwrap();
+    let metrics = node.metrics().unwrap();
     for series in ["qs_major_faults", "qs_disk_read_bytes", "qs_resident_bytes"] {
-        assert!(value(&metrics, series).is_some(), "{series} missing:\n{metrics}");
+        assert!(sample(&metrics, series).is_some(), "{series} missing:\n{metrics}");
     }
     eprintln!(
         "lmdb: mapped resident {:?}, major faults {:?}, disk read {:?}, resident {:?}",
-        value(&metrics, "qs_memory_accounted_bytes{component=\"lmdb_mapped\"}"),
-        value(&metrics, "qs_major_faults"),
-        value(&metrics, "qs_disk_read_bytes"),
-        value(&metrics, "qs_resident_bytes"),
+        sample(&metrics, "qs_memory_accounted_bytes{component=\"lmdb_mapped\"}"),
+        sample(&metrics, "qs_major_faults"),
+        sample(&metrics, "qs_disk_read_bytes"),
+        sample(&metrics, "qs_resident_bytes"),
     );
-    assert_eq!(value(&metrics, "qs_block_cache_capacity_bytes"), Some(0.0), "LMDB has no block cache");
+    assert_eq!(sample(&metrics, "qs_block_cache_capacity_bytes"), Some(0.0), "LMDB has no block cache");
 }
 
 #[test]
 fn a_node_past_its_memory_limit_exits_with_the_documented_code_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     // 1 MiB is far below any real process's resident size.
-    let (config, _, _) = root_config(dir.path(), "rocksdb", "cache_bytes = \"256 KiB\"", "limit_bytes = \"1 MiB\"");
+    let (config, ports) = root_config(dir.path(), "rocksdb", "cache_bytes = \"256 KiB\"", "limit_bytes = \"1 MiB\"");
     let started = Instant::now();
-    let mut child = start(&config);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > PATIENCE {
-            let _ = child.kill();
-            panic!("the node was still running {PATIENCE:?} after start, over its memory limit");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut node = start(&config, ports);
+    let status = node.wait_exit(PATIENCE);
     eprintln!("exited with {status} {:?} after start", started.elapsed());
-    let log = std::fs::read_to_string(config.with_extension("log")).unwrap();
+    let log = node.log_text();
     assert_eq!(status.code(), Some(i32::from(EXIT_MEMORY_LIMIT)), "exit status; log:\n{log}");
     for needle in ["memory limit exceeded", "RSS", "memory.limit_bytes = 1.0 MiB", "block_cache", "memtables"] {
         assert!(log.contains(needle), "{needle:?} missing from the log:\n{log}");
@@ -273,7 +188,7 @@ fn refused_settings_name_the_file_and_field() {
         ("rocksdb", "", "limit_bytes = 0", "memory.limit_bytes", "out of range"),
         ("rocksdb", "cache_bytes = \"1 GiB\"", "limit_bytes = \"512 MiB\"", "storage.cache_bytes", "limit"),
     ] {
-        let (config, _, _) = root_config(dir.path(), engine, storage, memory);
+        let (config, _) = root_config(dir.path(), engine, storage, memory);
         let output = Command::new(env!("CARGO_BIN_EXE_qs-node")).arg("--config").arg(&config).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{engine} {storage} {memory}: {stderr}");

@@ -11,14 +11,13 @@
 // Real processes and signals: the tokio build on Linux.
 #![cfg(all(not(madsim), target_os = "linux"))]
 
-mod common;
-
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::process::{HttpConnection, MemcachedConnection, NodeProcess, Ports, Role, sample, write_config};
+use crate::common;
+use crate::common::process::{HttpConnection, MemcachedConnection, NodeProcess, Ports, Role, sample, write_config};
 
 /// Upper bound for a start, or a shutdown (drain_timeout is 10 s by default).
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -5,8 +5,8 @@
 //! and persisted position, with its simulated time) and end in the same state, byte for byte;
 //! another seed must not (so the comparison can fail).
 //!
-//! Run: `RUSTFLAGS="--cfg madsim" cargo test -p qs-node --test simulated --target-dir target/madsim`
-//! (part of `./ci/test.sh`). In the normal build this file compiles to nothing.
+//! Run: `RUSTFLAGS="--cfg madsim" cargo test -p qs-node --test integration --target-dir target/madsim
+//! simulated::` (part of `./ci/test.sh`). In the normal build this module compiles to nothing.
 #![cfg(madsim)]
 
 use std::net::{IpAddr, SocketAddr};

@@ -1,8 +1,6 @@
 //! Bad input is an error that names the file and what was wrong — never a panic, never a page.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use qs_reports::ReportError;
 
 #[test]

@@ -7,13 +7,11 @@
 //! Chromium missing is a failure, not a skip: install it with `ci/system-deps.sh` (as root) or
 //! `apt-get install chromium`, or point `CHROMIUM` at a Chrome/Chromium binary.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use qs_reports::testkit::{Options, generate};
 use scraper::Html;
 

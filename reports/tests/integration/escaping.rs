@@ -3,9 +3,7 @@
 //! in the HTML text (maud's escaping, exactly), never as markup, and read back as the same string
 //! in the parsed page, in text and in attribute values alike.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use qs_reports::schema::{Event, FaultPhase, KnownFailures, Outcome, SweepSummary};
 use qs_reports::sizing::{SizingPoint, SizingSweep, render_sizing};
 use qs_reports::testkit::{Options, generate};

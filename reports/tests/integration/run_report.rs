@@ -2,9 +2,7 @@
 //! failover with every event kind, a 40-node reference world, hostile names, empty traces),
 //! parsed back as HTML to find every element the page promises.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use qs_reports::schema::{Event, RunSummary};
 use qs_reports::testkit::{Options, generate};
 use scraper::Html;

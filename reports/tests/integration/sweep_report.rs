@@ -1,9 +1,7 @@
 //! Sweep reports of a real sweep (3 scenarios × 3 seeds) and of edited copies: failing seeds,
 //! missing and broken run folders, hostile scenario names — parsed back as HTML.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use qs_reports::schema::SweepSummary;
 use qs_reports::sweep::RunFolder;
 use scraper::Html;

@@ -121,7 +121,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
 /// the clock and the thread id — simulated, so the same in every run of any seed — and once its
 /// first three names were taken (three other runs alive at once, or left behind by killed ones)
 /// it reseeded from `getrandom`, which madsim answers from the run's random stream: one extra
-/// draw shifted every later choice of the run (`sim/tests/concurrent.rs`). Out here, the names
+/// draw shifted every later choice of the run (`sim/tests/integration/concurrent.rs`). Out here, the names
 /// and that reseed come from the OS and never touch the run's stream.
 ///
 /// The plan is derived here too, off the run's thread, so that thread makes its first hash map

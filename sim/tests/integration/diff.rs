@@ -6,8 +6,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::{qsim, qsim_any};
+use crate::common::{qsim, qsim_any};
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("temporary paths are UTF-8")

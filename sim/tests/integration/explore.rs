@@ -10,8 +10,7 @@ use std::path::Path;
 use qs_reports::schema::Probe;
 use qs_sim::explore::{Choice, ExploreSummary, Feature};
 
-mod common;
-use common::qsim_any as qsim;
+use crate::common::qsim_any as qsim;
 
 fn summary(dir: &Path) -> ExploreSummary {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json"))

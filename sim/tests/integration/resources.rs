@@ -13,8 +13,7 @@ use std::process::Command;
 
 use qs_reports::schema::{Checker, Event, FaultKind, FaultPhase, parse_trace};
 
-mod common;
-use common::{failed_naming, passed, qsim};
+use crate::common::{failed_naming, passed, qsim};
 
 fn trace(out: &Path) -> Vec<Event> {
     parse_trace(&std::fs::read_to_string(out.join("trace.jsonl")).expect("a trace")).expect("a valid trace")

@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::process::Command;
 
-mod common;
-use common::{failed_naming, passed, qsim};
 use qs_reports::schema::Checker;
+
+use crate::common::{failed_naming, passed, qsim};
 
 fn digest(stdout: &str) -> String {
     stdout
@@ -500,7 +500,7 @@ fn reports_of_a_pass_a_planted_bug_a_slow_ssd_failover_and_a_sweep() {
 
 #[test]
 fn breaking_it_harder_every_new_fault_and_writer_mode_reaches_its_probe_and_the_fixed_node_holds() {
-    use common::probe_hits;
+    use crate::common::probe_hits;
     use qs_reports::schema::Probe;
     let dir = tempfile::tempdir().unwrap();
     // (scenario, the probes its run must reach)

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-mod common;
-use common::qsim;
 use qs_sim::plan::Draws;
 use qs_sim::scenario::Scenario;
+
+use crate::common::qsim;
 
 /// `bug-replay` (a replica replays entries after a restart; the sequence checker catches it)
 /// with swarm mode drawing a fault, the fault points and the writer's modes.

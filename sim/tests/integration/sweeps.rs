@@ -10,8 +10,7 @@ use std::process::Command;
 
 use qs_reports::schema::{Outcome, SweepSummary};
 
-mod common;
-use common::{qsim_any as qsim, root};
+use crate::common::{qsim_any as qsim, root};
 
 fn summary(dir: &Path) -> SweepSummary {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("a sweep summary")

@@ -12,7 +12,7 @@
 //!   [`ProtocolError`] that names the frame and the field (and, for truncation, the byte).
 //! - The encoding is canonical: each message has exactly one encoding, and every payload that
 //!   decodes re-encodes to the same bytes (tags outside their range are refused, not
-//!   normalised). `tests/replication_frames.rs` checks this on arbitrary bytes.
+//!   normalised). `tests/integration/replication_frames.rs` checks this on arbitrary bytes.
 //! - A peer that is not speaking this protocol is told apart at once. Text protocols (HTTP,
 //!   memcached) start with printable bytes, which as a little-endian length are at least
 //!   `0x2020_2020` (about 539 MB), so their first four bytes are refused as

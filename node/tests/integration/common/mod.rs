@@ -1,5 +1,5 @@
-//! Helpers shared by the node's integration tests.
-#![allow(dead_code)] // each test binary uses a different subset
+//! Helpers shared by the modules of the node's integration-test binary.
+#![allow(dead_code)] // the modules use a part each, not necessarily all of it
 
 use std::net::{SocketAddr, TcpListener};
 

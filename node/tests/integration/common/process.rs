@@ -1,5 +1,6 @@
-//! A `qs-node` process for the operations tests (connections, shutdown, logs): its
-//! configuration, its log, signals and exit, and clients that each hold one connection.
+//! A `qs-node` process for the tests that run the real binary (cluster, connections, inspect,
+//! logs, resources, shutdown): its configuration, its start, its log, signals and exit, and
+//! clients that each hold one connection.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -32,8 +33,9 @@ pub enum Role<'a> {
 }
 
 /// Writes a node's configuration to `dir/<name>.toml`: LMDB under `dir/<name>`; a root with one
-/// producer (`dns:` keys, no practical quota) or a replica; `extra` is appended (a
-/// `[connections]` section, say).
+/// producer (`dns:` keys, no practical quota) or a replica; then `extra` (TOML) merged in: its
+/// tables add to these, its other values replace theirs (a `[connections]` section, say, or
+/// `[storage]` with another engine and its switches).
 pub fn write_config(dir: &Path, name: &str, ports: Ports, role: Role<'_>, extra: &str) -> PathBuf {
     let mut text = format!(
         "name = \"{name}\"\nrole = \"{role}\"\ndatabase_id = \"{DATABASE_ID}\"\n\
@@ -60,17 +62,39 @@ pub fn write_config(dir: &Path, name: &str, ports: Ports, role: Role<'_>, extra:
             );
         }
     }
-    text += "\n";
-    text += extra;
+    let mut config: toml::Table = text.parse().unwrap();
+    merge(&mut config, extra.parse().unwrap_or_else(|e| panic!("the extra configuration does not parse: {e}")));
     let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, toml::to_string(&config).unwrap()).unwrap();
     path
 }
 
-/// A running `qs-node`, killed when dropped.
+/// A `[storage]` section for [`write_config`]'s `extra`: `engine`, with `lines` (the engine's
+/// switches) added.
+pub fn storage(engine: &str, lines: &str) -> String {
+    format!("[storage]\nengine = \"{engine}\"\n{lines}\n")
+}
+
+/// `from` into `into`: a table into the table of the same name, key by key; anything else
+/// replaces what `into` held.
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(into)), toml::Value::Table(from)) => merge(into, from),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+/// A running `qs-node`, killed (SIGKILL) and reaped when dropped: every test that starts the
+/// real binary with a configuration starts it through this.
 pub struct NodeProcess {
     pub ports: Ports,
-    /// Its standard error, a file (not a terminal).
+    /// Its configuration file.
+    pub config: PathBuf,
+    /// Its standard error, a file (not a terminal): `<config>.log`.
     pub log: PathBuf,
     child: Child,
 }
@@ -79,15 +103,35 @@ impl NodeProcess {
     /// Starts `qs-node --config <config> <args>` with `env`, its standard error to
     /// `<config>.log` (appended to, so a restart keeps the earlier lines).
     pub fn start(config: &Path, ports: Ports, args: &[&str], env: &[(&str, &str)]) -> NodeProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_qs-node"));
+        command.arg("--config").arg(config).args(args);
+        NodeProcess::spawn(command, config, ports, env)
+    }
+
+    /// Starts `command`, which runs `qs-node` with `config` (the binary itself, or a launcher
+    /// that execs it, so the process is the node's), as [`start`](Self::start) does: `QS_LOG`,
+    /// `RUST_LOG` and `NO_COLOR` removed, then `env` set; no standard output; standard error
+    /// appended to `<config>.log`.
+    pub fn spawn(mut command: Command, config: &Path, ports: Ports, env: &[(&str, &str)]) -> NodeProcess {
         let log = config.with_extension("log");
         let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_qs-node"));
-        command.arg("--config").arg(config).args(args).stdout(Stdio::null()).stderr(file);
+        command.stdout(Stdio::null()).stderr(file);
         command.env_remove("QS_LOG").env_remove("RUST_LOG").env_remove("NO_COLOR");
         for (name, value) in env {
             command.env(name, value);
         }
-        NodeProcess { ports, log, child: command.spawn().unwrap() }
+        NodeProcess { ports, config: config.to_path_buf(), log, child: command.spawn().unwrap() }
+    }
+
+    /// The node's name: its configuration file's, without the extension (`<dir>/<name>.toml`,
+    /// as [`write_config`] writes it).
+    pub fn name(&self) -> &str {
+        self.config.file_stem().and_then(|stem| stem.to_str()).unwrap_or("qs-node")
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Waits until the node answers `/v1/status` (on a connection of its own, closed after).
@@ -106,6 +150,29 @@ impl NodeProcess {
         }
     }
 
+    /// Polls `done` every 50 ms until it holds, panicking with the node's log after `patience`.
+    pub fn wait_until(&self, what: &str, patience: Duration, mut done: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            if started.elapsed() > patience {
+                panic!("timed out after {patience:?} waiting for {what}; the node's log:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `/v1/status` on a fresh connection, or None if the node does not answer.
+    pub fn status(&self) -> Option<serde_json::Value> {
+        status(self.ports.http)
+    }
+
+    /// `/metrics` on a fresh connection, or None if the node does not answer.
+    pub fn metrics(&self) -> Option<String> {
+        let url = format!("http://{}/metrics", self.ports.http);
+        let mut response = ureq::get(&url).config().timeout_global(Some(STATUS_TIMEOUT)).build().call().ok()?;
+        response.body_mut().read_to_string().ok()
+    }
+
     pub fn log_text(&self) -> String {
         String::from_utf8_lossy(&std::fs::read(&self.log).unwrap_or_default()).into_owned()
     }
@@ -114,6 +181,17 @@ impl NodeProcess {
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().to_string();
         assert!(Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap().success());
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Whether the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// Waits for the process to exit, panicking (with its log) after `limit`.
@@ -136,10 +214,18 @@ impl Drop for NodeProcess {
     }
 }
 
+/// How long a `/v1/status` or `/metrics` request on a fresh connection may take.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// `/v1/status` on a fresh connection, or None if the node does not answer.
 pub fn status(http: SocketAddr) -> Option<serde_json::Value> {
+    status_within(http, STATUS_TIMEOUT)
+}
+
+/// `/v1/status` on a fresh connection, or None if the node does not answer within `timeout`.
+pub fn status_within(http: SocketAddr, timeout: Duration) -> Option<serde_json::Value> {
     let url = format!("http://{http}/v1/status");
-    let mut response = ureq::get(&url).config().timeout_global(Some(Duration::from_secs(2))).build().call().ok()?;
+    let mut response = ureq::get(&url).config().timeout_global(Some(timeout)).build().call().ok()?;
     response.body_mut().read_json().ok()
 }
 

@@ -1,5 +1,5 @@
 //! Helpers shared by the simulator's whole-run tests.
-#![allow(dead_code)] // each test file uses its own subset
+#![allow(dead_code)] // the modules use a part each, not necessarily all of it
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,22 @@
+//! The simulator's integration tests: one test binary, so qs-sim, the node and RocksDB are linked
+//! once for all of them rather than once per file. Each file here is a module; every one of them
+//! is `#![cfg(madsim)]`, so in the normal build the binary is empty.
+//!
+//! Run: `RUSTFLAGS="--cfg madsim" cargo test -p qs-sim --test integration --target-dir target/madsim`
+//! (a module alone: `… --test integration --target-dir target/madsim runs::`); `ci/test.sh` runs
+//! them with the rest of qs-sim's tests (`cargo test -p qs-sim` in that build).
+
+// Runs the `qsim` binary: in the simulator's build only, as every module using it is.
+#[cfg(madsim)]
+mod common;
+
+mod concurrent;
+mod diff;
+mod explore;
+mod madsim_timers;
+mod page_cache;
+mod regression;
+mod resources;
+mod runs;
+mod shrink;
+mod sweeps;
