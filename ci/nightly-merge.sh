@@ -4,6 +4,8 @@
 # grouped by signature. Exit status: 0 when every failure group is known (listed in the
 # definition's known-failures file), 1 when a group is new, 2 when the shards do not make one
 # sweep (one missing, given twice, or cut from another sweep).
+# The merged summary is stamped as the night of NIGHT_DATE (YYYY-MM-DD; default today, UTC) and
+# the build its runs ran on: what `qsim history` reads (ci/nightly-history.sh).
 # QSIM_BIN and NIGHTLY_DEFINITION as for ci/nightly-shard.sh.
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -29,4 +31,5 @@ else
 fi
 args=(merge "${shards[@]}" --out "$out")
 if [ -n "$known" ]; then args+=(--known "$known"); fi
+if [ -n "${NIGHT_DATE:-}" ]; then args+=(--date "$NIGHT_DATE"); fi
 exec "${qsim[@]}" "${args[@]}"

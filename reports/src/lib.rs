@@ -25,12 +25,15 @@
 //! - [`run`]: the run report page; its per-node charts are the list [`run::NODE_METRICS`].
 //! - [`sweep`]: the sweep report page.
 //! - [`diff`]: two runs side by side (`qsim diff`): where the traces part, provenance, verdicts.
+//! - [`history`]: a folder of nights' merged summaries across time (`qsim history`): failure groups
+//!   new, gone or back, pass rate and wall time per scenario × engine, probes per night; its page.
 //! - [`testkit`]: deterministic synthetic runs (every event kind) for tests and the benchmark.
 
 pub mod chart;
 pub mod diff;
 mod error;
 pub mod facts;
+pub mod history;
 pub mod html;
 pub mod load;
 pub mod run;

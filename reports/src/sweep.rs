@@ -474,6 +474,8 @@ mod tests {
             wall_ms: 1000,
             determinism_checked: false,
             probes: vec![ProbeHits { probe: Probe::FaultKill, hits: seed }],
+            engine: Some("memory".into()),
+            build: Some("qsim 0.1.0 (0123456789ab)".into()),
         }
     }
 
@@ -488,6 +490,7 @@ mod tests {
             failed: 2,
             results,
             groups: Vec::new(),
+            night: None,
         };
         summary.regroup(&KnownFailures::default());
         assert_eq!(summary.groups.len(), 1, "one signature");

@@ -29,7 +29,9 @@ use qs_sim::sweep::process::RunSettings;
                   failure (no convergence), 4 the simulation crashed, 5 nondeterminism, 70 built without \
                   --cfg madsim (use ./qsim). A sweep, a nightly shard and a merge of a sharded sweep exit 0 when \
                   every run ended as its scenario expects (with --known: when every failure group is known), \
-                  1 otherwise, 2 for bad arguments or shards that do not make one sweep; explore likewise."
+                  1 otherwise, 2 for bad arguments or shards that do not make one sweep; explore likewise. \
+                  diff exits 0 for identical traces, 1 for different, 2 for unreadable input; history 0 when \
+                  its page is written, 2 for nights it cannot read."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -80,6 +82,17 @@ enum Command {
         /// Write the side-by-side page here (HTML).
         #[arg(long)]
         html: Option<PathBuf>,
+    },
+    /// Read a folder of nights (each a subfolder with the summary.json `qsim merge` stamped) as
+    /// one story: failure groups new, back or gone (first and last seen, runs per night), pass
+    /// rate and wall time per scenario × engine, probes reached per night, the nights' commits.
+    /// Prints what changed; writes index.html and history.json.
+    History {
+        /// The folder of nights.
+        nights: PathBuf,
+        /// Where index.html and history.json go.
+        #[arg(long, default_value = "runs/history")]
+        out: PathBuf,
     },
     /// Run scenarios × seeds, each seed in its own process, and write summary.json and junit.xml.
     Sweep {
@@ -173,6 +186,10 @@ enum Command {
         /// A known-failures file: exit 1 only if some failure group is not in it.
         #[arg(long)]
         known: Option<PathBuf>,
+        /// The night this sweep is, `YYYY-MM-DD` (default: today, UTC): `qsim history` orders
+        /// nights by it.
+        #[arg(long, value_parser = qs_sim::sweep::merge::night_date)]
+        date: Option<String>,
     },
     /// Sweep a scenario's cache size (as a share of its store's pages) and key popularity, and
     /// plot the read miss ratio against the 1–2 % rule (a report page).
@@ -335,11 +352,15 @@ fn main() -> ExitCode {
             cmd::explore::explore(&scenario, engine, &plan)
         }
         Command::Report { dir } => cmd::tools::report(&dir),
+        Command::History { nights, out } => cmd::history::history(&nights, &out),
         Command::Diff { a, b, context, html } => cmd::diff::diff(&cmd::diff::DiffArgs { a, b, context, html }),
         Command::Shrink { target, seed, engine, max_steps, run_timeout, out } => {
             cmd::shrink::shrink(cmd::shrink::ShrinkArgs { target, seed, engine, max_steps, run_timeout, out })
         }
-        Command::Merge { shards, out, known } => cmd::sweep::merge(&shards, &out, known.as_deref()),
+        Command::Merge { shards, out, known, date } => {
+            let date = date.unwrap_or_else(qs_sim::sweep::merge::today);
+            cmd::sweep::merge(&shards, &out, known.as_deref(), &date)
+        }
         Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
             let loaded = match cmd::load(&scenario, engine) {
                 Ok(s) => s,

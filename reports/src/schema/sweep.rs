@@ -76,6 +76,14 @@ pub struct RunResult {
     /// The probes the run reached, from its summary.
     #[serde(default)]
     pub probes: Vec<ProbeHits>,
+    /// The engine the run's scenario stored on (as run, `--engine` included), a crashed run's
+    /// too; none in a sweep written before sweeps recorded it whose run wrote no summary.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// The build that ran it (its summary's `build`: `qsim <version> (<commit>)`); none as for
+    /// `engine`.
+    #[serde(default)]
+    pub build: Option<String>,
 }
 
 /// Runs not as expected that share a signature: one bug, however many seeds found it.
@@ -140,6 +148,32 @@ pub struct SweepSummary {
     /// The runs not as expected, grouped by signature, largest group first.
     #[serde(default)]
     pub groups: Vec<FailureGroup>,
+    /// Which night this is, when `qsim merge` made it: what `qsim history` orders nights by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub night: Option<Night>,
+}
+
+/// A merged nightly sweep's date and the build its runs ran on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Night {
+    /// `YYYY-MM-DD` (UTC), the day the night was merged unless `qsim merge --date` said another.
+    pub date: String,
+    /// The build every run of the night ran on (`qsim <version> (<commit>)`); none when no run
+    /// recorded one.
+    pub build: Option<String>,
+}
+
+impl Night {
+    /// The commit in [`build`](Self::build): what its parentheses hold, or `unknown`.
+    pub fn commit(&self) -> &str {
+        self.build.as_deref().and_then(commit_of).unwrap_or("unknown")
+    }
+}
+
+/// The commit in a build string `qsim <version> (<commit>)`.
+pub fn commit_of(build: &str) -> Option<&str> {
+    let inner = build.rsplit_once('(')?.1.strip_suffix(')')?;
+    (!inner.is_empty()).then_some(inner)
 }
 
 /// One probe across a sweep: in how many runs it was reached, and how often in all.

@@ -7,10 +7,12 @@
 //! - `explore`: `qsim explore`, a budget of runs of a swarm scenario chosen by probe rarity;
 //! - `shrink`: a failing run to the smallest scenario that fails the same way;
 //! - `diff`: `qsim diff`, two runs side by side;
+//! - `history`: `qsim history`, a folder of nights across time;
 //! - `tools`: `qsim report`, `qsim list`, `qsim sizing`.
 
 pub mod diff;
 pub mod explore;
+pub mod history;
 pub mod run;
 pub mod shrink;
 pub mod sweep;

@@ -157,9 +157,9 @@ fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCod
     ExitCode::from(if failed { exit::VIOLATION } else { exit::PASS })
 }
 
-pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
+pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>, date: &str) -> ExitCode {
     let Some(known_groups) = known_failures(known) else { return ExitCode::from(exit::USAGE) };
-    let merged = match qs_sim::sweep::merge::merge(shards, out, &known_groups) {
+    let merged = match qs_sim::sweep::merge::merge(shards, out, &known_groups, date) {
         Ok(merged) => merged,
         Err(e) => {
             eprintln!("qsim merge: {e}");
@@ -169,8 +169,9 @@ pub fn merge(shards: &[PathBuf], out: &Path, known: Option<&Path>) -> ExitCode {
     if let Err(e) = qs_reports::write_sweep_report(out) {
         eprintln!("qsim merge: writing the sweep report: {e}");
     }
+    let night = merged.night.as_ref().map_or(String::new(), |n| format!(", the night of {} at {}", n.date, n.commit()));
     println!(
-        "merged     {} shards of seeds {}: {} runs, {} not as expected",
+        "merged     {} shards of seeds {}: {} runs, {} not as expected{night}",
         shards.len(),
         merged.seeds,
         merged.runs,

@@ -198,6 +198,7 @@ pub fn write_reports(
         failed: results.iter().filter(|r| !r.ok).count() as u64,
         results: results.to_vec(),
         groups: Vec::new(),
+        night: None,
     };
     summary.regroup(known);
     write_summary(&summary, out)?;

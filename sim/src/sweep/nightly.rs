@@ -320,6 +320,8 @@ mod tests {
             wall_ms,
             determinism_checked: false,
             probes: Vec::new(),
+            engine: None,
+            build: None,
         }
     }
 

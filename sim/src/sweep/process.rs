@@ -262,6 +262,10 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
         wall_ms: 0,
         determinism_checked: false,
         probes: summary.as_ref().map(|s| s.probes.clone()).unwrap_or_default(),
+        // The scenario's, not the summary's: a run that crashed wrote none, and is still a run
+        // of its scenario on this engine.
+        engine: Some(scenario.engine().to_string()),
+        build: summary.as_ref().map(|s| s.build.clone()),
     };
     let rerun = settings.check_determinism
         && matches!(result.outcome, Outcome::Pass | Outcome::Violation | Outcome::Liveness | Outcome::Crash)

@@ -13,6 +13,7 @@ mod common;
 mod concurrent;
 mod diff;
 mod explore;
+mod history;
 mod madsim_timers;
 mod page_cache;
 mod regression;
