@@ -54,6 +54,9 @@ pub struct Metrics {
     pub connections_max: Family<Labels, Gauge>,
     pub connections_accepted: Family<Labels, Counter>,
     pub connections_refused: Family<Labels, Counter>,
+    pub connections_refused_per_peer: Family<Labels, Counter>,
+    pub connections_shed: Family<Labels, Counter>,
+    pub connections_max_per_peer: Family<Labels, Gauge>,
     pub connections_timed_out: Family<Labels, Counter>,
     pub write_queue_bytes: Gauge,
     pub resident_bytes: Gauge,
@@ -93,6 +96,9 @@ impl Default for Metrics {
             connections_max: Family::default(),
             connections_accepted: Family::default(),
             connections_refused: Family::default(),
+            connections_refused_per_peer: Family::default(),
+            connections_shed: Family::default(),
+            connections_max_per_peer: Family::default(),
             connections_timed_out: Family::default(),
             write_queue_bytes: Gauge::default(),
             resident_bytes: Gauge::default(),
@@ -145,8 +151,23 @@ impl Default for Metrics {
         );
         r.register(
             "connections_refused",
-            "Connections closed at once because the listener was at its cap",
+            "Connections closed at once: the client address held its share, or the listener was at its cap with every connection already being shed",
             m.connections_refused.clone(),
+        );
+        r.register(
+            "connections_refused_per_peer",
+            "Of the refused connections, those whose client address already held its share (connections.<listener>.max_per_peer)",
+            m.connections_refused_per_peer.clone(),
+        );
+        r.register(
+            "connections_shed",
+            "Connections closed to admit a newcomer at the cap: each time, the one that had gone longest without an answer",
+            m.connections_shed.clone(),
+        );
+        r.register(
+            "connections_max_per_peer",
+            "Most open connections one client address may hold, by listener",
+            m.connections_max_per_peer.clone(),
         );
         r.register(
             "connections_timed_out",

@@ -44,6 +44,38 @@ fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, 
     })
 }
 
+/// A gzipped sweep summary (`summary.json.gz`, as the nightly history keeps them), decompressed
+/// to at most [`MAX_INPUT_BYTES`].
+pub fn sweep_summary_gz(path: &Path) -> Result<SweepSummary, ReportError> {
+    use std::io::Read;
+    let what = "a night's summary, gzipped by ci/nightly-history.sh";
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReportError::Missing { path: path.to_path_buf(), what });
+        }
+        Err(source) => return Err(ReportError::Read { path: path.to_path_buf(), source }),
+    };
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(file)
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|source| ReportError::Read { path: path.to_path_buf(), source })?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ReportError::TooLarge {
+            path: path.to_path_buf(),
+            max: MAX_INPUT_BYTES,
+            actual: text.len() as u64,
+        });
+    }
+    serde_json::from_slice(&text).map_err(|e| ReportError::BadJson {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })
+}
+
 /// `run_dir/summary.json`.
 pub fn run_summary(run_dir: &Path) -> Result<RunSummary, ReportError> {
     read_json(&run_dir.join(SUMMARY_FILE), "the run's summary, written at the end of `qsim run`")

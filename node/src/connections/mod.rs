@@ -2,12 +2,17 @@
 //! long a client may keep one waiting, and what happens to them at shutdown.
 //!
 //! Guarantees:
-//! - **Bounded.** A listener never holds more than its `connections.<listener>.max` open
-//!   connections. A connection past the cap is accepted and closed at once (the client sees
-//!   the connection reset or closed, never a hang), counted on `/metrics`
-//!   (`qs_connections_refused_total{listener}`), and logged at most once a second with how many
-//!   were refused since the last message. The caps are per listener, so a flood on one port
-//!   cannot take a slot of another.
+//! - **Bounded, and never handed to a flood.** A listener never holds more than its
+//!   `connections.<listener>.max` open connections, nor more than `max_per_peer` from one client
+//!   address. At the cap it sheds the connection that has gone longest without an answer and
+//!   admits the newcomer in its place ([`shed`]: a half-sent request loses its slot, a producer
+//!   being served does not); only when every connection is already being shed, or the
+//!   newcomer's address holds its share, is the newcomer closed at once (the client sees the
+//!   connection reset or closed, never a hang). Counted on `/metrics`:
+//!   `qs_connections_shed_total{listener}`, `qs_connections_refused_total{listener}` (of which
+//!   `qs_connections_refused_per_peer_total{listener}` at the address's share); refusals are
+//!   logged at most once a second with how many since the last message. The caps are per
+//!   listener, so a flood on one port cannot take a slot of another.
 //! - **Timed out.** Every wait on a client has a deadline ([`settings`]): HTTP headers (hyper's
 //!   `header_read_timeout`, which also ends idle keep-alive connections), request bodies and
 //!   stalled response writes; memcached request lines and reply writes; the replication hello
@@ -26,9 +31,10 @@
 
 pub mod io;
 pub mod settings;
+pub mod shed;
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +46,8 @@ use tokio::time::Instant;
 
 pub use io::{FlushWhenWritten, NodeTimer, WriteDeadline};
 pub use settings::ConnectionsConfig;
+pub use shed::Answering;
+use shed::{Registry, SHED_WAIT, Ticket};
 
 use crate::metrics::Metrics;
 
@@ -112,11 +120,83 @@ pub struct Gate {
     kind: ListenerKind,
     max: usize,
     permits: Arc<Semaphore>,
+    registry: Arc<Mutex<Registry>>,
     open: Gauge,
     accepted: Counter,
     refused: Counter,
+    refused_per_peer: Counter,
+    shed: Counter,
     timed_out: Counter,
     refusals: Mutex<RefusalLog>,
+}
+
+/// What the gate answers a new connection.
+#[derive(Debug)]
+pub enum Admission {
+    /// A place was free.
+    Admitted(Slot),
+    /// The listener was full and a connection is being shed for this one: its place comes
+    /// when that connection's task ends ([`Waiting::place`]).
+    Waiting(Waiting),
+    /// Closed at once: the address holds its share, or every connection is already being shed.
+    Refused,
+}
+
+/// A newcomer admitted in place of a connection being shed. It is in the registry (with its
+/// address's share) from admission, so its own connection can be served the moment the place
+/// is free, and is removed again if the place does not come.
+#[derive(Debug)]
+pub struct Waiting {
+    permits: Arc<Semaphore>,
+    registry: Arc<Mutex<Registry>>,
+    id: u64,
+    peer: IpAddr,
+    ticket: Ticket,
+    open: Gauge,
+    accepted: Counter,
+    refused: Counter,
+}
+
+impl Waiting {
+    /// The newcomer's answer clock and shed signal.
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+
+    /// The place the shed connection frees, within [`SHED_WAIT`]; None (refused, counted) past it.
+    pub async fn place(self) -> Option<Slot> {
+        match tokio::time::timeout(SHED_WAIT, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => {
+                self.accepted.inc();
+                self.open.inc();
+                Some(Slot {
+                    _permit: permit,
+                    open: self.open.clone(),
+                    registry: self.registry.clone(),
+                    id: self.id,
+                    peer: self.peer,
+                    ticket: self.ticket,
+                })
+            }
+            // The semaphore is never closed; a timeout is the machine too busy to end the shed
+            // connection's task in time.
+            Ok(Err(_)) | Err(_) => {
+                let mut registry = lock(&self.registry);
+                registry.leave(self.id);
+                registry.release(self.peer);
+                drop(registry);
+                self.refused.inc();
+                None
+            }
+        }
+    }
+}
+
+/// The registry's lock. A panic while it is held (an assertion in the registry) leaves counts
+/// that can no longer be trusted: the node is stopped by the panic itself, so poisoning is not
+/// recovered from.
+fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
+    registry.lock().expect("a panic while choosing a connection to shed is a bug")
 }
 
 /// Refusals not yet logged, and when the last message was.
@@ -126,67 +206,136 @@ struct RefusalLog {
     unlogged: u64,
 }
 
+/// Why a newcomer was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RefusalCause {
+    /// Its address already holds `max_per_peer` connections.
+    PeerShare,
+    /// The listener is full and every connection in it is already being shed.
+    Full,
+}
+
 /// How often, at most, a listener logs that it refused connections.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
-/// An open connection's place under its listener's cap; dropping it frees the place.
+/// An open connection's place under its listener's cap; dropping it frees the place and the
+/// address's share.
 #[derive(Debug)]
 pub struct Slot {
     _permit: OwnedSemaphorePermit,
     open: Gauge,
+    registry: Arc<Mutex<Registry>>,
+    id: u64,
+    peer: IpAddr,
+    ticket: Ticket,
+}
+
+impl Slot {
+    /// The connection's answer clock and its shed signal.
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        let mut registry = lock(&self.registry);
+        registry.leave(self.id);
+        registry.release(self.peer);
+        drop(registry);
         self.open.dec();
     }
 }
 
 impl Gate {
-    fn new(kind: ListenerKind, max: usize, metrics: &Metrics) -> Gate {
+    fn new(kind: ListenerKind, max: usize, max_per_peer: usize, metrics: &Metrics) -> Gate {
         let label = Metrics::label("listener", kind.name());
         metrics.connections_max.get_or_create(&label).set(max as i64);
+        metrics.connections_max_per_peer.get_or_create(&label).set(max_per_peer as i64);
         Gate {
             kind,
             max,
             permits: Arc::new(Semaphore::new(max)),
+            registry: Arc::new(Mutex::new(Registry::new(max_per_peer))),
             open: metrics.connections_open.get_or_create(&label).clone(),
             accepted: metrics.connections_accepted.get_or_create(&label).clone(),
             refused: metrics.connections_refused.get_or_create(&label).clone(),
+            refused_per_peer: metrics.connections_refused_per_peer.get_or_create(&label).clone(),
+            shed: metrics.connections_shed.get_or_create(&label).clone(),
             timed_out: metrics.connections_timed_out.get_or_create(&label).clone(),
             refusals: Mutex::new(RefusalLog::default()),
         }
     }
 
-    /// A place for a new connection, or None (refused, counted, logged at most once a second).
-    pub fn admit(&self) -> Option<Slot> {
-        match self.permits.clone().try_acquire_owned() {
-            Ok(permit) => {
-                self.accepted.inc();
-                self.open.inc();
-                Some(Slot { _permit: permit, open: self.open.clone() })
-            }
-            Err(_) => {
-                self.refused.inc();
-                self.log_refusal();
-                None
-            }
+    /// What a new connection from `peer` gets (see the module doc): a place, a place being freed
+    /// for it, or refusal (counted, logged at most once a second).
+    pub fn admit(&self, peer: IpAddr) -> Admission {
+        let mut registry = lock(&self.registry);
+        if !registry.reserve(peer) {
+            drop(registry);
+            self.refused_per_peer.inc();
+            self.refuse(RefusalCause::PeerShare);
+            return Admission::Refused;
         }
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            let (id, ticket) = registry.enter();
+            drop(registry);
+            self.accepted.inc();
+            self.open.inc();
+            return Admission::Admitted(Slot {
+                _permit: permit,
+                open: self.open.clone(),
+                registry: self.registry.clone(),
+                id,
+                peer,
+                ticket,
+            });
+        }
+        if registry.shed_longest_waiting() {
+            let (id, ticket) = registry.enter();
+            drop(registry);
+            self.shed.inc();
+            return Admission::Waiting(Waiting {
+                permits: self.permits.clone(),
+                registry: self.registry.clone(),
+                id,
+                peer,
+                ticket,
+                open: self.open.clone(),
+                accepted: self.accepted.clone(),
+                refused: self.refused.clone(),
+            });
+        }
+        registry.release(peer);
+        drop(registry);
+        self.refuse(RefusalCause::Full);
+        Admission::Refused
     }
 
-    fn log_refusal(&self) {
+    fn refuse(&self, cause: RefusalCause) {
+        self.refused.inc();
+        self.log_refusal(cause);
+    }
+
+    fn log_refusal(&self, cause: RefusalCause) {
         let mut log = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
         log.unlogged += 1;
         let now = Instant::now();
         if log.logged_at.is_some_and(|at| now.saturating_duration_since(at) < REFUSAL_LOG_INTERVAL) {
             return;
         }
+        let why = match cause {
+            RefusalCause::PeerShare => "a client address holds its share (connections.{}.max_per_peer)",
+            RefusalCause::Full => {
+                "the listener is at its cap with every connection already being shed (connections.{}.max)"
+            }
+        };
         tracing::warn!(
             listener = self.kind.name(),
             max = self.max,
             refused_since_last_message = log.unlogged,
-            "refusing connections: the listener is at its cap (connections.{}.max)",
-            self.kind.name()
+            "refusing connections: {}",
+            why.replace("{}", self.kind.name())
         );
         log.logged_at = Some(now);
         log.unlogged = 0;
@@ -227,9 +376,24 @@ pub struct Connections {
 impl Connections {
     pub fn new(config: &ConnectionsConfig, metrics: &Metrics) -> Connections {
         Connections {
-            http: Gate::new(ListenerKind::Http, config.max(ListenerKind::Http), metrics),
-            memcached: Gate::new(ListenerKind::Memcached, config.max(ListenerKind::Memcached), metrics),
-            replication: Gate::new(ListenerKind::Replication, config.max(ListenerKind::Replication), metrics),
+            http: Gate::new(
+                ListenerKind::Http,
+                config.max(ListenerKind::Http),
+                config.max_per_peer(ListenerKind::Http),
+                metrics,
+            ),
+            memcached: Gate::new(
+                ListenerKind::Memcached,
+                config.max(ListenerKind::Memcached),
+                config.max_per_peer(ListenerKind::Memcached),
+                metrics,
+            ),
+            replication: Gate::new(
+                ListenerKind::Replication,
+                config.max(ListenerKind::Replication),
+                config.max_per_peer(ListenerKind::Replication),
+                metrics,
+            ),
         }
     }
 
@@ -257,16 +421,17 @@ impl Connections {
 
 /// Accepts connections on `listener` until the node starts draining, serving each admitted one
 /// on its own task with `serve(stream, peer, lifecycle)`; a connection still open when the node
-/// reaches [`Lifecycle::Stopped`] is cut. Past the gate's cap a connection is closed at once.
-/// An accept error (out of file descriptors, say) is logged and retried after a short pause
-/// rather than spun on.
+/// reaches [`Lifecycle::Stopped`], or shed for a newcomer, is cut. The stream notes each write
+/// as an answer to its client ([`Answering`]), which is what choosing a connection to shed reads.
+/// A refused connection is closed at once. An accept error (out of file descriptors, say) is
+/// logged and retried after a short pause rather than spun on.
 pub(crate) async fn accept_until_draining<F, Fut>(
     listener: TcpListener,
     gate: &Gate,
     mut lifecycle: watch::Receiver<Lifecycle>,
     serve: F,
 ) where
-    F: Fn(TcpStream, SocketAddr, watch::Receiver<Lifecycle>) -> Fut,
+    F: Fn(Answering<TcpStream>, SocketAddr, watch::Receiver<Lifecycle>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     loop {
@@ -279,14 +444,29 @@ pub(crate) async fn accept_until_draining<F, Fut>(
         };
         match accepted {
             Ok((stream, peer)) => {
-                // Refused: closing the stream at once is the answer.
-                let Some(slot) = gate.admit() else { continue };
+                let (ticket, place) = match gate.admit(peer.ip()) {
+                    // Refused: closing the stream at once is the answer.
+                    Admission::Refused => continue,
+                    Admission::Admitted(slot) => (slot.ticket().clone(), Place::Now(slot)),
+                    Admission::Waiting(waiting) => (waiting.ticket().clone(), Place::Freed(waiting)),
+                };
                 let mut stopped = lifecycle.clone();
-                let connection = serve(stream, peer, lifecycle.clone());
+                let connection = serve(Answering::new(stream, ticket.answered.clone()), peer, lifecycle.clone());
                 tokio::spawn(async move {
+                    let slot = match place {
+                        Place::Now(slot) => slot,
+                        // No place freed in time: dropping the connection unserved closes it.
+                        Place::Freed(waiting) => match waiting.place().await {
+                            Some(slot) => slot,
+                            None => return,
+                        },
+                    };
                     tokio::select! {
                         biased;
                         () = reached(&mut stopped, Lifecycle::Stopped) => {}
+                        () = ticket.shed.notified() => {
+                            tracing::debug!(%peer, "connection shed for a newcomer: it had waited longest without an answer");
+                        }
                         () = connection => {}
                     }
                     drop(slot);
@@ -298,6 +478,12 @@ pub(crate) async fn accept_until_draining<F, Fut>(
             }
         }
     }
+}
+
+/// Where an admitted connection's place comes from.
+enum Place {
+    Now(Slot),
+    Freed(Waiting),
 }
 
 /// Pause after a failed accept.

@@ -5,7 +5,8 @@
 //! [connections]
 //! drain_timeout = "10s"           # shutdown: how long open connections get to finish
 //! [connections.http]
-//! max = 1024                      # open connections; past it a new one is closed at once
+//! max = 1024                      # open connections; past it one is shed or the new one refused
+//! max_per_peer = 512              # open connections from one client address (default: max / 2)
 //! header_read_timeout = "30s"     # a request's headers (and an idle keep-alive wait)
 //! body_read_timeout = "30s"       # a request's whole body
 //! write_timeout = "30s"           # a response write that makes no progress
@@ -36,6 +37,14 @@ pub const MEMCACHED_CONNECTIONS_MAX_DEFAULT: usize = 1024;
 /// Default most open replication connections: one per downstream replica (and one per snapshot
 /// transfer); a fan-out of hundreds is already a deep tree's whole tier.
 pub const REPLICATION_CONNECTIONS_MAX_DEFAULT: usize = 256;
+/// The default `max_per_peer` of a listener whose `max` is `max`: half of it, rounded up. One
+/// client address — a flood, or a runaway pool — then holds at most half the listener, and every
+/// other client shares the other half; half is still far above what one honest client opens
+/// (a connection pool of tens), so clients behind one NAT address are not starved by it.
+pub const fn max_per_peer_default(max: usize) -> usize {
+    max.div_ceil(2)
+}
+
 /// Bounds of every `max`: at least one connection; at most 2^20, beyond the open-files limit of
 /// any machine this runs on (a larger figure is a typo, not a plan).
 pub const CONNECTIONS_MAX_MIN: usize = 1;
@@ -84,6 +93,8 @@ pub struct ConnectionsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConnections {
     pub max: usize,
+    /// Most open connections from one client address (default: [`max_per_peer_default`]).
+    pub max_per_peer: Option<usize>,
     /// A request's headers must arrive within this of the connection being ready for them (a
     /// new connection, or the previous response sent).
     #[serde(with = "humantime_serde")]
@@ -101,6 +112,8 @@ pub struct HttpConnections {
 #[serde(deny_unknown_fields, default)]
 pub struct MemcachedConnections {
     pub max: usize,
+    /// Most open connections from one client address (default: [`max_per_peer_default`]).
+    pub max_per_peer: Option<usize>,
     /// The next request line (or a refused write's data block) must arrive within this, and
     /// each reply must be written within it.
     #[serde(with = "humantime_serde")]
@@ -112,6 +125,8 @@ pub struct MemcachedConnections {
 #[serde(deny_unknown_fields, default)]
 pub struct ReplicationConnections {
     pub max: usize,
+    /// Most open connections from one client address (default: [`max_per_peer_default`]).
+    pub max_per_peer: Option<usize>,
     /// The client's hello must arrive within this, and each frame must be written within it.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
@@ -132,6 +147,7 @@ impl Default for HttpConnections {
     fn default() -> Self {
         HttpConnections {
             max: HTTP_CONNECTIONS_MAX_DEFAULT,
+            max_per_peer: None,
             header_read_timeout: HTTP_HEADER_READ_TIMEOUT_DEFAULT,
             body_read_timeout: HTTP_BODY_READ_TIMEOUT_DEFAULT,
             write_timeout: HTTP_WRITE_TIMEOUT_DEFAULT,
@@ -141,7 +157,11 @@ impl Default for HttpConnections {
 
 impl Default for MemcachedConnections {
     fn default() -> Self {
-        MemcachedConnections { max: MEMCACHED_CONNECTIONS_MAX_DEFAULT, idle_timeout: MEMCACHED_IDLE_TIMEOUT_DEFAULT }
+        MemcachedConnections {
+            max: MEMCACHED_CONNECTIONS_MAX_DEFAULT,
+            max_per_peer: None,
+            idle_timeout: MEMCACHED_IDLE_TIMEOUT_DEFAULT,
+        }
     }
 }
 
@@ -149,6 +169,7 @@ impl Default for ReplicationConnections {
     fn default() -> Self {
         ReplicationConnections {
             max: REPLICATION_CONNECTIONS_MAX_DEFAULT,
+            max_per_peer: None,
             idle_timeout: REPLICATION_IDLE_TIMEOUT_DEFAULT,
         }
     }
@@ -164,6 +185,16 @@ impl ConnectionsConfig {
         }
     }
 
+    /// The per-address cap of one listener: its `max_per_peer`, else half its `max`.
+    pub fn max_per_peer(&self, kind: ListenerKind) -> usize {
+        let configured = match kind {
+            ListenerKind::Http => self.http.max_per_peer,
+            ListenerKind::Memcached => self.memcached.max_per_peer,
+            ListenerKind::Replication => self.replication.max_per_peer,
+        };
+        configured.unwrap_or_else(|| max_per_peer_default(self.max(kind)))
+    }
+
     /// Every bound in range; the error names the field as `connections.<listener>.<field>`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let caps = [
@@ -177,6 +208,18 @@ impl ConnectionsConfig {
                     field,
                     format!("{max} is out of range; allowed {CONNECTIONS_MAX_MIN} to {CONNECTIONS_MAX_MAX}"),
                 ));
+            }
+        }
+        let per_peer = [
+            ("connections.http.max_per_peer", self.http.max_per_peer, self.http.max),
+            ("connections.memcached.max_per_peer", self.memcached.max_per_peer, self.memcached.max),
+            ("connections.replication.max_per_peer", self.replication.max_per_peer, self.replication.max),
+        ];
+        for (field, per_peer, max) in per_peer {
+            if let Some(per_peer) = per_peer
+                && !(1..=max).contains(&per_peer)
+            {
+                return Err((field, format!("{per_peer} is out of range; allowed 1 to the listener's max ({max})")));
             }
         }
         let timeouts = [
@@ -240,6 +283,11 @@ mod tests {
         let config = parse("[connections.replication]\nmax = 9\n[connections.memcached]\nmax = 3").unwrap().connections;
         assert_eq!((config.replication.max, config.replication.idle_timeout), (9, REPLICATION_IDLE_TIMEOUT_DEFAULT));
         assert_eq!((config.memcached.max, config.memcached.idle_timeout), (3, MEMCACHED_IDLE_TIMEOUT_DEFAULT));
+        // Per address: half the listener unless set.
+        assert_eq!(config.max_per_peer(ListenerKind::Memcached), 2);
+        assert_eq!(parse("").unwrap().connections.max_per_peer(ListenerKind::Http), HTTP_CONNECTIONS_MAX_DEFAULT / 2);
+        let config = parse("[connections.http]\nmax_per_peer = 7").unwrap().connections;
+        assert_eq!(config.max_per_peer(ListenerKind::Http), 7);
     }
 
     #[test]
@@ -266,6 +314,8 @@ mod tests {
             ("[connections.http]\nmax = 0", "connections.http.max"),
             ("[connections.memcached]\nmax = 2000000", "connections.memcached.max"),
             ("[connections.replication]\nmax = 0", "connections.replication.max"),
+            ("[connections.http]\nmax_per_peer = 0", "connections.http.max_per_peer"),
+            ("[connections.memcached]\nmax = 8\nmax_per_peer = 9", "connections.memcached.max_per_peer"),
             ("[connections.http]\nheader_read_timeout = \"10ms\"", "connections.http.header_read_timeout"),
             ("[connections.http]\nbody_read_timeout = \"0s\"", "connections.http.body_read_timeout"),
             ("[connections.http]\nwrite_timeout = \"2d\"", "connections.http.write_timeout"),

@@ -3,9 +3,10 @@
 //! probes stopped being reached.
 //!
 //! A night is a folder holding the `summary.json` that `qsim merge` wrote, stamped with its date
-//! and build ([`Night`]). Guarantees:
-//! - **Ordered by the stamp, never by the file system.** Nights are sorted by date, then by folder
-//!   name (two nights on one day keep their folders' order), whatever order the directory lists.
+//! and build ([`Night`]), or that file gzipped (`summary.json.gz`, as ci/nightly-history.sh
+//! keeps it). Guarantees:
+//! - **Ordered by the stamp, never by the file system.** Nights are sorted by date, then by when
+//!   they were merged, then by folder name, whatever order the directory lists.
 //! - **Nothing guessed.** A summary without a stamp (a shard's, a plain sweep's, a merge by an
 //!   older qsim) is refused, naming the file and how to stamp it; an unreadable or malformed
 //!   summary is an error naming the file and line. A subfolder without `summary.json` is skipped
@@ -30,8 +31,10 @@ use crate::schema::{Night, Outcome, Probe, SweepSummary};
 /// median of its earlier nights' means. Wall time is the machine's, so a small ratio is noise.
 pub const SLOWER_RATIO: f64 = 1.5;
 
-/// The summary file in each night's folder.
+/// The summary file in each night's folder: as the merge wrote it, or gzipped (what
+/// ci/nightly-history.sh keeps).
 const SUMMARY_FILE: &str = "summary.json";
+const SUMMARY_GZ_FILE: &str = "summary.json.gz";
 
 /// Why a folder of nights could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +44,7 @@ pub enum HistoryError {
     #[error("{}: cannot list the nights: {source}", dir.display())]
     List { dir: PathBuf, source: std::io::Error },
     #[error(
-        "{}: no nights: no subfolder holds a summary.json (each night is the folder `qsim merge` or ci/nightly-merge.sh wrote)",
+        "{}: no nights: no subfolder holds a summary.json or summary.json.gz (each night is the folder `qsim merge` or ci/nightly-merge.sh wrote)",
         dir.display()
     )]
     NoNights { dir: PathBuf },
@@ -75,18 +78,23 @@ pub fn load_nights(dir: &Path) -> Result<(Vec<NightInput>, Vec<String>), History
     folders.sort();
     let (mut nights, mut skipped) = (Vec::new(), Vec::new());
     for (folder, path) in folders {
-        if !path.join(SUMMARY_FILE).is_file() {
+        let (file, summary) = if path.join(SUMMARY_FILE).is_file() {
+            (path.join(SUMMARY_FILE), crate::load::sweep_summary(&path)?)
+        } else if path.join(SUMMARY_GZ_FILE).is_file() {
+            (path.join(SUMMARY_GZ_FILE), crate::load::sweep_summary_gz(&path.join(SUMMARY_GZ_FILE))?)
+        } else {
             skipped.push(folder);
             continue;
-        }
-        let summary = crate::load::sweep_summary(&path)?;
-        let night = summary.night.clone().ok_or_else(|| HistoryError::NotStamped { path: path.join(SUMMARY_FILE) })?;
+        };
+        let night = summary.night.clone().ok_or(HistoryError::NotStamped { path: file })?;
         nights.push(NightInput { folder, night, summary });
     }
     if nights.is_empty() {
         return Err(HistoryError::NoNights { dir: dir.to_path_buf() });
     }
-    nights.sort_by(|a, b| (&a.night.date, &a.folder).cmp(&(&b.night.date, &b.folder)));
+    nights.sort_by(|a, b| {
+        (&a.night.date, &a.night.merged_at, &a.folder).cmp(&(&b.night.date, &b.night.merged_at, &b.folder))
+    });
     Ok((nights, skipped))
 }
 

@@ -36,7 +36,7 @@ fn night(folder: &str, date: &str, commit: &str, results: Vec<RunResult>) -> Nig
         failed: results.iter().filter(|r| !r.ok).count() as u64,
         results,
         groups: Vec::new(),
-        night: Some(Night { date: date.into(), build: Some(format!("qsim 0.1.0 ({commit})")) }),
+        night: Some(Night { date: date.into(), build: Some(format!("qsim 0.1.0 ({commit})")), merged_at: None }),
     };
     summary.regroup(&KnownFailures::default());
     NightInput { folder: folder.into(), night: summary.night.clone().unwrap(), summary }
@@ -150,13 +150,21 @@ fn nights_load_in_stamp_order_whatever_the_folders_are_called_and_unstamped_summ
         std::fs::write(dir.path().join(folder).join("summary.json"), serde_json::to_string(summary).unwrap()).unwrap();
     };
     let nights = four_nights();
-    // Folder names sort against the dates: the stamp decides.
-    for (folder, n) in ["z", "y", "x", "w"].iter().zip(&nights) {
+    // Folder names sort against the dates: the stamp decides. One night is kept gzipped.
+    for (folder, n) in ["z", "y", "x"].iter().zip(&nights) {
         write(folder, &n.summary);
     }
+    std::fs::create_dir_all(dir.path().join("w")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(dir.path().join("w").join("summary.json.gz")).unwrap(),
+        flate2::Compression::default(),
+    );
+    std::io::Write::write_all(&mut gz, serde_json::to_string(&nights[3].summary).unwrap().as_bytes()).unwrap();
+    gz.finish().unwrap();
     std::fs::create_dir_all(dir.path().join("page")).unwrap();
     let (loaded, skipped) = load_nights(dir.path()).unwrap();
     assert_eq!(loaded.iter().map(|n| n.folder.as_str()).collect::<Vec<_>>(), vec!["z", "y", "x", "w"]);
+    assert_eq!(loaded[3].summary, nights[3].summary, "the gzipped night reads back whole");
     assert_eq!(skipped, vec!["page".to_string()]);
 
     let mut unstamped = nights[0].summary.clone();
@@ -168,6 +176,11 @@ fn nights_load_in_stamp_order_whatever_the_folders_are_called_and_unstamped_summ
     std::fs::write(dir.path().join("v").join("summary.json"), "{\"seeds\": ").unwrap();
     let err = load_nights(dir.path()).unwrap_err().to_string();
     assert!(err.contains("v/summary.json") && err.contains("line 1"), "{err}");
+
+    std::fs::remove_dir_all(dir.path().join("v")).unwrap();
+    std::fs::write(dir.path().join("w").join("summary.json.gz"), b"not gzip").unwrap();
+    let err = load_nights(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("w/summary.json.gz"), "{err}");
 
     let empty = tempfile::tempdir().unwrap();
     let err = load_nights(empty.path()).unwrap_err().to_string();
@@ -193,4 +206,21 @@ fn the_page_shows_every_night_group_pair_and_probe_escaped() {
         serde_json::from_slice(&std::fs::read(dir.path().join("history.json")).unwrap()).unwrap();
     assert_eq!(json["nights"].as_array().unwrap().len(), 4);
     assert_eq!(json["groups"][1]["status"], "returned");
+}
+
+#[test]
+fn two_nights_of_one_date_are_ordered_by_when_they_were_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let nights = four_nights();
+    // "a" and "b" on one date, "a" merged later: "b" comes first.
+    for (folder, i, at) in [("a", 0, "2026-11-20T23:00:00Z"), ("b", 1, "2026-11-20T01:00:00Z")] {
+        let mut summary = nights[i].summary.clone();
+        let night = summary.night.as_mut().unwrap();
+        night.date = "2026-11-20".into();
+        night.merged_at = Some(at.into());
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        std::fs::write(dir.path().join(folder).join("summary.json"), serde_json::to_string(&summary).unwrap()).unwrap();
+    }
+    let (loaded, _) = load_nights(dir.path()).unwrap();
+    assert_eq!(loaded.iter().map(|n| n.folder.as_str()).collect::<Vec<_>>(), vec!["b", "a"]);
 }

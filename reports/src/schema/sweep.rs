@@ -161,6 +161,9 @@ pub struct Night {
     /// The build every run of the night ran on (`qsim <version> (<commit>)`); none when no run
     /// recorded one.
     pub build: Option<String>,
+    /// When the merge ran (RFC 3339, UTC, to the second): orders two nights of one date.
+    #[serde(default)]
+    pub merged_at: Option<String>,
 }
 
 impl Night {

@@ -151,7 +151,11 @@ pub fn merge(
             None => build = Some(result),
         }
     }
-    let night = Night { date: date.to_string(), build: build.and_then(|r| r.build.clone()) };
+    let night = Night {
+        date: date.to_string(),
+        build: build.and_then(|r| r.build.clone()),
+        merged_at: Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
+    };
     let mut merged = SweepSummary {
         seeds: loaded[0].2.seeds.clone(),
         shard: format!("{count} shards merged"),

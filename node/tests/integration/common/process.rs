@@ -234,6 +234,15 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// A connection to `to` from `from` (any loopback address, 127.0.0.0/8, reaches the node on
+/// Linux): a client at an address of its own, as the per-address share sees clients.
+pub fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect(&to.into())?;
+    Ok(socket.into())
+}
+
 /// One HTTP/1.1 keep-alive connection, used for every request: a client that holds its place
 /// under the node's connection cap. Any failure panics, naming the request.
 pub struct HttpConnection {
@@ -242,7 +251,15 @@ pub struct HttpConnection {
 
 impl HttpConnection {
     pub fn open(http: SocketAddr) -> HttpConnection {
-        let stream = TcpStream::connect(http).unwrap();
+        HttpConnection::over(TcpStream::connect(http).unwrap())
+    }
+
+    /// A connection from the loopback address `from` (see [`connect_from`]).
+    pub fn open_from(from: std::net::IpAddr, http: SocketAddr) -> std::io::Result<HttpConnection> {
+        Ok(HttpConnection::over(connect_from(from, http)?))
+    }
+
+    fn over(stream: TcpStream) -> HttpConnection {
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         HttpConnection { reader: BufReader::new(stream) }
     }
@@ -316,7 +333,15 @@ pub struct MemcachedConnection {
 
 impl MemcachedConnection {
     pub fn open(memcached: SocketAddr) -> MemcachedConnection {
-        let stream = TcpStream::connect(memcached).unwrap();
+        MemcachedConnection::over(TcpStream::connect(memcached).unwrap())
+    }
+
+    /// A connection from the loopback address `from` (see [`connect_from`]).
+    pub fn open_from(from: std::net::IpAddr, memcached: SocketAddr) -> std::io::Result<MemcachedConnection> {
+        Ok(MemcachedConnection::over(connect_from(from, memcached)?))
+    }
+
+    fn over(stream: TcpStream) -> MemcachedConnection {
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         MemcachedConnection { reader: BufReader::new(stream) }
     }

@@ -1,0 +1,271 @@
+//! Which connection a full listener sheds, and how many one client address may hold.
+//!
+//! A cap that refuses newcomers hands the port to whoever filled it: connections that send half
+//! a request and wait keep every slot until their header timeout, and a producer arriving
+//! meanwhile gets nothing. So at the cap a listener sheds instead, as Envoy's overload manager
+//! and nginx's idle keep-alive reaping do: the connection that has gone longest without an
+//! answer — a half-sent request, a client that never sent one, an idle pooled connection — is
+//! closed, and the newcomer takes its place. A client being served is answered within
+//! milliseconds of its request, so it is never the one that waited longest. And one address
+//! holds at most `max_per_peer` connections (nginx's `limit_conn`), so a flood from one place
+//! cannot even fill the listener.
+//!
+//! Guarantees:
+//! - **Deterministic.** The choice is the smallest (last answer, admission number) among the
+//!   connections not already being shed — no hash order, no clock but `tokio::time` (madsim's
+//!   under the simulator).
+//! - **Bounded.** A connection is shed at most once; a newcomer waits for the place it freed at
+//!   most [`SHED_WAIT`], and is refused after that.
+//! - **Accounted.** Every admitted connection is in the [`Registry`] exactly while its
+//!   [`Slot`](super::Slot) lives; per-address counts include newcomers still waiting for a place.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How long a newcomer waits for the place a shed connection frees (its task ending, which is
+/// immediate unless the machine is overloaded) before it is refused after all.
+pub const SHED_WAIT: Duration = Duration::from_secs(1);
+
+/// When a connection last answered its client: milliseconds since its listener's epoch.
+#[derive(Debug)]
+pub struct Answered {
+    epoch: Instant,
+    at_ms: AtomicU64,
+}
+
+impl Answered {
+    /// Answered "now": a new connection counts as answered when admitted, so it has its whole
+    /// turn before it can be the one that waited longest.
+    fn new(epoch: Instant) -> Answered {
+        let answered = Answered { epoch, at_ms: AtomicU64::new(0) };
+        answered.now();
+        answered
+    }
+
+    fn now(&self) {
+        let ms = u64::try_from(Instant::now().saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
+        self.at_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn at_ms(&self) -> u64 {
+        self.at_ms.load(Ordering::Relaxed)
+    }
+}
+
+/// What the accept loop needs of one admitted connection: its answer clock (for [`Answering`])
+/// and the signal that it is shed.
+#[derive(Clone, Debug)]
+pub struct Ticket {
+    pub answered: Arc<Answered>,
+    pub shed: Arc<Notify>,
+}
+
+/// A stream that notes each write that moved bytes as an answer to its client.
+#[derive(Debug)]
+pub struct Answering<S> {
+    inner: S,
+    answered: Arc<Answered>,
+}
+
+impl<S> Answering<S> {
+    pub fn new(inner: S, answered: Arc<Answered>) -> Self {
+        Answering { inner, answered }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Answering<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Answering<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            this.answered.now();
+        }
+        poll
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            this.answered.now();
+        }
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// One admitted connection, as the registry sees it.
+#[derive(Debug)]
+struct Live {
+    ticket: Ticket,
+    /// Already told to close: not chosen again.
+    shedding: bool,
+}
+
+/// A listener's admitted connections and how many each client address holds.
+#[derive(Debug)]
+pub struct Registry {
+    epoch: Instant,
+    max_per_peer: usize,
+    next: u64,
+    live: BTreeMap<u64, Live>,
+    /// Admitted connections and newcomers waiting for a shed place, by address.
+    per_peer: BTreeMap<IpAddr, usize>,
+}
+
+impl Registry {
+    pub fn new(max_per_peer: usize) -> Registry {
+        assert!(max_per_peer >= 1, "validated: max_per_peer is at least 1");
+        Registry { epoch: Instant::now(), max_per_peer, next: 0, live: BTreeMap::new(), per_peer: BTreeMap::new() }
+    }
+
+    /// Counts one more connection from `peer`, or false if it already holds its share.
+    pub fn reserve(&mut self, peer: IpAddr) -> bool {
+        let held = self.per_peer.entry(peer).or_insert(0);
+        if *held >= self.max_per_peer {
+            return false;
+        }
+        *held += 1;
+        true
+    }
+
+    /// Undoes a [`reserve`](Self::reserve) (a newcomer that got no place, a connection closed).
+    pub fn release(&mut self, peer: IpAddr) {
+        match self.per_peer.get_mut(&peer) {
+            Some(held) if *held > 1 => *held -= 1,
+            Some(_) => {
+                self.per_peer.remove(&peer);
+            }
+            None => debug_assert!(false, "released {peer} more often than reserved"),
+        }
+    }
+
+    /// Registers a connection just admitted: its id and ticket.
+    pub fn enter(&mut self) -> (u64, Ticket) {
+        let id = self.next;
+        self.next += 1;
+        let ticket = Ticket { answered: Arc::new(Answered::new(self.epoch)), shed: Arc::new(Notify::new()) };
+        self.live.insert(id, Live { ticket: ticket.clone(), shedding: false });
+        (id, ticket)
+    }
+
+    /// Removes a closed connection.
+    pub fn leave(&mut self, id: u64) {
+        let removed = self.live.remove(&id);
+        debug_assert!(removed.is_some(), "connection {id} left twice");
+    }
+
+    /// Tells the connection that has gone longest without an answer to close, and returns
+    /// true; false when every connection is already being shed.
+    pub fn shed_longest_waiting(&mut self) -> bool {
+        let chosen = self
+            .live
+            .iter_mut()
+            .filter(|(_, live)| !live.shedding)
+            .min_by_key(|(id, live)| (live.ticket.answered.at_ms(), **id))
+            .map(|(_, live)| live);
+        match chosen {
+            Some(live) => {
+                live.shedding = true;
+                live.ticket.shed.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Addresses holding connections now, and how many (tests, metrics).
+    pub fn peers(&self) -> usize {
+        self.per_peer.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn an_address_holds_at_most_its_share_and_gets_it_back_as_it_closes() {
+        let mut registry = Registry::new(2);
+        assert!(registry.reserve(ip(1)) && registry.reserve(ip(1)));
+        assert!(!registry.reserve(ip(1)), "a third from one address is refused");
+        assert!(registry.reserve(ip(2)), "another address is not");
+        registry.release(ip(1));
+        assert!(registry.reserve(ip(1)));
+        assert_eq!(registry.peers(), 2);
+    }
+
+    // Tokio's paused clock; the simulator's runtime has its own.
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn the_connection_shed_is_the_one_unanswered_longest_and_none_is_shed_twice() {
+        let mut registry = Registry::new(8);
+        let (first, a) = registry.enter();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let (_, b) = registry.enter();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let (_, c) = registry.enter();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        // The first connection answered its client just now: the second waited longest, then
+        // the third.
+        a.answered.now();
+        assert!(registry.shed_longest_waiting());
+        assert!(tokio::time::timeout(Duration::ZERO, b.shed.notified()).await.is_ok(), "b is shed");
+        // Then the third (b is already being shed), then the first; then nothing is left.
+        assert!(registry.shed_longest_waiting());
+        assert!(tokio::time::timeout(Duration::ZERO, c.shed.notified()).await.is_ok(), "c is shed");
+        assert!(registry.shed_longest_waiting());
+        assert!(tokio::time::timeout(Duration::ZERO, a.shed.notified()).await.is_ok(), "a is shed");
+        assert!(!registry.shed_longest_waiting(), "every connection is being shed");
+        registry.leave(first);
+    }
+
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_moves_bytes_is_an_answer() {
+        let registry = Registry::new(1);
+        let answered = Arc::new(Answered::new(registry.epoch));
+        tokio::time::advance(Duration::from_millis(250)).await;
+        let (client, server) = tokio::io::duplex(64);
+        let mut server = Answering::new(server, answered.clone());
+        assert_eq!(answered.at_ms(), 0);
+        tokio::io::AsyncWriteExt::write_all(&mut server, b"HTTP/1.1 200 OK\r\n").await.unwrap();
+        assert_eq!(answered.at_ms(), 250);
+        drop(client);
+    }
+}
