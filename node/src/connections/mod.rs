@@ -147,7 +147,7 @@ pub enum Admission {
 /// is free, and is removed again if the place does not come.
 #[derive(Debug)]
 pub struct Waiting {
-    permits: Arc<Semaphore>,
+    inheritance: shed::Inheritance,
     registry: Arc<Mutex<Registry>>,
     id: u64,
     peer: IpAddr,
@@ -163,14 +163,16 @@ impl Waiting {
         &self.ticket
     }
 
-    /// The place the shed connection frees, within [`SHED_WAIT`]; None (refused, counted) past it.
+    /// The place the shed connection hands over, within [`SHED_WAIT`]; None (refused, counted)
+    /// past it.
     pub async fn place(self) -> Option<Slot> {
-        match tokio::time::timeout(SHED_WAIT, self.permits.clone().acquire_owned()).await {
+        match tokio::time::timeout(SHED_WAIT, self.inheritance).await {
             Ok(Ok(permit)) => {
+                lock(&self.registry).placed(self.id);
                 self.accepted.inc();
                 self.open.inc();
                 Some(Slot {
-                    _permit: permit,
+                    permit: Some(permit),
                     open: self.open.clone(),
                     registry: self.registry.clone(),
                     id: self.id,
@@ -178,11 +180,12 @@ impl Waiting {
                     ticket: self.ticket,
                 })
             }
-            // The semaphore is never closed; a timeout is the machine too busy to end the shed
-            // connection's task in time.
+            // The shed connection's task did not end in time (the machine overloaded), or its
+            // place was lost with it (dropped without a handover: not expected).
             Ok(Err(_)) | Err(_) => {
                 let mut registry = lock(&self.registry);
-                registry.leave(self.id);
+                // Never chosen while waiting: it has no heir of its own.
+                let _ = registry.leave(self.id);
                 registry.release(self.peer);
                 drop(registry);
                 self.refused.inc();
@@ -222,7 +225,8 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// address's share.
 #[derive(Debug)]
 pub struct Slot {
-    _permit: OwnedSemaphorePermit,
+    /// Taken in `drop` to hand to an heir; always present before.
+    permit: Option<OwnedSemaphorePermit>,
     open: Gauge,
     registry: Arc<Mutex<Registry>>,
     id: u64,
@@ -240,10 +244,15 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut registry = lock(&self.registry);
-        registry.leave(self.id);
+        let heir = registry.leave(self.id);
         registry.release(self.peer);
         drop(registry);
         self.open.dec();
+        // Shed for a newcomer: the place is its. If it gave up waiting, the place returns to the
+        // listener as the permit drops.
+        if let (Some(heir), Some(permit)) = (heir, self.permit.take()) {
+            let _ = heir.send(permit);
+        }
     }
 }
 
@@ -278,12 +287,12 @@ impl Gate {
             return Admission::Refused;
         }
         if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            let (id, ticket) = registry.enter();
+            let (id, ticket) = registry.enter(true);
             drop(registry);
             self.accepted.inc();
             self.open.inc();
             return Admission::Admitted(Slot {
-                _permit: permit,
+                permit: Some(permit),
                 open: self.open.clone(),
                 registry: self.registry.clone(),
                 id,
@@ -291,12 +300,12 @@ impl Gate {
                 ticket,
             });
         }
-        if registry.shed_longest_waiting() {
-            let (id, ticket) = registry.enter();
+        if let Some(inheritance) = registry.shed_longest_waiting() {
+            let (id, ticket) = registry.enter(false);
             drop(registry);
             self.shed.inc();
             return Admission::Waiting(Waiting {
-                permits: self.permits.clone(),
+                inheritance,
                 registry: self.registry.clone(),
                 id,
                 peer,

@@ -14,8 +14,10 @@
 //! - **Deterministic.** The choice is the smallest (last answer, admission number) among the
 //!   connections not already being shed — no hash order, no clock but `tokio::time` (madsim's
 //!   under the simulator).
-//! - **Bounded.** A connection is shed at most once; a newcomer waits for the place it freed at
-//!   most [`SHED_WAIT`], and is refused after that.
+//! - **The freed place is the newcomer's.** The shed connection hands its place straight to the
+//!   newcomer it was shed for, so a later arrival that finds a place free cannot take it; a
+//!   newcomer waits for it at most [`SHED_WAIT`], and is refused after that. A connection is
+//!   shed at most once, and a newcomer still waiting for its place is never chosen.
 //! - **Accounted.** Every admitted connection is in the [`Registry`] exactly while its
 //!   [`Slot`](super::Slot) lives; per-address counts include newcomers still waiting for a place.
 
@@ -29,12 +31,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, oneshot};
 use tokio::time::Instant;
 
-/// How long a newcomer waits for the place a shed connection frees (its task ending, which is
-/// immediate unless the machine is overloaded) before it is refused after all.
-pub const SHED_WAIT: Duration = Duration::from_secs(1);
+/// How long a newcomer waits for the place a shed connection frees (that connection's task
+/// ending, at its next poll: immediate unless the machine is overloaded) before it is refused
+/// after all. Far below any client's own timeout, so a client never waits on this instead of
+/// being refused.
+pub const SHED_WAIT: Duration = Duration::from_secs(5);
 
 /// When a connection last answered its client: milliseconds since its listener's epoch.
 #[derive(Debug)]
@@ -125,12 +129,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Answering<S> {
     }
 }
 
+/// Where a shed connection's place goes: the newcomer it was shed for.
+pub type Heir = oneshot::Sender<OwnedSemaphorePermit>;
+/// The newcomer's end: the place, once the shed connection has closed.
+pub type Inheritance = oneshot::Receiver<OwnedSemaphorePermit>;
+
 /// One admitted connection, as the registry sees it.
 #[derive(Debug)]
 struct Live {
     ticket: Ticket,
-    /// Already told to close: not chosen again.
-    shedding: bool,
+    /// Holds its place (false: a newcomer still waiting for a shed connection's).
+    placed: bool,
+    /// Told to close, its place promised to this newcomer: not chosen again.
+    heir: Option<Heir>,
 }
 
 /// A listener's admitted connections and how many each client address holds.
@@ -171,38 +182,44 @@ impl Registry {
         }
     }
 
-    /// Registers a connection just admitted: its id and ticket.
-    pub fn enter(&mut self) -> (u64, Ticket) {
+    /// Registers a connection: admitted with a place (`placed`), or a newcomer waiting for a
+    /// shed connection's. Its id and ticket.
+    pub fn enter(&mut self, placed: bool) -> (u64, Ticket) {
         let id = self.next;
         self.next += 1;
         let ticket = Ticket { answered: Arc::new(Answered::new(self.epoch)), shed: Arc::new(Notify::new()) };
-        self.live.insert(id, Live { ticket: ticket.clone(), shedding: false });
+        self.live.insert(id, Live { ticket: ticket.clone(), placed, heir: None });
         (id, ticket)
     }
 
-    /// Removes a closed connection.
-    pub fn leave(&mut self, id: u64) {
-        let removed = self.live.remove(&id);
-        debug_assert!(removed.is_some(), "connection {id} left twice");
+    /// A waiting newcomer got its place.
+    pub fn placed(&mut self, id: u64) {
+        if let Some(live) = self.live.get_mut(&id) {
+            live.placed = true;
+        }
     }
 
-    /// Tells the connection that has gone longest without an answer to close, and returns
-    /// true; false when every connection is already being shed.
-    pub fn shed_longest_waiting(&mut self) -> bool {
+    /// Removes a closed connection; the newcomer its place is promised to, if it was shed.
+    pub fn leave(&mut self, id: u64) -> Option<Heir> {
+        let removed = self.live.remove(&id);
+        debug_assert!(removed.is_some(), "connection {id} left twice");
+        removed.and_then(|live| live.heir)
+    }
+
+    /// Tells the connection that has gone longest without an answer to close, promising its
+    /// place to the newcomer that gets the returned end; None when no placed connection is left
+    /// that is not already being shed.
+    pub fn shed_longest_waiting(&mut self) -> Option<Inheritance> {
         let chosen = self
             .live
             .iter_mut()
-            .filter(|(_, live)| !live.shedding)
+            .filter(|(_, live)| live.placed && live.heir.is_none())
             .min_by_key(|(id, live)| (live.ticket.answered.at_ms(), **id))
-            .map(|(_, live)| live);
-        match chosen {
-            Some(live) => {
-                live.shedding = true;
-                live.ticket.shed.notify_one();
-                true
-            }
-            None => false,
-        }
+            .map(|(_, live)| live)?;
+        let (heir, inheritance) = oneshot::channel();
+        chosen.heir = Some(heir);
+        chosen.ticket.shed.notify_one();
+        Some(inheritance)
     }
 
     /// Addresses holding connections now, and how many (tests, metrics).
@@ -235,24 +252,30 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_connection_shed_is_the_one_unanswered_longest_and_none_is_shed_twice() {
         let mut registry = Registry::new(8);
-        let (first, a) = registry.enter();
+        let (first, a) = registry.enter(true);
         tokio::time::advance(Duration::from_millis(10)).await;
-        let (_, b) = registry.enter();
+        let (_, b) = registry.enter(true);
         tokio::time::advance(Duration::from_millis(10)).await;
-        let (_, c) = registry.enter();
+        let (_, c) = registry.enter(true);
+        // A newcomer still waiting for a place is never the one shed.
+        let _ = registry.enter(false);
         tokio::time::advance(Duration::from_millis(5)).await;
         // The first connection answered its client just now: the second waited longest, then
         // the third.
         a.answered.now();
-        assert!(registry.shed_longest_waiting());
+        assert!(registry.shed_longest_waiting().is_some());
         assert!(tokio::time::timeout(Duration::ZERO, b.shed.notified()).await.is_ok(), "b is shed");
         // Then the third (b is already being shed), then the first; then nothing is left.
-        assert!(registry.shed_longest_waiting());
+        assert!(registry.shed_longest_waiting().is_some());
         assert!(tokio::time::timeout(Duration::ZERO, c.shed.notified()).await.is_ok(), "c is shed");
-        assert!(registry.shed_longest_waiting());
+        let inheritance = registry.shed_longest_waiting().expect("a is left");
         assert!(tokio::time::timeout(Duration::ZERO, a.shed.notified()).await.is_ok(), "a is shed");
-        assert!(!registry.shed_longest_waiting(), "every connection is being shed");
-        registry.leave(first);
+        assert!(registry.shed_longest_waiting().is_none(), "every placed connection is being shed");
+        // The first's place goes to its heir when it leaves.
+        let heir = registry.leave(first).expect("a was shed for a newcomer");
+        let permit = Arc::new(tokio::sync::Semaphore::new(1)).try_acquire_owned().unwrap();
+        heir.send(permit).unwrap();
+        assert!(inheritance.await.is_ok());
     }
 
     #[cfg(not(madsim))]
