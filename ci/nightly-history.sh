@@ -31,7 +31,7 @@ except ValueError as e:
     sys.exit(f"ci/nightly-history.sh: {path}: not JSON: {e}")
 if not night or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", night.get("date") or ""):
     sys.exit(f"ci/nightly-history.sh: {path}: not stamped with a night's date (merge it with a qsim that stamps nights)")
-commit = re.search(r"\(([0-9A-Za-z._-]+)\)$", night.get("build") or "")
+commit = re.search(r"\(([0-9A-Za-z._+-]+)\)$", night.get("build") or "")
 print(f"{night['date']}-{commit.group(1) if commit else 'unknown'}")
 EOF
 ) || exit 2

@@ -1,15 +1,45 @@
-//! Records the commit qsim was built from, for the reproduce line and the report header.
+//! Records the commit qsim was built from, for the reproduce line, the report header and the
+//! nightly's stamp: `<commit>` for a clean checkout, `<commit>+dirty` when tracked files differ
+//! from it — a binary built from uncommitted changes must not pass for the commit's own (a night
+//! of it would be filed under that commit, and `qsim diff` would call two builds one).
 
-fn main() {
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown commit".to_string());
+}
+
+fn main() {
+    let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
+        // Untracked files (runs/, a scratch scenario) are not part of the build.
+        Some(commit) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("{commit}+dirty"),
+            _ => commit,
+        },
+        None => "unknown commit".to_string(),
+    };
     println!("cargo:rustc-env=QSIM_COMMIT={commit}");
-    // A new commit or checkout appends to HEAD's reflog.
-    println!("cargo:rerun-if-changed=../.git/logs/HEAD");
-    println!("cargo:rerun-if-changed=../.git/HEAD");
+    // Run again on a new commit or checkout (HEAD and its reflog; the index on `git add`), and on
+    // any change to the sources that go into the binary, which is what makes a tree dirty. In a
+    // git worktree `.git` is a file and these paths do not exist, which cargo takes as changed:
+    // the script then runs at every build, which is still right.
+    for path in [
+        "../.git/HEAD",
+        "../.git/logs/HEAD",
+        "../.git/index",
+        "../Cargo.toml",
+        "../Cargo.lock",
+        "../node",
+        "../sim/src",
+        "../reports/src",
+        "../vocab/src",
+        "../vendor",
+    ] {
+        println!("cargo:rerun-if-changed={path}");
+    }
 }
