@@ -17,7 +17,9 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let commit = match git(&["rev-parse", "--short=12", "HEAD"]) {
         // Untracked files (runs/, a scratch scenario) are not part of the build.
-        Some(commit) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        // --no-optional-locks: `status` must not refresh the index, which this script watches
+        // (it would run again at every build).
+        Some(commit) => match git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]) {
             Some(changes) if !changes.is_empty() => format!("{commit}+dirty"),
             _ => commit,
         },
