@@ -50,6 +50,7 @@ use crate::entry::{Op, validate_key};
 use crate::observe::Probe;
 use crate::root::WriteQueue;
 use crate::state::NodeState;
+use crate::tls::Secured;
 
 /// Largest request body: one maximal value plus framing, or a batch of small writes.
 pub const BODY_BYTES_MAX: usize = 2 << 20;
@@ -116,6 +117,17 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
             let limits = api.state.config.connections.http.clone();
             let gate = api.state.connections.gate(ListenerKind::Http);
             let stream = WriteDeadline::new(stream, limits.write_timeout, gate.timed_out_counter());
+            let stream = match api.state.tls.as_ref().filter(|tls| tls.config().https) {
+                None => Secured::Plain(stream),
+                // The handshake within the headers' deadline: it is what comes before them.
+                Some(tls) => {
+                    let deadline = limits.header_read_timeout;
+                    match tls.accept(&api.state.metrics, ListenerKind::Http, peer, stream, deadline).await {
+                        Some(tls) => Secured::Tls(Box::new(tls)),
+                        None => return,
+                    }
+                }
+            };
             let stream = FlushWhenWritten::new(stream);
             let service_api = api.clone();
             let service = hyper::service::service_fn(move |request| {

@@ -39,6 +39,7 @@ pub mod root;
 pub mod state;
 pub mod store;
 pub mod testkit;
+pub mod tls;
 
 pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, StoredEntry, VerifiedEntry};
 pub use store::{

@@ -9,6 +9,9 @@
 //! cap, accepted, refused at the cap, and closed because a deadline passed; and the bytes queued
 //! for the root's next commit.
 //!
+//! TLS (`[tls]`): handshakes completed and failed, by listener, side and reason, and reloads of
+//! the certificate files by outcome.
+//!
 //! Memory and cache (refreshed once a second by the node's memory sampler, which only the
 //! real `qs-node` process runs; they stay 0 in the simulator and in in-process test nodes):
 //! resident set size, the memory limit, the memory accounted for by `component` (the engine's
@@ -58,6 +61,9 @@ pub struct Metrics {
     pub connections_shed: Family<Labels, Counter>,
     pub connections_max_per_peer: Family<Labels, Gauge>,
     pub connections_timed_out: Family<Labels, Counter>,
+    pub tls_handshakes: Family<Labels, Counter>,
+    pub tls_handshake_failures: Family<Labels, Counter>,
+    pub tls_reloads: Family<Labels, Counter>,
     pub write_queue_bytes: Gauge,
     pub resident_bytes: Gauge,
     pub memory_limit_bytes: Gauge,
@@ -100,6 +106,9 @@ impl Default for Metrics {
             connections_shed: Family::default(),
             connections_max_per_peer: Family::default(),
             connections_timed_out: Family::default(),
+            tls_handshakes: Family::default(),
+            tls_handshake_failures: Family::default(),
+            tls_reloads: Family::default(),
             write_queue_bytes: Gauge::default(),
             resident_bytes: Gauge::default(),
             memory_limit_bytes: Gauge::default(),
@@ -173,6 +182,21 @@ impl Default for Metrics {
             "connections_timed_out",
             "Connections closed because a client kept a read or write waiting past its timeout",
             m.connections_timed_out.clone(),
+        );
+        r.register(
+            "tls_handshakes",
+            "TLS handshakes completed, by listener and side (server: accepted, client: dialled)",
+            m.tls_handshakes.clone(),
+        );
+        r.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed, by listener, side and reason (no_certificate, unknown_issuer, expired, not_tls, ...)",
+            m.tls_handshake_failures.clone(),
+        );
+        r.register(
+            "tls_reloads",
+            "Changed TLS files read: loaded (in use from the next connection) or refused (the previous ones kept)",
+            m.tls_reloads.clone(),
         );
         r.register(
             "write_queue_bytes",

@@ -6,6 +6,9 @@
 //! node, if there is one — and prints what it holds (see `qs_node::inspect` for the report, the
 //! dump format and its exit codes: 0 ok, 1 unreadable, 2 usage, 3 damage found, 4 no store).
 //!
+//! `qs-node certs ca --out DIR` and `qs-node certs node --ca DIR --name NAME --ip IP ...` issue
+//! the certificates `[tls]` reads (`qs_node::tls::issue`; docs/operating.md, "TLS").
+//!
 //! Logs go to standard error (`qs_node::logs`): `text`, coloured only on a terminal, or `json`,
 //! one object per line; levels from `RUST_LOG` (or `QS_LOG`), default `info`.
 //!
@@ -63,6 +66,48 @@ struct Args {
 enum Command {
     /// Open a store read-only (beside its running node, if any) and report what it holds.
     Inspect(InspectArgs),
+    /// Issue TLS certificates: a CA for one deployment, and each node's certificate.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum CertsCommand {
+    /// A new CA: writes ca.pem (give it to every node as tls.ca) and ca.key (keep it off the nodes).
+    Ca {
+        /// Where to write ca.pem and ca.key.
+        #[arg(long)]
+        out: PathBuf,
+        /// The CA's common name. Default: "qs-node CA" and a random suffix, so that two CAs
+        /// never share a name (a verifier matches a certificate's issuer by name first).
+        #[arg(long)]
+        name: Option<String>,
+        /// Days the CA is valid from now.
+        #[arg(long, default_value_t = 3650)]
+        days: u32,
+    },
+    /// A node certificate signed by the CA in --ca: writes <name>.pem and <name>.key into --out,
+    /// replacing them if present (a rotation: the node picks them up within tls.reload_interval).
+    Node {
+        /// The folder holding ca.pem and ca.key.
+        #[arg(long)]
+        ca: PathBuf,
+        /// The node's name: the certificate's common name and the files' names.
+        #[arg(long)]
+        name: String,
+        /// An IP address peers dial this node at (its listen.replication address); repeatable.
+        #[arg(long = "ip", required = true)]
+        ips: Vec<std::net::IpAddr>,
+        /// A DNS name clients of the HTTPS port use; repeatable.
+        #[arg(long = "dns")]
+        dns_names: Vec<String>,
+        /// Days the certificate is valid from now.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Where to write the files (default: --ca).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,8 +140,10 @@ struct InspectArgs {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Command::Inspect(inspect_args)) = args.command {
-        return run_inspect(inspect_args);
+    match args.command {
+        Some(Command::Inspect(inspect_args)) => return run_inspect(inspect_args),
+        Some(Command::Certs(certs)) => return run_certs(certs),
+        None => {}
     }
     let Some(config_path) = args.config else {
         unreachable!("clap requires --config without a subcommand");
@@ -127,6 +174,53 @@ fn main() -> ExitCode {
     #[cfg(not(madsim))]
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
+}
+
+/// `qs-node certs`: exit 0 with the files written, 1 when they could not be.
+fn run_certs(command: CertsCommand) -> ExitCode {
+    use qs_node::tls::issue::{Issued, KeySource, Validity, new_ca, node_certificate};
+    let now = std::time::SystemTime::now();
+    let written = match command {
+        CertsCommand::Ca { out, name, days } => {
+            if out.join("ca.key").exists() {
+                eprintln!(
+                    "qs-node certs ca: {} exists; a new CA would lock out every node certified by it. \
+                     Move it away first if that is what you want",
+                    out.join("ca.key").display()
+                );
+                return ExitCode::FAILURE;
+            }
+            let name =
+                name.unwrap_or_else(|| format!("qs-node CA {}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+            new_ca(&name, Validity::days_from(now, days), KeySource::Generated)
+                .map_err(|e| e.to_string())
+                .and_then(|ca| ca.write(&out, "ca").map_err(|e| e.to_string()))
+        }
+        CertsCommand::Node { ca, name, ips, dns_names, days, out } => Issued::read(&ca, "ca")
+            .map_err(|e| format!("the CA: {e}"))
+            .and_then(|authority| {
+                node_certificate(
+                    &authority,
+                    &name,
+                    &ips,
+                    &dns_names,
+                    Validity::days_from(now, days),
+                    KeySource::Generated,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .and_then(|issued| issued.write(out.as_ref().unwrap_or(&ca), &name).map_err(|e| e.to_string())),
+    };
+    match written {
+        Ok((certificate, key)) => {
+            println!("{}\n{}", certificate.display(), key.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("qs-node certs: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Serves until a signal, then shuts down (see the module doc).

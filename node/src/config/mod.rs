@@ -55,6 +55,13 @@
 //! max = 256
 //! idle_timeout = "30s"                # the client's hello; writing a frame
 //!
+//! [tls]                               # optional: mutual TLS on replication (see crate::tls)
+//! certificate = "/etc/qs-node/tls/edge-1.pem"
+//! key = "/etc/qs-node/tls/edge-1.key"
+//! ca = "/etc/qs-node/tls/ca.pem"
+//! # reload_interval = "10s"
+//! # https = false                     # true: the HTTP port serves HTTPS only
+//!
 //! [root]                              # role = "root" only
 //! batch_window = "500ms"
 //! heartbeat_interval = "1s"
@@ -158,6 +165,9 @@ pub struct NodeConfig {
     /// Per listener: the cap on open connections and the clients' deadlines.
     #[serde(default)]
     pub connections: crate::connections::ConnectionsConfig,
+    /// Mutual TLS on replication (and HTTPS as an option); unset, both are plaintext.
+    #[serde(default)]
+    pub tls: Option<crate::tls::TlsConfig>,
     /// Legacy behaviours from the seeds, off by default, switched on only to show that the
     /// simulator's checkers catch them (the "bug zoo").
     #[serde(default)]

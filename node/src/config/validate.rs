@@ -35,6 +35,18 @@ impl NodeConfig {
         }
         self.validate_memory()?;
         self.connections.validate()?;
+        if let Some(tls) = &self.tls {
+            use crate::tls::{RELOAD_INTERVAL_MAX, RELOAD_INTERVAL_MIN};
+            if !(RELOAD_INTERVAL_MIN..=RELOAD_INTERVAL_MAX).contains(&tls.reload_interval) {
+                return Err((
+                    "tls.reload_interval",
+                    format!(
+                        "{:?} is out of range; allowed {RELOAD_INTERVAL_MIN:?} to {RELOAD_INTERVAL_MAX:?}",
+                        tls.reload_interval
+                    ),
+                ));
+            }
+        }
         let r = &self.replication;
         let sources = r.primaries.len() + r.secondaries.len();
         match self.role {

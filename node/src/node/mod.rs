@@ -23,7 +23,7 @@
 mod tasks;
 
 pub use tasks::LEGACY_WRITEBACK;
-use tasks::{legacy_writeback, run_gc, scrub, serve_memcached};
+use tasks::{legacy_writeback, reload_tls, run_gc, scrub, serve_memcached};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,8 +33,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::{NodeConfig, Role};
 use crate::connections::{Lifecycle, ListenerKind};
-use crate::observe::NodeObserver;
-use crate::state::{DiskModel, DiskOp, NodeState};
+pub use crate::state::SimHooks;
+use crate::state::{DiskOp, NodeState};
 use crate::store::{Store, StoreError, StoreLocation};
 
 /// Why a node did not start.
@@ -49,6 +49,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("loading [tls]: {0}")]
+    Tls(#[from] crate::tls::MaterialError),
 }
 
 /// A started node: its state and its tasks.
@@ -102,17 +104,6 @@ fn set_aside_damaged_store(
     Ok(kept.display().to_string())
 }
 
-/// What a simulator attaches to a node it starts; the default, nothing, is a real node.
-#[derive(Clone, Debug, Default)]
-pub struct SimHooks {
-    /// A disk model charging every store operation (and failing them, as the fault says).
-    pub disk: Option<Arc<dyn DiskModel>>,
-    /// Told what the node does, as it does it.
-    pub observer: Option<Arc<dyn NodeObserver>>,
-    /// The node's fault points may fire (under the simulator only; see `crate::fault_points`).
-    pub fault_points: bool,
-}
-
 impl Node {
     /// Opens the store the configuration names, binds every listener, and starts the role's tasks.
     pub async fn start(config: NodeConfig, node_id: u128) -> Result<Node, StartError> {
@@ -133,7 +124,9 @@ impl Node {
         node_id: u128,
         hooks: SimHooks,
     ) -> Result<Node, StartError> {
-        let SimHooks { disk, observer, fault_points } = hooks;
+        // Before the store: a node whose certificates do not load must not start half-way.
+        let tls = config.tls.as_ref().map(crate::tls::Tls::load).transpose()?;
+        let disk = hooks.disk.clone();
         if let Some(disk) = &disk {
             let latency = disk.charge(DiskOp::Open);
             tokio::time::sleep(latency).await;
@@ -168,7 +161,7 @@ impl Node {
             _ => None,
         };
         let resume_from = store.applied_index();
-        let state = NodeState::with_disk(config, store, node_id, disk, memory_disk, observer, fault_points);
+        let state = NodeState::with_disk(config, store, node_id, memory_disk, hooks, tls);
         if damaged_at_open {
             state.found_damage();
         } else {
@@ -200,6 +193,9 @@ impl Node {
         background.push(tokio::spawn(run_gc(state.clone())));
         if !state.config.storage.scrub_interval.is_zero() {
             background.push(tokio::spawn(scrub(state.clone())));
+        }
+        if state.tls.is_some() {
+            background.push(tokio::spawn(reload_tls(state.clone())));
         }
         if state.config.planted().acknowledge_before_sync {
             background.push(tokio::spawn(legacy_writeback(state.clone())));

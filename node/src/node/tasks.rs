@@ -1,5 +1,5 @@
 //! A node's long-running tasks besides replication: the memcached listener, the scrub, log
-//! garbage collection, and the legacy writeback a planted bug relies on. Each loops until the
+//! garbage collection, the TLS files' reload, and the legacy writeback a planted bug relies on. Each loops until the
 //! node aborts it or (the listener) starts draining.
 
 use std::sync::Arc;
@@ -32,6 +32,16 @@ pub(super) async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener
         }
     })
     .await
+}
+
+/// Reads the `[tls]` files every `tls.reload_interval`, so that rotated certificates are used
+/// from the next connection on (`Tls::reload` logs and counts what changed).
+pub(super) async fn reload_tls(state: Arc<NodeState>) {
+    let Some(tls) = &state.tls else { return };
+    loop {
+        tokio::time::sleep(tls.config().reload_interval).await;
+        tls.reload(&state.metrics);
+    }
 }
 
 /// Reads back every stored value against its checksum every `storage.scrub_interval`, so

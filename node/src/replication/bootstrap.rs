@@ -21,7 +21,6 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use super::protocol::{Message, Want, read_message, write_message};
@@ -100,10 +99,10 @@ async fn fetch_and_install(
         manifest_fingerprint: staged.as_ref().map(|(m, _)| m.fingerprint()),
     };
     let deadline = state.config.replication.snapshot_timeout;
-    let mut stream = timeout(deadline, TcpStream::connect(source))
-        .await
-        .map_err(|_| format!("connect timed out after {deadline:?} (replication.snapshot_timeout)"))?
-        .map_err(|e| format!("connect: {e}"))?;
+    let mut stream = super::dial::dial(state, source, deadline).await.map_err(|e| match e {
+        super::dial::DialError::TimedOut(_) => format!("{e} (replication.snapshot_timeout)"),
+        _ => e.to_string(),
+    })?;
     write_message(&mut stream, &Message::Hello(state.hello(want, None))).await.map_err(|e| e.to_string())?;
     progress.stage = BootstrapStage::Manifest;
     let mut import: Option<SnapshotImport> = None;

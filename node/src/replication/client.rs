@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::bootstrap::{BootstrapFailed, bootstrap};
@@ -248,10 +247,9 @@ fn write_legacy_cursor_at(state: &NodeState, index: u64) {
 /// `left_because` says why the previous source was left (for the trace).
 async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>, left_because: SourceChange) -> Ended {
     let staleness = state.config.replication.staleness_failover;
-    let mut stream = match timeout(staleness, TcpStream::connect(source)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return Ended::Disconnected(format!("connect: {e}")),
-        Err(_) => return Ended::Disconnected("connect timed out".into()),
+    let mut stream = match super::dial::dial(state, source, staleness).await {
+        Ok(stream) => stream,
+        Err(e) => return Ended::Disconnected(e.to_string()),
     };
     match timeout(staleness, write_message(&mut stream, &Message::Hello(state.hello(Want::Log, resume_from)))).await {
         Ok(Ok(())) => {}
@@ -486,6 +484,7 @@ mod tests {
     use crate::config::NodeConfig;
     use crate::entry::{DatabaseId, Op};
     use crate::observe::NodeObserver;
+    use crate::state::SimHooks;
     use crate::store::{MemDisk, OpenOptions, Store, StoreLocation};
 
     /// The commits a replica made: each `Applied` event's first and last index.
@@ -512,7 +511,17 @@ mod tests {
         let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
         let commits = Arc::new(Commits::default());
         let observer: Arc<dyn NodeObserver> = commits.clone();
-        (NodeState::with_disk(config, store, 1, None, None, Some(observer), false), commits)
+        (
+            NodeState::with_disk(
+                config,
+                store,
+                1,
+                None,
+                SimHooks { observer: Some(observer), ..SimHooks::default() },
+                None,
+            ),
+            commits,
+        )
     }
 
     /// `count` entries as a source sends them, chained from the start.

@@ -3,6 +3,7 @@
 
 pub mod bootstrap;
 pub mod client;
+pub mod dial;
 pub mod protocol;
 pub mod server;
 pub mod staleness;

@@ -37,6 +37,7 @@ use crate::observe::Probe;
 use crate::state::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
+use crate::tls::Secured;
 
 /// Bounds on one `Entries` frame.
 pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
@@ -79,12 +80,28 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
             let gate = state.connections.gate(ListenerKind::Replication);
             let idle = state.config.connections.replication.idle_timeout;
             let stream = WriteDeadline::new(stream, idle, gate.timed_out_counter());
+            let secured = async {
+                match &state.tls {
+                    None => Some(Secured::Plain(stream)),
+                    // The handshake within the hello's deadline: a peer that stalls in it is
+                    // a client that sends no hello.
+                    Some(tls) => tls
+                        .accept(&state.metrics, ListenerKind::Replication, peer, stream, idle)
+                        .await
+                        .map(|tls| Secured::Tls(Box::new(tls))),
+                }
+            };
             let served = tokio::select! {
                 // Fixed poll order: select!'s default random order draws from a process-wide
                 // seed, which would make runs differ under one simulator seed.
                 biased;
                 () = reached(&mut lifecycle, Lifecycle::Draining) => Ok(()),
-                served = serve(&state, stream, &bootstraps, &exports) => served,
+                served = async {
+                    match secured.await {
+                        Some(stream) => serve(&state, stream, &bootstraps, &exports).await,
+                        None => Ok(()),
+                    }
+                } => served,
             };
             if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "replication client disconnected");

@@ -22,7 +22,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout};
 
 use super::protocol::KEEPALIVE_INTERVAL;
@@ -122,7 +121,7 @@ async fn probe(state: &NodeState, others: &[SocketAddr]) -> Option<SocketAddr> {
 }
 
 async fn probe_one(state: &NodeState, source: SocketAddr, mine: u64) -> bool {
-    let Ok(Ok(mut stream)) = timeout(KEEPALIVE_INTERVAL, TcpStream::connect(source)).await else { return false };
+    let Ok(mut stream) = super::dial::dial(state, source, KEEPALIVE_INTERVAL).await else { return false };
     let mut hello = state.hello(Want::Log, None);
     hello.newest_only = true;
     if write_message(&mut stream, &Message::Hello(hello)).await.is_err() {

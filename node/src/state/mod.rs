@@ -20,6 +20,7 @@ use crate::observe::{NodeEvent, NodeObserver};
 use crate::replication::protocol::{ClientHello, PROTOCOL_VERSION, SOURCE_QUIET, UpstreamStatus, Want};
 use crate::store::Store;
 use crate::store::faults::IoOp;
+use crate::tls::Tls;
 
 mod disk;
 pub use disk::{DiskModel, DiskOp, PageAccess};
@@ -35,6 +36,17 @@ impl Drop for FaultPointOver<'_> {
 
 /// How long a commit stalls when the `SlowCommit` fault point fires.
 const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a simulator attaches to a node it starts; the default, nothing, is a real node.
+#[derive(Clone, Debug, Default)]
+pub struct SimHooks {
+    /// A disk model charging every store operation (and failing them, as the fault says).
+    pub disk: Option<Arc<dyn DiskModel>>,
+    /// Told what the node does, as it does it.
+    pub observer: Option<Arc<dyn NodeObserver>>,
+    /// The node's fault points may fire (under the simulator only; see `crate::fault_points`).
+    pub fault_points: bool,
+}
 
 /// State shared by every task of one node.
 #[derive(Debug)]
@@ -76,24 +88,26 @@ pub struct NodeState {
     ready: std::sync::atomic::AtomicBool,
     /// The listeners' caps and counters.
     pub connections: Connections,
+    /// The certificates in use, with `[tls]` set.
+    pub tls: Option<Tls>,
     /// Serving, draining or stopped; only `Node::shutdown` moves it.
     pub(crate) lifecycle: watch::Sender<Lifecycle>,
 }
 
 impl NodeState {
     pub fn new(config: NodeConfig, store: Store, node_id: u128) -> Arc<NodeState> {
-        NodeState::with_disk(config, store, node_id, None, None, None, false)
+        NodeState::with_disk(config, store, node_id, None, SimHooks::default(), None)
     }
 
     pub(crate) fn with_disk(
         config: NodeConfig,
         store: Store,
         node_id: u128,
-        disk: Option<Arc<dyn DiskModel>>,
         memory_disk: Option<crate::store::MemDisk>,
-        observer: Option<Arc<dyn NodeObserver>>,
-        fault_points: bool,
+        hooks: SimHooks,
+        tls: Option<Tls>,
     ) -> Arc<NodeState> {
+        let SimHooks { disk, observer, fault_points } = hooks;
         // A replica serves reads at once only from a store it had caught up with before: one
         // that started empty and has not caught up since (its `catching-up` marker is there)
         // holds whatever a source gave it first, maybe an old state from one that was behind.
@@ -131,6 +145,7 @@ impl NodeState {
             observer,
             ready: std::sync::atomic::AtomicBool::new(ready),
             connections,
+            tls,
             lifecycle: watch::Sender::new(Lifecycle::Serving),
         });
         state.after_apply();

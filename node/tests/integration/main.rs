@@ -27,3 +27,4 @@ mod resources;
 mod shutdown;
 mod simulated;
 mod snapshot;
+mod tls;
