@@ -185,3 +185,18 @@ fn refuses_a_replica_that_lists_itself() {
     let err = refused(replica);
     assert!(err.contains("own replication address"), "{err}");
 }
+
+#[test]
+fn tls_takes_its_files_and_bounds_its_reload_interval() {
+    let tls = "[tls]\ncertificate = \"node.pem\"\nkey = \"node.key\"\nca = \"ca.pem\"\n";
+    let config = NodeConfig::parse(&format!("{ROOT}{tls}"), "root.toml").unwrap();
+    let parsed = config.tls.expect("[tls] parsed");
+    assert_eq!(parsed.reload_interval, crate::tls::RELOAD_INTERVAL_DEFAULT);
+    assert!(NodeConfig::parse(ROOT, "root.toml").unwrap().tls.is_none(), "no [tls]: plaintext");
+    for interval in ["\"0s\"", "\"2h\""] {
+        let err = refused(&format!("{ROOT}{tls}reload_interval = {interval}\n"));
+        assert!(err.contains("tls.reload_interval") && err.contains("out of range"), "{err}");
+    }
+    let err = refused(&format!("{ROOT}[tls]\ncertificate = \"node.pem\"\nkey = \"node.key\"\n"));
+    assert!(err.contains("ca"), "{err}");
+}

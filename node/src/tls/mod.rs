@@ -308,3 +308,6 @@ impl Configs {
         Ok(Configs { replication, https, client: Arc::new(client) })
     }
 }
+
+#[cfg(all(test, not(madsim)))]
+mod tests;

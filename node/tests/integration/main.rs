@@ -26,5 +26,6 @@ mod replication_frames;
 mod resources;
 mod shutdown;
 mod simulated;
+mod simulated_tls;
 mod snapshot;
 mod tls;

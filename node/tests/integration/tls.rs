@@ -258,3 +258,27 @@ fn rustls_client(ca_file: &Path) -> Arc<rustls::ClientConfig> {
     let builder = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap();
     Arc::new(builder.with_root_certificates(roots).with_no_client_auth())
 }
+
+#[test]
+fn qs_node_certs_never_replaces_a_ca_and_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = new_ca(&dir.path().join("ca"));
+    let key = std::fs::read(ca.join("ca.key")).unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_qs-node"))
+        .args(["certs", "ca", "--out", ca.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && said.contains("ca.key exists"), "a second CA over the first: {said}");
+    assert_eq!(std::fs::read(ca.join("ca.key")).unwrap(), key, "the CA's key was replaced");
+    let nowhere = dir.path().join("nowhere");
+    let orphan = Command::new(env!("CARGO_BIN_EXE_qs-node"))
+        .args(["certs", "node", "--ca", nowhere.to_str().unwrap(), "--name", "edge", "--ip", "127.0.0.1"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&orphan.stderr);
+    assert!(!orphan.status.success() && said.contains("the CA") && said.contains("ca.pem"), "{said}");
+    // Keys are readable by their owner only.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(ca.join("ca.key")).unwrap().permissions().mode() & 0o777, 0o600);
+}

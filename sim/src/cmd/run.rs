@@ -106,6 +106,11 @@ pub fn run(
         }
         _ => println!("engine     {engine}"),
     }
+    if scenario.node.tls {
+        println!("tls        mutual TLS on replication, certificates issued from the seed");
+    } else {
+        println!("tls        off: replication in plaintext ([node] tls = false)");
+    }
     if draws.fault_points {
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
         println!("buggify    on: the node's fault points may fire{origin}");

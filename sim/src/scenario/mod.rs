@@ -31,6 +31,7 @@
 //! gc_interval = "1s"
 //! # lmdb_write_map = true           # LMDB runs: MDB_WRITEMAP (default); false writes with pwrite
 //! # producer_quota = true           # the producer's generous default quota; false: none
+//! # tls = true                     # replication over mutual TLS (default); false: plaintext
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -287,6 +288,10 @@ pub struct NodeSettings {
     /// The writers' producer runs under a generous quota (`nodes::producer_quota`), as a
     /// production root's producers do; `false` turns it off.
     pub producer_quota: bool,
+    /// Every node replicates over mutual TLS (the node's `[tls]`), as a production deployment
+    /// should, with certificates the run issues from its seed (`world::certificates`); `false`
+    /// runs replication in plaintext.
+    pub tls: bool,
 }
 
 impl Default for NodeSettings {
@@ -301,6 +306,7 @@ impl Default for NodeSettings {
             scrub_interval: None,
             lmdb_write_map: true,
             producer_quota: true,
+            tls: true,
         }
     }
 }

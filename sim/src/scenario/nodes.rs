@@ -15,6 +15,7 @@ use qs_node::config::{
     RootConfig, StorageConfig,
 };
 use qs_node::connections::ConnectionsConfig;
+use qs_node::tls::TlsConfig;
 
 use super::Scenario;
 
@@ -49,6 +50,24 @@ pub struct Planned {
     pub ip: IpAddr,
     /// Relay ports this node's host serves for downstream replicas in other data centers.
     pub relays: Vec<u16>,
+}
+
+/// Where the run's certificates live: `<scratch>/tls`, written by `world::certificates`.
+pub fn tls_dir(scratch: &Path) -> std::path::PathBuf {
+    scratch.join("tls")
+}
+
+/// A node's `[tls]`: its certificate and key `<name>.pem`/`.key` and the run's CA `ca.pem`,
+/// read again at the node's default interval.
+fn tls_config(scratch: &Path, name: &str) -> TlsConfig {
+    let dir = tls_dir(scratch);
+    TlsConfig {
+        certificate: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}.key")),
+        ca: dir.join("ca.pem"),
+        reload_interval: qs_node::tls::RELOAD_INTERVAL_DEFAULT,
+        https: false,
+    }
 }
 
 /// Each node's configuration, in topology order (root first). `scratch` holds the nodes'
@@ -90,6 +109,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         replication
     };
     let node = |name: String, role: Role, ip: IpAddr, replication: ReplicationConfig, root: Option<RootConfig>| {
+        let tls = settings.tls.then(|| tls_config(scratch, &name));
         NodeConfig {
             storage: storage(&name),
             name,
@@ -105,6 +125,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             root,
             memory: MemoryConfig::default(),
             connections: ConnectionsConfig::default(),
+            tls,
             // The scenario's planted bugs, every switch as the node reads it.
             legacy: scenario.legacy.clone(),
         }

@@ -37,6 +37,7 @@ use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
 use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
+pub mod certificates;
 mod end;
 mod sampler;
 use crate::sync::Locked;
@@ -137,6 +138,7 @@ impl Prepared {
     pub fn new(scenario: &Scenario, seed: u64) -> Prepared {
         let scratch = crate::scratch::ScratchDir::new("qsim-run-").expect("a scratch directory for the run");
         let plan = Plan::new(scenario, seed, scratch.path());
+        certificates::write(&plan).expect("the run's certificates are written into its scratch folder");
         Prepared { scenario: scenario.clone(), plan, scratch }
     }
 

@@ -1,0 +1,54 @@
+//! The run's certificates: a CA and one certificate per node, issued from the seed, written
+//! into the scratch folder for the nodes' `[tls]` before the simulation starts.
+//!
+//! Guarantees: the files are a function of the seed and the plan alone — Ed25519 keys whose
+//! private seeds are derived from the run's seed with BLAKE3, Ed25519 signatures (deterministic),
+//! fixed validity (2000 to 2100, so any simulated date is inside it), serial numbers from the
+//! keys — so a run's handshakes, and with them its trace, replay from its seed. They are made on
+//! the caller's thread, outside the simulation, as the scratch folder is.
+
+use std::time::{Duration, SystemTime};
+
+use qs_node::tls::issue::{IssueError, Issued, KeySource, Validity, new_ca, node_certificate};
+
+use crate::plan::Plan;
+
+/// The validity of every certificate the simulator issues: wide enough for any simulated
+/// clock (madsim's starts in 2022 and a run lasts days at most).
+fn validity() -> Validity {
+    let year = |y: u64| SystemTime::UNIX_EPOCH + Duration::from_secs((y - 1970) * 365 * 86_400);
+    Validity { not_before: year(2000), not_after: year(2100) }
+}
+
+/// The Ed25519 seed of `who`'s key in the run of `seed`.
+fn key(seed: u64, who: &str) -> KeySource {
+    let mut material = seed.to_le_bytes().to_vec();
+    material.extend_from_slice(who.as_bytes());
+    KeySource::Ed25519Seed(blake3::derive_key("qsim 2026-11 simulated node TLS key", &material))
+}
+
+/// The CA and each node's certificate, for the nodes whose configuration has `[tls]`.
+pub fn issue(plan: &Plan) -> Result<Vec<(String, Issued)>, IssueError> {
+    let nodes: Vec<_> = plan.nodes.iter().filter(|p| p.config.tls.is_some()).collect();
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ca = new_ca("qsim run CA", validity(), key(plan.seed, "ca"))?;
+    let mut issued = Vec::with_capacity(nodes.len() + 1);
+    for node in nodes {
+        let name = &node.config.name;
+        let certificate = node_certificate(&ca, name, &[node.ip], &[], validity(), key(plan.seed, name))?;
+        issued.push((name.clone(), certificate));
+    }
+    issued.push(("ca".to_string(), ca));
+    Ok(issued)
+}
+
+/// Writes [`issue`]'s certificates into the scratch folder's `tls` folder.
+pub fn write(plan: &Plan) -> Result<(), String> {
+    let dir = crate::scenario::nodes::tls_dir(&plan.scratch);
+    for (stem, issued) in issue(plan).map_err(|e| format!("issuing the run's certificates: {e}"))? {
+        issued.write(&dir, &stem).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
