@@ -27,7 +27,7 @@
 //! - **TLS 1.3 only, no resumption**: every connection runs a full handshake, so a rotated CA
 //!   or an expired certificate counts from the next connection on.
 //!
-//! The same code runs under the simulator; [`provider`] says what it replaces there (the
+//! The same code runs under the simulator; `provider.rs` says what it replaces there (the
 //! randomness, nothing else) so that handshakes replay from the seed.
 
 pub mod failure;

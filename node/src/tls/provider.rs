@@ -6,14 +6,14 @@
 //!
 //! - `secure_random` (the hello randoms, and anything else rustls draws itself) comes from
 //!   madsim's seeded generator;
-//! - X25519 key agreement ([`SeededX25519`]) takes its ephemeral secret from that generator too:
+//! - X25519 key agreement (`SeededX25519`) takes its ephemeral secret from that generator too:
 //!   ring's own draws from the OS, through a `SecureRandom` trait ring seals, so it cannot be
 //!   given another source. x25519-dalek computes the same function (RFC 7748) from a secret we
 //!   hand it.
 //!
 //! Signing stays ring's: Ed25519 signatures are deterministic (RFC 8032), but ring's ECDSA
 //! draws a nonce from the OS, so under the simulator a key of any other kind is refused when it
-//! is loaded ([`SeededKeys`]) — the simulator issues Ed25519 certificates.
+//! is loaded (`SeededKeys`) — the simulator issues Ed25519 certificates.
 
 use std::sync::Arc;
 
