@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod config;
 pub mod connections;
+pub mod consensus;
 pub mod entry;
 pub mod fault_points;
 pub mod http_api;

@@ -26,6 +26,7 @@ mod replication_frames;
 mod resources;
 mod shutdown;
 mod simulated;
+mod simulated_raft;
 mod simulated_tls;
 mod snapshot;
 mod tls;
