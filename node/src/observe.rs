@@ -35,6 +35,12 @@ pub enum NodeEvent {
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.
 pub trait NodeObserver: Send + Sync + std::fmt::Debug {
     fn observe(&self, node: &str, event: NodeEvent);
+
+    /// Over TLS: bytes a replication connection's reader just took, decrypted, with the
+    /// connection's local and peer addresses — what a network tap would see of a plaintext
+    /// connection, which a tap on the wire cannot see of an encrypted one (the simulator's
+    /// `fetch` checker frames them). Not called for plaintext connections.
+    fn plaintext_read(&self, _local: SocketAddr, _peer: SocketAddr, _bytes: &[u8]) {}
 }
 
 /// A fault point (see `crate::fault_points`, which makes them fire).

@@ -17,7 +17,9 @@
 //! - A relayed message also crosses the source host's own loopback hop, so a cross-DC link
 //!   costs the network's per-message latency twice, plus `cross_dc_latency`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -28,19 +30,40 @@ const CHUNK_BYTES: usize = 64 * 1024;
 
 pub use crate::scenario::nodes::{RELAY_PORT_BASE, relay_port};
 
+/// Which replica each relayed connection carries: by the relay's own end of its hop to the
+/// source (what the source sees as its peer), the relay's listening address and the replica's.
+/// A tap on the source's side of a TLS connection reads it through this as the replica's.
+#[derive(Clone, Debug, Default)]
+pub struct Relayed(Arc<Mutex<BTreeMap<SocketAddr, (SocketAddr, SocketAddr)>>>);
+
+impl Relayed {
+    fn record(&self, hop: SocketAddr, listen: SocketAddr, replica: SocketAddr) {
+        self.0.lock().expect("the relay map is never left poisoned").insert(hop, (listen, replica));
+    }
+
+    /// The relay's listening address and the replica behind `hop`, if `hop` is a relay's.
+    pub fn behind(&self, hop: SocketAddr) -> Option<(SocketAddr, SocketAddr)> {
+        self.0.lock().expect("the relay map is never left poisoned").get(&hop).copied()
+    }
+}
+
 /// Accepts connections on `listen` and relays each to `target` with `latency` added to every
 /// chunk, both ways. Runs until the host is killed.
-pub async fn relay(listen: SocketAddr, target: SocketAddr, latency: Duration) {
+pub async fn relay(listen: SocketAddr, target: SocketAddr, latency: Duration, relayed: Relayed) {
     let listener = match TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(e) => panic!("relay {listen} -> {target}: cannot listen: {e}"),
     };
     loop {
-        let Ok((inbound, _)) = listener.accept().await else { continue };
+        let Ok((inbound, replica)) = listener.accept().await else { continue };
+        let relayed = relayed.clone();
         tokio::spawn(async move {
             // The target is this host's own replication port: if the node is not serving yet,
             // the connection is refused and the replica retries, as it would without a relay.
             let Ok(outbound) = TcpStream::connect(target).await else { return };
+            if let Ok(hop) = outbound.local_addr() {
+                relayed.record(hop, listen, replica);
+            }
             let (inbound_read, inbound_write) = tokio::io::split(inbound);
             let (outbound_read, outbound_write) = tokio::io::split(outbound);
             tokio::select! {

@@ -8,10 +8,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::state::NodeState;
-use crate::tls::Secured;
+use crate::tls::{Secured, Tapped};
 
 /// A connection to a source, encrypted or not as the node is configured.
-pub type SourceStream = Secured<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
+pub type SourceStream = Secured<TcpStream, Tapped<tokio_rustls::client::TlsStream<TcpStream>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
@@ -35,8 +35,9 @@ pub async fn dial(state: &NodeState, source: SocketAddr, deadline: Duration) -> 
     };
     let Some(tls) = &state.tls else { return Ok(Secured::Plain(stream)) };
     let left = deadline.saturating_sub(started.elapsed());
+    let local = stream.local_addr().map_err(DialError::Connect)?;
     match tls.connect(&state.metrics, source, stream, left).await {
-        Ok(stream) => Ok(Secured::Tls(Box::new(stream))),
+        Ok(stream) => Ok(Secured::Tls(Box::new(Tapped::new(stream, local, source, state.observer())))),
         Err(e) => {
             tracing::warn!(node = %state.config.name, %source, error = %e, "TLS: could not reach a source");
             Err(DialError::Tls(e))

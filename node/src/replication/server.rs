@@ -37,7 +37,7 @@ use crate::observe::Probe;
 use crate::state::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
-use crate::tls::Secured;
+use crate::tls::{Secured, Tapped};
 
 /// Bounds on one `Entries` frame.
 pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
@@ -85,10 +85,12 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
                     None => Some(Secured::Plain(stream)),
                     // The handshake within the hello's deadline: a peer that stalls in it is
                     // a client that sends no hello.
-                    Some(tls) => tls
-                        .accept(&state.metrics, ListenerKind::Replication, peer, stream, idle)
-                        .await
-                        .map(|tls| Secured::Tls(Box::new(tls))),
+                    Some(tls) => {
+                        tls.accept(&state.metrics, ListenerKind::Replication, peer, stream, idle).await.map(|tls| {
+                            let local = state.config.listen.replication;
+                            Secured::Tls(Box::new(Tapped::new(tls, local, peer, state.observer())))
+                        })
+                    }
                 }
             };
             let served = tokio::select! {

@@ -457,6 +457,11 @@ impl NodeState {
         }
     }
 
+    /// Whoever watches this node (the simulator's recorder); None in the real binary.
+    pub(crate) fn observer(&self) -> Option<Arc<dyn NodeObserver>> {
+        self.observer.clone()
+    }
+
     /// Records whether the replication client is following a source.
     pub fn set_upstream_ok(&self, ok: bool) {
         self.upstream_ok.store(ok, Ordering::Relaxed);

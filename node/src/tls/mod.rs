@@ -50,7 +50,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use failure::HandshakeFailure;
 pub use material::{MaterialError, TlsFile};
-pub use stream::Secured;
+pub use stream::{Secured, Tapped};
 
 use crate::connections::ListenerKind;
 use crate::metrics::Metrics;

@@ -40,6 +40,7 @@ use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 pub mod certificates;
 mod end;
 mod sampler;
+mod wire_tap;
 use crate::sync::Locked;
 use end::{pending, summarize};
 use sampler::sampler;
@@ -170,6 +171,10 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
     let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
+    let blind = fetch.lock().blind(end.simulated.as_millis() as u64);
+    if let Some(blind) = blind {
+        recorder.locked().record(blind);
+    }
     let events = recorder.locked().take_events();
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
@@ -209,6 +214,7 @@ fn start_nodes(
     states: &States,
     supervision: &Arc<Supervision>,
     observer: &Arc<dyn qs_node::observe::NodeObserver>,
+    relayed: &crate::links::Relayed,
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
@@ -256,6 +262,7 @@ fn start_nodes(
                 sigterm.clone(),
             );
             let init_scratch = scratch.clone();
+            let init_relayed = relayed.clone();
             let handle = handle
                 .create_node()
                 .name(&name)
@@ -268,7 +275,7 @@ fn start_nodes(
                     let observer = init_observer.clone();
                     // A fresh process id per start, as a real restart would get.
                     let node_id = ((position as u128 + 1) << 64) | u128::from(starts.fetch_add(1, Ordering::Relaxed));
-                    let relays = relays.clone();
+                    let (relays, relayed) = (relays.clone(), init_relayed.clone());
                     let supervision = init_supervision.clone();
                     let sigterm = init_sigterm.clone();
                     // A new process: an empty cache (but LMDB's, in the OS), a young heap.
@@ -282,7 +289,7 @@ fn start_nodes(
                         let served = SocketAddr::new(ip, REPLICATION_PORT);
                         for port in relays {
                             let listen = SocketAddr::new(ip, port);
-                            tokio::spawn(crate::links::relay(listen, served, cross_dc_latency));
+                            tokio::spawn(crate::links::relay(listen, served, cross_dc_latency, relayed.clone()));
                         }
                         let location = match config.storage.engine {
                             EngineKind::Memory => StoreLocation::Memory(disk),
@@ -418,19 +425,20 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     let seed = plan.seed;
     let (faults, writer_modes) = (plan.draws.faults.clone(), plan.draws.writer_modes.clone());
     madsim::time::advance(SIM_CLOCK_AHEAD);
-    // Every replica's reads from its sources, as the simulated network delivers them, to the
-    // `fetch` checker (before any node starts: a stream takes the hook when it is made).
-    let fetch_recorder = recorder.clone();
-    madsim::net::NetSim::current().set_tcp_read_hook(Some(Arc::new(move |local, peer, bytes: &bytes::Bytes| {
-        let violation = fetch.lock().read(now_ms(), local, peer, bytes);
-        if let Some(violation) = violation {
-            fetch_recorder.locked().record(violation);
-        }
-    })));
+    // Every replica's reads from its sources to the `fetch` checker: from the wire, or over TLS
+    // from the nodes' decrypted reads (see `wire_tap`).
+    if !scenario.node.tls {
+        wire_tap::tap_the_wire(fetch.clone(), recorder.clone());
+    }
+    let relayed = crate::links::Relayed::default();
     let states: States = Arc::default();
     let supervision = Arc::new(Supervision::default());
-    let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(RecorderObserver(recorder.clone()));
-    let nodes = Arc::new(start_nodes(&scenario, plan, &states, &supervision, &observer));
+    let observer: Arc<dyn qs_node::observe::NodeObserver> = Arc::new(wire_tap::WorldObserver {
+        events: RecorderObserver(recorder.clone()),
+        fetch,
+        relayed: relayed.clone(),
+    });
+    let nodes = Arc::new(start_nodes(&scenario, plan, &states, &supervision, &observer, &relayed));
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     // The nodes a fault holds down: shared by the fault book and the supervisor.
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();

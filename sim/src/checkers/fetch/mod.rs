@@ -32,6 +32,12 @@
 //! checkers judge those), its latest; the end of a `sigbus` fault (the disk replaced by an
 //! empty one) sets it to 0.
 //!
+//! Over TLS (the simulator's default) the wire carries ciphertext, so the same reads come from
+//! one layer up: each node's TLS stream reports what its reader took, decrypted, with the
+//! connection's addresses (`world/wire_tap.rs`). And since a judge that cannot see the
+//! connections would pass every run, [`FetchJudge::blind`] fails a run in which a replica holds
+//! entries yet not one byte it read from a source reached the judge.
+//!
 //! Snapshots have the same two halves, resumed chunks in place of entries (see `snapshot.rs`).
 //!
 //! Per replica the judge also counts the bytes it read from its sources, the entries and
@@ -243,6 +249,25 @@ impl FetchJudge {
     /// Per replica, what it read from its sources so far.
     pub fn totals(&self) -> &BTreeMap<String, Fetched> {
         &self.totals
+    }
+
+    /// At the run's end: a violation if a replica holds entries yet this judge read no byte it
+    /// took from a source — the judge was blind to its connections (a wire it cannot read, such
+    /// as TLS without the nodes' decrypted reads), and its pass would mean nothing.
+    pub fn blind(&self, at_ms: u64) -> Option<Event> {
+        let (node, &index) = self.applied.iter().find(|&(node, &index)| {
+            node.as_str() != crate::trace::ROOT && index > 0 && self.totals.get(node).is_none_or(|t| t.bytes == 0)
+        })?;
+        Some(Event::Violation {
+            at_ms,
+            checker: Checker::Fetch,
+            node: node.clone(),
+            index,
+            message: format!(
+                "{node} holds entries up to {index} yet no byte it read from a source reached this checker: \
+                 it could not see the replication connections"
+            ),
+        })
     }
 }
 

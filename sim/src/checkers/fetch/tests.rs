@@ -288,3 +288,25 @@ mod snapshots {
         assert!(transfer(&mut fetch, 40_002, snapshot_hello(0, None), &manifest(80, 4), &[0, 1, 2, 3]).is_none());
     }
 }
+
+#[test]
+fn a_judge_that_read_nothing_of_a_replica_that_holds_entries_says_it_was_blind() {
+    let mut fetch = judge();
+    applied(&mut fetch, "root", 9);
+    applied(&mut fetch, "mid-1", 9);
+    // The root reads from no source; a replica that holds entries read them from one.
+    match fetch.lock().blind(100) {
+        Some(Event::Violation { checker: Checker::Fetch, node, index: 9, message, .. }) if node == "mid-1" => {
+            assert!(message.contains("mid-1 holds entries up to 9 yet no byte"), "{message}")
+        }
+        other => panic!("expected mid-1 named blind, got {other:?}"),
+    }
+    // Once its reads reach the judge, it is not blind.
+    let mut fetch = judge();
+    applied(&mut fetch, "edge-1", 4);
+    let edge = replica(40_002);
+    assert!(fetch.lock().read(10, SOURCE, edge, &hello(4, false)).is_none());
+    assert!(fetch.lock().read(11, edge, SOURCE, &welcome()).is_none());
+    assert!(fetch.lock().read(12, edge, SOURCE, &entries(5, 3)).is_none());
+    assert!(fetch.lock().blind(100).is_none(), "a judge that read edge-1's stream called itself blind");
+}
