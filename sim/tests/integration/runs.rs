@@ -597,3 +597,36 @@ fn an_interrupted_run_removes_its_scratch_folder_and_dies_of_the_signal() {
     let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "the interrupted run left its scratch behind: {left:?}");
 }
+
+/// Each replica's log entries as the `fetch` checker counted them, from a run's summary.
+fn fetched_entries(out: &Path) -> std::collections::BTreeMap<String, u64> {
+    let summary: qs_reports::schema::RunSummary =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    summary.fetched.into_iter().map(|row| (row.node, row.fetched.entries)).collect()
+}
+
+#[test]
+fn the_fetch_checker_reads_every_replica_over_tls_as_from_the_plaintext_wire() {
+    // Three data centers: replicas behind relays too, whose sources see the relay as their peer.
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scenarios/datacenters.toml")).unwrap();
+    assert!(!text.contains("tls ="), "the scenario leaves the simulator's default");
+    let plaintext = dir.path().join("plaintext.toml");
+    std::fs::write(&plaintext, text.replacen("[node]\n", "[node]\ntls = false\n", 1)).unwrap();
+    let (tls_out, plain_out) = (dir.path().join("tls"), dir.path().join("plain"));
+    let (code, stdout) = qsim(&["run", "scenarios/datacenters.toml", "--seed", "1", "--no-report"], &tls_out);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("tls        mutual TLS on replication"), "{stdout}");
+    let (code, stdout) = qsim(&["run", plaintext.to_str().unwrap(), "--seed", "1", "--no-report"], &plain_out);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("tls        off"), "{stdout}");
+    let (over_tls, in_plaintext) = (fetched_entries(&tls_out), fetched_entries(&plain_out));
+    assert_eq!(over_tls.keys().collect::<Vec<_>>(), in_plaintext.keys().collect::<Vec<_>>(), "the same replicas");
+    for (node, &entries) in &over_tls {
+        let plain = in_plaintext[node];
+        // Two runs of one seed drawn apart by the handshakes: about the same entries each.
+        assert!(entries > 0 && plain > 0, "{node}: {entries} entries over TLS, {plain} in plaintext");
+        assert!(entries.abs_diff(plain) * 10 <= plain, "{node}: {entries} entries over TLS, {plain} in plaintext");
+    }
+}
