@@ -40,6 +40,13 @@ impl Validity {
     pub fn days_from(now: SystemTime, days: u32) -> Validity {
         Validity { not_before: now, not_after: now + std::time::Duration::from_secs(u64::from(days) * 86_400) }
     }
+
+    /// From the first of January of `from` to the first of January of `to`, UTC: what the
+    /// simulator issues, wide enough for any simulated clock.
+    pub fn years(from: i32, to: i32) -> Validity {
+        let new_year = |year| SystemTime::from(rcgen::date_time_ymd(year, 1, 1));
+        Validity { not_before: new_year(from), not_after: new_year(to) }
+    }
 }
 
 /// A certificate and its private key, both PEM.

@@ -249,8 +249,8 @@ impl Tls {
         let failure = result.as_ref().err().map(HandshakeFailure::of);
         count(metrics, ListenerKind::Replication, Side::Client, failure);
         result.map_err(|e| {
-            let reason = HandshakeFailure::of(&e);
-            std::io::Error::new(e.kind(), format!("TLS handshake with {server} failed ({}): {e}", reason.name()))
+            let reason = failure.map_or("", HandshakeFailure::name);
+            std::io::Error::new(e.kind(), format!("TLS handshake with {server} failed ({reason}): {e}"))
         })
     }
 }

@@ -11,7 +11,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use madsim::runtime::{Handle, Runtime};
 use qs_node::config::NodeConfig;
@@ -25,8 +25,7 @@ use qs_node::tls::issue::{KeySource, Validity, new_ca, node_certificate};
 const DB: &str = "5157534d-0000-0000-0000-00000000715d";
 
 fn validity() -> Validity {
-    let year = |y: u64| SystemTime::UNIX_EPOCH + Duration::from_secs((y - 1970) * 365 * 86_400);
-    Validity { not_before: year(2000), not_after: year(2100) }
+    Validity::years(2000, 2100)
 }
 
 /// Writes CA `a` (the root's certificate and a CA file of `a` alone), CA `b` (the edge's
@@ -160,4 +159,60 @@ fn a_rotated_ca_file_is_picked_up_at_the_default_interval_and_replays_from_the_s
     let (again, second) = run(7, dir.path().to_path_buf());
     assert_eq!(took, again, "the same seed took another time to pick the rotation up");
     assert_eq!(first, second, "the same seed gave other events");
+}
+
+#[test]
+fn a_peer_that_stalls_in_the_handshake_is_cut_at_the_shipped_hello_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    issue(dir.path(), "10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let dir = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let runtime = Runtime::with_seed_and_config(3, madsim::Config::default());
+        let root_ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let root_config = config("root", root_ip, &[], &dir, &dir.join("a.pem"));
+        // The shipped default: the replication port's hello deadline bounds the handshake too.
+        let deadline = root_config.connections.replication.idle_timeout;
+        assert_eq!(deadline, Duration::from_secs(30), "the shipped connections.replication.idle_timeout");
+        runtime.block_on(async move {
+            let handle = Handle::current();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            handle.create_node().name("root").ip(root_ip).build().spawn(async move {
+                let node = Node::start_simulated(
+                    root_config,
+                    &StoreLocation::Memory(MemDisk::default()),
+                    1,
+                    SimHooks::default(),
+                )
+                .await
+                .unwrap();
+                let _ = tx.send(node.state.clone());
+                std::future::pending::<()>().await;
+            });
+            let root = rx.await.unwrap();
+            let client = handle.create_node().name("silent").ip("10.0.0.9".parse().unwrap()).build();
+            let cut_after = client
+                .spawn(async move {
+                    use tokio::io::AsyncReadExt;
+                    let mut stream = tokio::net::TcpStream::connect(SocketAddr::new(root_ip, 7000)).await.unwrap();
+                    let opened = madsim::time::Instant::now();
+                    // Nothing sent: no ClientHello. The server must close, not wait for ever.
+                    let mut buf = [0u8; 64];
+                    let waited = deadline + Duration::from_secs(5);
+                    let _ = tokio::time::timeout(waited, stream.read(&mut buf)).await;
+                    opened.elapsed()
+                })
+                .await
+                .unwrap();
+            assert!(
+                cut_after >= deadline && cut_after < deadline + Duration::from_secs(1),
+                "a silent peer was cut after {cut_after:?}, not at the {deadline:?} deadline"
+            );
+            let labels = [("listener", "replication"), ("side", "server"), ("reason", "timed_out")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .to_vec();
+            assert_eq!(root.metrics.tls_handshake_failures.get_or_create(&labels).get(), 1);
+        });
+    })
+    .join()
+    .unwrap();
 }

@@ -7,8 +7,6 @@
 //! keys — so a run's handshakes, and with them its trace, replay from its seed. They are made on
 //! the caller's thread, outside the simulation, as the scratch folder is.
 
-use std::time::{Duration, SystemTime};
-
 use qs_node::tls::issue::{IssueError, Issued, KeySource, Validity, new_ca, node_certificate};
 
 use crate::plan::Plan;
@@ -16,8 +14,7 @@ use crate::plan::Plan;
 /// The validity of every certificate the simulator issues: wide enough for any simulated
 /// clock (madsim's starts in 2022 and a run lasts days at most).
 fn validity() -> Validity {
-    let year = |y: u64| SystemTime::UNIX_EPOCH + Duration::from_secs((y - 1970) * 365 * 86_400);
-    Validity { not_before: year(2000), not_after: year(2100) }
+    Validity::years(2000, 2100)
 }
 
 /// The Ed25519 seed of `who`'s key in the run of `seed`.
