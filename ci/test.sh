@@ -44,10 +44,11 @@ cargo test --workspace --locked
 
 echo "== node under --cfg madsim (the simulator's build)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --target-dir target/madsim
-# The node's one integration-test binary, filtered to `simulated` (its other madsim-buildable
-# modules ran above on the tokio build): a filter after `--` would also filter the unit tests,
-# hence two commands.
-RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --test integration --target-dir target/madsim -- simulated::
+# The node's one integration-test binary, filtered to its madsim-only modules (`simulated`,
+# `simulated_tls`, `simulated_raft`; its other madsim-buildable modules ran above on the tokio
+# build): a filter after `--` would also filter the unit tests, hence two commands.
+RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --test integration --target-dir target/madsim -- \
+  simulated:: simulated_tls:: simulated_raft::
 
 echo "== the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)" >&2
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-sim --target-dir target/madsim
