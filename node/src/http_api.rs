@@ -185,9 +185,13 @@ fn write_error_status(e: &crate::root::WriteError) -> StatusCode {
     match e {
         WriteError::Invalid(_) => StatusCode::BAD_REQUEST,
         WriteError::Unknown(_) | WriteError::Sealing(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        WriteError::ShuttingDown | WriteError::StoreNotReady(_) | WriteError::Refused(_) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        WriteError::ShuttingDown
+        | WriteError::StoreNotReady(_)
+        | WriteError::Refused(_)
+        | WriteError::Overwritten { .. }
+        | WriteError::NotLeader { leader: None } => StatusCode::SERVICE_UNAVAILABLE,
+        // Nothing applied; the same request, sent to the leader, may be.
+        WriteError::NotLeader { leader: Some(_) } => StatusCode::TEMPORARY_REDIRECT,
     }
 }
 
@@ -244,6 +248,7 @@ impl Api {
     }
 
     fn status(&self) -> Reply {
+        use crate::consensus::Role as RaftRole;
         let state = &self.state;
         let result = state.with_store(|store| {
             let digest = store.state_digest()?;
@@ -261,6 +266,24 @@ impl Api {
         match result {
             Ok(mut body) => {
                 body["lag_ms"] = state.lag_ms().into();
+                if let Some(member) = state.config.root.as_ref().and_then(|root| root.member_id) {
+                    let m = &state.metrics;
+                    let role = [RaftRole::Follower, RaftRole::PreCandidate, RaftRole::Candidate, RaftRole::Leader]
+                        .into_iter()
+                        .map(<&str>::from)
+                        .find(|role| {
+                            m.raft_role.get_or_create(&crate::metrics::Metrics::label("role", role)).get() == 1
+                        })
+                        .unwrap_or("starting");
+                    body["raft"] = serde_json::json!({
+                        "member": member,
+                        "term": m.raft_term.get(),
+                        "role": role,
+                        "leader": m.raft_leader.get(),
+                        "commit_index": m.raft_commit_index.get(),
+                        "applied_index": m.raft_applied_index.get(),
+                    });
+                }
                 reply(StatusCode::OK, body)
             }
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -362,7 +385,21 @@ impl Api {
                 StatusCode::OK,
                 serde_json::json!({ "index": receipt.index, "identical_dropped": receipt.identical_dropped }),
             ),
-            Err(e) => error(write_error_status(&e), e.to_string()),
+            Err(e) => {
+                let mut response = error(write_error_status(&e), e.to_string());
+                if let crate::root::WriteError::NotLeader { leader: Some(leader) } = e {
+                    // 307, not 301/302: the client repeats the same method and body there.
+                    let scheme =
+                        if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
+                    let location = format!("{scheme}://{leader}{path}");
+                    if let Ok(value) = location.parse() {
+                        response.headers_mut().insert(hyper::header::LOCATION, value);
+                    }
+                } else if let crate::root::WriteError::NotLeader { leader: None } = e {
+                    response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+                }
+                response
+            }
         }
     }
 

@@ -9,6 +9,9 @@
 //! cap, accepted, refused at the cap, and closed because a deadline passed; and the bytes queued
 //! for the root's next commit.
 //!
+//! A root group member: its Raft term, role, known leader, commit and applied index, and the
+//! Raft messages it dropped.
+//!
 //! TLS (`[tls]`): handshakes completed and failed, by listener, side and reason, and reloads of
 //! the certificate files by outcome.
 //!
@@ -73,6 +76,12 @@ pub struct Metrics {
     pub block_cache_capacity_bytes: Gauge,
     pub major_faults: Gauge,
     pub disk_read_bytes: Gauge,
+    pub raft_term: Gauge,
+    pub raft_role: Family<Labels, Gauge>,
+    pub raft_leader: Gauge,
+    pub raft_commit_index: Gauge,
+    pub raft_applied_index: Gauge,
+    pub raft_messages_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -118,6 +127,12 @@ impl Default for Metrics {
             block_cache_capacity_bytes: Gauge::default(),
             major_faults: Gauge::default(),
             disk_read_bytes: Gauge::default(),
+            raft_term: Gauge::default(),
+            raft_role: Family::default(),
+            raft_leader: Gauge::default(),
+            raft_commit_index: Gauge::default(),
+            raft_applied_index: Gauge::default(),
+            raft_messages_dropped: Counter::default(),
         };
         let r = &mut m.registry;
         r.register("applied_index", "Index of the newest applied log entry", m.applied_index.clone());
@@ -192,6 +207,28 @@ impl Default for Metrics {
             "tls_handshake_failures",
             "TLS handshakes that failed, by listener, side and reason (no_certificate, unknown_issuer, expired, not_tls, ...)",
             m.tls_handshake_failures.clone(),
+        );
+        r.register("raft_term", "Root group member: its Raft term", m.raft_term.clone());
+        r.register(
+            "raft_role",
+            "Root group member: 1 for its role now (follower, pre_candidate, candidate, leader), 0 for the others",
+            m.raft_role.clone(),
+        );
+        r.register("raft_leader", "Root group member: the member it knows to lead (0: none)", m.raft_leader.clone());
+        r.register(
+            "raft_commit_index",
+            "Root group member: the highest Raft index it knows committed",
+            m.raft_commit_index.clone(),
+        );
+        r.register(
+            "raft_applied_index",
+            "Root group member: the last Raft index whose batch its store applied",
+            m.raft_applied_index.clone(),
+        );
+        r.register(
+            "raft_messages_dropped",
+            "Root group member: Raft messages dropped because its inbox or a peer's outbox was full (Raft resends)",
+            m.raft_messages_dropped.clone(),
         );
         r.register(
             "tls_reloads",

@@ -30,6 +30,8 @@ pub enum NodeEvent {
     /// A fault point began misbehaving (`active`), or stopped: the watcher treats it as a fault
     /// on this node. A momentary one (a dropped connection) starts and stops at once.
     FaultPoint { point: FaultPoint, active: bool },
+    /// A root group member's Raft term, role or known leader changed (`leader` 0: none known).
+    RaftRole { term: u64, role: crate::consensus::Role, leader: u64 },
 }
 
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.

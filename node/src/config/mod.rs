@@ -374,6 +374,25 @@ pub struct RootConfig {
     pub heartbeat_interval: Duration,
     #[serde(default)]
     pub producers: Vec<ProducerConfig>,
+    /// This node's id in its root group (`[[root.members]]`); unset for a root of one.
+    #[serde(default)]
+    pub member_id: Option<u64>,
+    /// The root group: 3 or 5 members, this node among them, each with the addresses the
+    /// others reach it at. Empty (the default): the root is this one process.
+    #[serde(default)]
+    pub members: Vec<MemberConfig>,
+}
+
+impl RootConfig {
+    /// Whether this root is a member of a group (else the root of one, as without `members`).
+    pub fn is_group(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// The member with this id, if it is in the group.
+    pub fn member(&self, id: u64) -> Option<&MemberConfig> {
+        self.members.iter().find(|m| m.id == id)
+    }
 }
 
 impl Default for RootConfig {
@@ -383,8 +402,22 @@ impl Default for RootConfig {
             batch_window: default_batch_window(),
             heartbeat_interval: default_heartbeat(),
             producers: Vec::new(),
+            member_id: None,
+            members: Vec::new(),
         }
     }
+}
+
+/// One member of a root group, as every member's configuration lists it.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// Its id in the group: 1 or more, distinct, and the same in every member's list.
+    pub id: u64,
+    /// Where the other members send it Raft messages (its `[listen] replication`).
+    pub replication: SocketAddr,
+    /// Where a member that does not lead redirects a producer's write (its `[listen] http`).
+    pub http: SocketAddr,
 }
 
 fn default_batch_window() -> Duration {

@@ -200,3 +200,42 @@ fn tls_takes_its_files_and_bounds_its_reload_interval() {
     let err = refused(&format!("{ROOT}[tls]\ncertificate = \"node.pem\"\nkey = \"node.key\"\n"));
     assert!(err.contains("ca"), "{err}");
 }
+
+/// `[[root.members]]` for ids `ids`, on made-up loopback ports.
+fn group(member_id: Option<u64>, ids: &[u64]) -> String {
+    let mut text = ROOT.replace(
+        "batch_window = \"50ms\"",
+        &match member_id {
+            Some(id) => format!("batch_window = \"50ms\"\nmember_id = {id}"),
+            None => "batch_window = \"50ms\"".to_string(),
+        },
+    );
+    for id in ids {
+        text += &format!(
+            "[[root.members]]\nid = {id}\nreplication = \"127.0.0.{id}:7000\"\nhttp = \"127.0.0.{id}:8000\"\n"
+        );
+    }
+    text
+}
+
+#[test]
+fn a_root_group_has_three_or_five_distinct_members_this_one_among_them() {
+    let config = NodeConfig::parse(&group(Some(2), &[1, 2, 3]), "member.toml").unwrap();
+    let root = config.root.unwrap();
+    assert!(root.is_group());
+    assert_eq!(root.member(3).unwrap().http, "127.0.0.3:8000".parse().unwrap());
+    assert!(NodeConfig::parse(&group(Some(5), &[1, 2, 3, 4, 5]), "member.toml").is_ok());
+    assert!(!NodeConfig::parse(ROOT, "root.toml").unwrap().root.unwrap().is_group(), "no members: a root of one");
+    for (text, field, says) in [
+        (group(Some(1), &[1, 2]), "root.members", "lists 2 members; a root group has 3 or 5"),
+        (group(Some(1), &[1, 2, 3, 4]), "root.members", "3 or 5"),
+        (group(None, &[1, 2, 3]), "root.member_id", "must name this node's id"),
+        (group(Some(1), &[]), "root.member_id", "lists no group"),
+        (group(Some(4), &[1, 2, 3]), "root.member_id", "4 is not among the members' ids [1, 2, 3]"),
+        (group(Some(1), &[1, 1, 3]), "root.members.id", "id 1 is listed twice"),
+        (group(Some(1), &[0, 1, 3]), "root.members.id", "ids start at 1"),
+    ] {
+        let err = refused(&text);
+        assert!(err.contains(field) && err.contains(says), "expected {field}: {says}, got: {err}");
+    }
+}

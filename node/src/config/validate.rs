@@ -136,6 +136,7 @@ impl NodeConfig {
                     ));
                 }
             }
+            validate_group(root)?;
         }
         Ok(())
     }
@@ -225,4 +226,30 @@ impl NodeConfig {
         }
         Ok(())
     }
+}
+
+/// A root group: 3 or 5 members with distinct ids from 1, this node's among them. (An even
+/// group tolerates no more failures than the odd one below it, and more members slow every
+/// commit; a group of one is a root without `members`.)
+fn validate_group(root: &super::RootConfig) -> Result<(), (&'static str, String)> {
+    match (root.member_id, root.members.len()) {
+        (None, 0) => return Ok(()),
+        (Some(_), 0) => return Err(("root.member_id", "is set, but [[root.members]] lists no group".into())),
+        (None, _) => return Err(("root.member_id", "must name this node's id among [[root.members]]".into())),
+        (Some(_), 3 | 5) => {}
+        (Some(_), n) => return Err(("root.members", format!("lists {n} members; a root group has 3 or 5"))),
+    }
+    let mut ids: Vec<u64> = root.members.iter().map(|m| m.id).collect();
+    ids.sort_unstable();
+    if ids.first() == Some(&0) {
+        return Err(("root.members.id", "ids start at 1".into()));
+    }
+    if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(("root.members.id", format!("id {} is listed twice", pair[0])));
+    }
+    let me = root.member_id.expect("checked above");
+    if root.member(me).is_none() {
+        return Err(("root.member_id", format!("{me} is not among the members' ids {ids:?}")));
+    }
+    Ok(())
 }

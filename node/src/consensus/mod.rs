@@ -34,9 +34,15 @@ pub const ELECTION_TICKS: usize = 10;
 pub const HEARTBEAT_TICKS: usize = 1;
 /// How often a member ticks.
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(100);
-/// Largest encoded Raft message accepted: a batch is at most `limits::ENTRY_BYTES_MAX` and a
-/// message carries a bounded run of them.
-pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Largest encoded Raft message accepted: the replication protocol's Raft frame limit.
+pub const MESSAGE_BYTES_MAX: usize = crate::replication::protocol::RAFT_MESSAGE_BYTES_MAX;
+/// Largest proposal (one Raft entry's data): the root splits its batches to stay below it.
+pub const PROPOSAL_BYTES_MAX: usize = 6 << 20;
+/// Entry bytes a leader packs into one append beyond its first entry (raft-rs's
+/// `max_size_per_msg`), so an append is at most this plus one proposal.
+pub const APPEND_BYTES_MAX: usize = 1 << 20;
+const _: () =
+    assert!(APPEND_BYTES_MAX + PROPOSAL_BYTES_MAX + (64 << 10) <= MESSAGE_BYTES_MAX, "an append fits a frame");
 
 /// A member's role, as raft-rs names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
@@ -64,7 +70,8 @@ impl From<StateRole> for Role {
 pub enum MemberEvent {
     /// Its term, role or known leader changed (`leader` 0: none known).
     Role { term: u64, role: Role, leader: u64 },
-    /// An entry was committed by a majority and is to be applied, in index order.
+    /// An entry was committed by a majority and is to be applied, in index order. `data` is
+    /// empty for the entry a leader appends when elected.
     Committed { index: u64, term: u64, data: Vec<u8> },
 }
 
@@ -82,11 +89,56 @@ pub enum ProposeError {
     NotLeader { leader: Option<u64> },
     #[error("raft: {0}")]
     Raft(#[from] raft::Error),
+    #[error("{0}")]
+    Stopped(#[from] MemberError),
+}
+
+/// Where a member keeps what it must not forget: the hard state (term, vote, commit) and its
+/// Raft log, each write durable when [`persist`](RaftDisk::persist) returns. The node's is the
+/// store (`Store::persist_raft`, one synced commit); [`Volatile`] keeps nothing.
+pub trait RaftDisk: Send {
+    /// Persists `entries` (consecutive; replacing every held entry from the first one's index
+    /// on) and the hard state when given. An error stops the member: it must not vouch for
+    /// state it could not keep.
+    fn persist(&mut self, hard_state: Option<Vec<u8>>, entries: Vec<(u64, Vec<u8>)>) -> Result<(), String>;
+}
+
+/// A disk that keeps nothing: a member on it forgets its vote and log when it restarts, which
+/// breaks Raft's safety. For tests of the consensus alone, and for the planted bug "a member
+/// that forgets its vote" — never a real root's disk.
+#[derive(Debug, Default)]
+pub struct Volatile;
+
+impl RaftDisk for Volatile {
+    fn persist(&mut self, _: Option<Vec<u8>>, _: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// What a member restarts from: what its disk holds (see `store::RaftRecords`).
+#[derive(Clone, Debug, Default)]
+pub struct Restored {
+    pub hard_state: Option<Vec<u8>>,
+    pub entries: Vec<(u64, Vec<u8>)>,
+    /// The last index whose entry was applied: committed entries after it come out again.
+    pub applied: u64,
+}
+
+/// Why a member stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("persisting the member's Raft state failed: {0}")]
+    Disk(String),
+    #[error("the member's persisted Raft state is damaged: {0}")]
+    Damaged(String),
 }
 
 /// One member's consensus state.
 pub struct Member {
     raw: RawNode<MemStorage>,
+    disk: Box<dyn RaftDisk>,
     /// The last (term, role, leader) reported.
     reported: Option<(u64, Role, u64)>,
 }
@@ -98,10 +150,45 @@ impl std::fmt::Debug for Member {
 }
 
 impl Member {
-    /// Member `id` of a group whose voters are `voters` (ids from 1; `id` among them).
-    pub fn new(id: u64, voters: &[u64]) -> Result<Member, raft::Error> {
+    /// Member `id` of a group whose voters are `voters` (ids from 1; `id` among them), on a
+    /// [`Volatile`] disk, from nothing.
+    pub fn new(id: u64, voters: &[u64]) -> Result<Member, MemberError> {
+        Member::restore(id, voters, Restored::default(), Box::new(Volatile))
+    }
+
+    /// Member `id` restarting from what `disk` held (`restored`), persisting to it from now on.
+    pub fn restore(
+        id: u64,
+        voters: &[u64],
+        restored: Restored,
+        disk: Box<dyn RaftDisk>,
+    ) -> Result<Member, MemberError> {
         assert!(voters.contains(&id), "member {id} is not among the voters {voters:?}");
         let storage = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
+        let entries = restored
+            .entries
+            .iter()
+            .map(|(index, bytes)| {
+                let entry: Entry = protobuf::Message::parse_from_bytes(bytes)
+                    .map_err(|e| MemberError::Damaged(format!("Raft entry {index}: {e}")))?;
+                if entry.index != *index {
+                    return Err(MemberError::Damaged(format!("Raft entry {index} says it is entry {}", entry.index)));
+                }
+                Ok(entry)
+            })
+            .collect::<Result<Vec<Entry>, MemberError>>()?;
+        if let Some(first) = entries.first().filter(|first| first.index != 1) {
+            // Nothing compacts a member's log yet, so it starts at 1.
+            return Err(MemberError::Damaged(format!("the Raft log starts at entry {}, not 1", first.index)));
+        }
+        storage.wl().append(&entries)?;
+        if let Some(bytes) = &restored.hard_state {
+            let mut hard_state: raft::prelude::HardState = protobuf::Message::parse_from_bytes(bytes)
+                .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?;
+            // What was applied was committed, whether or not a later commit index was persisted.
+            hard_state.commit = hard_state.commit.max(restored.applied);
+            storage.wl().set_hardstate(hard_state);
+        }
         let config = Config {
             id,
             election_tick: ELECTION_TICKS,
@@ -111,11 +198,13 @@ impl Member {
             // leader when it returns.
             check_quorum: true,
             pre_vote: true,
+            applied: restored.applied,
+            max_size_per_msg: APPEND_BYTES_MAX as u64,
             ..Config::default()
         };
         config.validate()?;
         let raw = RawNode::new(&config, storage, &logger())?;
-        Ok(Member { raw, reported: None })
+        Ok(Member { raw, disk, reported: None })
     }
 
     pub fn id(&self) -> u64 {
@@ -126,16 +215,53 @@ impl Member {
         self.raw.raft.state == StateRole::Leader
     }
 
+    /// The leader this member knows of, if any.
+    pub fn leader(&self) -> Option<u64> {
+        let leader = self.raw.raft.leader_id;
+        (leader != raft::INVALID_ID).then_some(leader)
+    }
+
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// The highest index this member knows to be committed.
+    pub fn commit_index(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+
+    /// Whether this member leads and has applied every entry committed before its term, so
+    /// that what it holds is the committed state: only then may it judge a write against that
+    /// state (an identical rewrite is dropped only against committed data).
+    pub fn leads_with_committed_state(&self, applied: u64) -> bool {
+        // A new leader's first entry of its term is the empty one it appends on election;
+        // once that is committed and applied, so is everything before it.
+        self.is_leader() && applied >= self.term_start()
+    }
+
+    /// The index of the first entry of this member's current term in its log (the empty
+    /// entry a leader appends when elected).
+    fn term_start(&self) -> u64 {
+        let log = &self.raw.raft.raft_log;
+        let term = self.raw.raft.term;
+        let mut index = log.last_index();
+        while index > log.first_index() && log.term(index - 1).is_ok_and(|t| t == term) {
+            index -= 1;
+        }
+        index
+    }
+
     /// One tick of [`TICK`].
-    pub fn tick(&mut self) -> Output {
+    pub fn tick(&mut self) -> Result<Output, MemberError> {
         self.raw.tick();
         self.drain()
     }
 
-    /// A message from another member.
-    pub fn receive(&mut self, message: Message) -> Result<Output, raft::Error> {
+    /// A message from another member. A message raft-rs will not step (from a member outside
+    /// the group, say) is an error the caller logs; the member goes on.
+    pub fn receive(&mut self, message: Message) -> Result<Output, MemberError> {
         self.raw.step(message)?;
-        Ok(self.drain())
+        self.drain()
     }
 
     /// Proposes `data` for the group's log. Only the leader takes proposals: a follower
@@ -143,39 +269,53 @@ impl Member {
     /// where the proposal's fate would be unknown to the member the writer asked — the root
     /// answers the writer with a redirect, and the leader acknowledges what it commits. A
     /// proposal is committed once a [`MemberEvent::Committed`] with it comes out.
-    pub fn propose(&mut self, data: Vec<u8>) -> Result<Output, ProposeError> {
+    /// Returns the proposal's index with the output.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(u64, Output), ProposeError> {
         if !self.is_leader() {
-            let leader = self.raw.raft.leader_id;
-            return Err(ProposeError::NotLeader { leader: (leader != raft::INVALID_ID).then_some(leader) });
+            return Err(ProposeError::NotLeader { leader: self.leader() });
         }
         self.raw.propose(Vec::new(), data)?;
-        Ok(self.drain())
+        let index = self.raw.raft.raft_log.last_index();
+        Ok((index, self.drain()?))
     }
 
-    /// Handles everything raft-rs has ready, in the order it requires: a leader's messages may
-    /// leave before its entries are persisted (Raft §10.2.1); committed entries are applied;
-    /// new entries and the hard state are persisted; only then go the messages that vouch for
-    /// them (votes, appends' answers).
-    fn drain(&mut self) -> Output {
+    /// Handles everything raft-rs has ready, in the order it requires: new entries and the
+    /// hard state are persisted (durably, on the member's [`RaftDisk`]) before any message
+    /// that vouches for them leaves, and committed entries come out in index order. (A leader
+    /// may send its appends before persisting them, Raft §10.2.1; this member does not bother:
+    /// one commit per `Ready` is short next to a network round trip.)
+    fn drain(&mut self) -> Result<Output, MemberError> {
         let mut out = Output::default();
         if self.raw.has_ready() {
             let mut ready = self.raw.ready();
-            out.messages.extend(ready.take_messages());
             let storage = self.raw.raft.raft_log.store.clone();
             if !ready.snapshot().is_empty() {
-                storage
-                    .wl()
-                    .apply_snapshot(ready.snapshot().clone())
-                    .expect("a snapshot raft-rs hands over applies to its own storage");
+                // This member never makes snapshots (its storage answers none), so none
+                // arrives from a peer of the same build.
+                return Err(MemberError::Damaged("a Raft snapshot arrived; this build makes none".into()));
             }
+            out.messages.extend(ready.take_messages());
             committed(ready.take_committed_entries(), &mut out);
-            storage.wl().append(ready.entries()).expect("raft-rs appends after what its storage holds");
-            if let Some(hard_state) = ready.hs() {
-                storage.wl().set_hardstate(hard_state.clone());
+            let hard_state = ready.hs().cloned();
+            let entries: Vec<(u64, Vec<u8>)> = ready
+                .entries()
+                .iter()
+                .map(|entry| (entry.index, protobuf::Message::write_to_bytes(entry).expect("an entry encodes")))
+                .collect();
+            if hard_state.is_some() || !entries.is_empty() {
+                let hs_bytes =
+                    hard_state.as_ref().map(|hs| protobuf::Message::write_to_bytes(hs).expect("a hard state encodes"));
+                self.disk.persist(hs_bytes, entries).map_err(MemberError::Disk)?;
+            }
+            storage.wl().append(ready.entries())?;
+            if let Some(hard_state) = hard_state {
+                storage.wl().set_hardstate(hard_state);
             }
             out.messages.extend(ready.take_persisted_messages());
             let mut light = self.raw.advance(ready);
             if let Some(commit) = light.commit_index() {
+                // Not persisted on its own: a commit index is never needed for safety, and a
+                // restart takes it from the applied index at least (see `restore`).
                 storage.wl().mut_hard_state().set_commit(commit);
             }
             out.messages.extend(light.take_messages());
@@ -188,14 +328,15 @@ impl Member {
             // Before this call's commits: a commit is reported under the role that made it.
             out.events.insert(0, MemberEvent::Role { term: now.0, role: now.1, leader: now.2 });
         }
-        out
+        Ok(out)
     }
 }
 
-/// Committed normal entries with data, as events (a new leader's empty entry is Raft's own).
+/// Committed normal entries, as events. An empty one is the entry a new leader appends on its
+/// election: Raft's own, yet it comes out, so the applier can count every index it applied.
 fn committed(entries: Vec<Entry>, out: &mut Output) {
     for entry in entries {
-        if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
+        if entry.get_entry_type() == EntryType::EntryNormal {
             out.events.push(MemberEvent::Committed { index: entry.index, term: entry.term, data: entry.data.to_vec() });
         }
     }
@@ -276,7 +417,7 @@ mod tests {
         // Tick member 1 alone until it campaigns; deliver everything.
         let mut outbox = Vec::new();
         for _ in 0..2 * ELECTION_TICKS {
-            let out = members[0].tick();
+            let out = members[0].tick().unwrap();
             outbox.extend(out.messages);
             events.extend(out.events.into_iter().map(|e| (1, e)));
         }
@@ -284,20 +425,21 @@ mod tests {
         assert!(members[0].is_leader(), "member 1 campaigned first and should lead: {events:?}");
         assert!(!members[1].is_leader() && !members[2].is_leader());
         for n in 0..5u8 {
-            let out = members[0].propose(vec![n]).unwrap();
+            let (_, out) = members[0].propose(vec![n]).unwrap();
             settle(&mut members, out.messages, &mut events);
         }
         // A follower refuses a proposal, naming the leader.
         assert!(matches!(members[1].propose(vec![9]), Err(ProposeError::NotLeader { leader: Some(1) })));
         // Heartbeats carry the commit index to the followers.
-        let out = members[0].tick();
+        let out = members[0].tick().unwrap();
         settle(&mut members, out.messages, &mut events);
         for id in voters {
             let applied: Vec<Vec<u8>> = events
                 .iter()
                 .filter(|(member, _)| *member == id)
                 .filter_map(|(_, e)| match e {
-                    MemberEvent::Committed { data, .. } => Some(data.clone()),
+                    MemberEvent::Committed { data, .. } if !data.is_empty() => Some(data.clone()),
+                    MemberEvent::Committed { .. } => None,
                     MemberEvent::Role { .. } => None,
                 })
                 .collect();

@@ -51,6 +51,8 @@ pub enum StartError {
     },
     #[error("loading [tls]: {0}")]
     Tls(#[from] crate::tls::MaterialError),
+    #[error("starting the root group member: {0}")]
+    Member(#[from] crate::consensus::MemberError),
 }
 
 /// A started node: its state and its tasks.
@@ -180,6 +182,10 @@ impl Node {
         let http = bind("http", listen.http).await?;
 
         let (writes, root) = match (&state.config.role, &state.config.root) {
+            (Role::Root, Some(root)) if root.is_group() => {
+                let (writes, tasks) = crate::root::start_group(state.clone(), root)?;
+                (Some(writes), Some(tasks))
+            }
             (Role::Root, Some(root)) => {
                 let (writes, tasks) = crate::root::start(state.clone(), root.batch_window, root.heartbeat_interval);
                 (Some(writes), Some(tasks))

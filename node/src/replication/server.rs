@@ -179,6 +179,42 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             };
             serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
+        Want::Raft { member } => serve_raft(state, stream, member).await,
+    }
+}
+
+/// Hands every Raft message from root member `member` to this member's consensus, until the
+/// connection ends. A message that finds the consensus's inbox full is dropped, as the network
+/// may drop it: Raft resends what matters.
+async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &NodeState,
+    mut stream: S,
+    member: u64,
+) -> Result<(), ProtocolError> {
+    let root = state.config.root.as_ref();
+    let known = root.is_some_and(|root| root.member_id != Some(member) && root.member(member).is_some());
+    let Some(inbox) = state.raft_inbox.get().filter(|_| known) else {
+        let detail = match root.and_then(|root| root.member_id) {
+            Some(me) => format!("this node is member {me} of a root group without a member {member}"),
+            None => "this node is not a member of a root group".to_string(),
+        };
+        return refuse(&mut stream, &state.metrics, RefusalReason::NotAMember, detail).await;
+    };
+    welcome(state, &mut stream).await?;
+    loop {
+        match read_message(&mut stream).await? {
+            None => return Ok(()),
+            Some(Message::Raft { message }) => {
+                if inbox.try_send((member, message)).is_err() {
+                    state.metrics.raft_messages_dropped.inc();
+                }
+            }
+            Some(other) => {
+                let detail =
+                    format!("member {member} sent a {} frame where only Raft frames may come", other.frame_type());
+                return Err(ProtocolError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, detail)));
+            }
+        }
     }
 }
 

@@ -92,6 +92,9 @@ pub struct NodeState {
     pub tls: Option<Tls>,
     /// Serving, draining or stopped; only `Node::shutdown` moves it.
     pub(crate) lifecycle: watch::Sender<Lifecycle>,
+    /// A root group member's consensus inbox: (from member, encoded Raft message). Set once,
+    /// when the member's consensus starts; unset on every other node.
+    pub(crate) raft_inbox: std::sync::OnceLock<tokio::sync::mpsc::Sender<(u64, Vec<u8>)>>,
 }
 
 impl NodeState {
@@ -147,6 +150,7 @@ impl NodeState {
             connections,
             tls,
             lifecycle: watch::Sender::new(Lifecycle::Serving),
+            raft_inbox: std::sync::OnceLock::new(),
         });
         state.after_apply();
         state

@@ -18,6 +18,7 @@
 //! - `kv` table: key → `crc32c(key ‖ value)` (u32, little-endian) ‖ value.
 //! - `log` table: index (u64 big-endian, so bytewise order is numeric order) → compressed entry.
 
+mod consensus;
 mod engine;
 mod error;
 pub mod faults;
@@ -39,6 +40,7 @@ pub mod snapshot;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use consensus::RaftRecords;
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
 pub use error::{ApplyRefusal, StoreError};
 pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};
@@ -291,14 +293,14 @@ impl Store {
     /// Applies `entries` in one commit, or refuses them all and changes nothing.
     pub fn apply(&mut self, entries: &[LogEntry]) -> Result<(), StoreError> {
         let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (e, None)).collect();
-        self.apply_checked(&entries, true)
+        self.apply_checked(&entries, true, Vec::new())
     }
 
     /// [`apply`](Self::apply) for entries that arrived in their stored form: the bytes a frame
     /// brought are stored as they are (they decoded to the entry, its hash verified).
     pub fn apply_verified(&mut self, entries: &[VerifiedEntry]) -> Result<(), StoreError> {
         let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (&**e, Some(e.compressed()))).collect();
-        self.apply_checked(&entries, true)
+        self.apply_checked(&entries, true, Vec::new())
     }
 
     /// PLANTED BUG (legacy, for the simulator's bug zoo only): [`apply`](Self::apply) without
@@ -307,12 +309,18 @@ impl Store {
     /// configuration asks for `legacy.apply_without_gap_check`.
     pub fn apply_without_gap_check(&mut self, entries: &[VerifiedEntry]) -> Result<(), StoreError> {
         let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (&**e, Some(e.compressed()))).collect();
-        self.apply_checked(&entries, false)
+        self.apply_checked(&entries, false, Vec::new())
     }
 
-    /// Each entry with, when it arrived compressed, the bytes it was verified from.
-    fn apply_checked(&mut self, entries: &[(&LogEntry, Option<&[u8]>)], gap_check: bool) -> Result<(), StoreError> {
-        if entries.is_empty() {
+    /// Each entry with, when it arrived compressed, the bytes it was verified from; `also`:
+    /// `meta` writes that commit with them (a root member's applied consensus index).
+    fn apply_checked(
+        &mut self,
+        entries: &[(&LogEntry, Option<&[u8]>)],
+        gap_check: bool,
+        also: Vec<Write>,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() && also.is_empty() {
             return Ok(());
         }
         self.check_settled()?;
@@ -332,7 +340,8 @@ impl Store {
         // What the batch leaves under each key it touches: later operations win. The keys in
         // order, each written once.
         let mut after: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
-        let mut writes = Vec::with_capacity(entries.len() + 8);
+        let mut writes = also;
+        writes.reserve(entries.len() + 8);
         let mut logical_bytes_written = 0;
         for &(entry, stored) in entries {
             for op in &entry.ops {
@@ -548,13 +557,16 @@ fn head_after(
         head.chain_hash = entry.hash;
     }
     // Invariants of an apply, asserted where they hold so a broken one stops the run at the
-    // point of damage (under the simulator: with its seed): the head is the last entry's.
-    let (last, _) = entries.last().expect("an apply has entries");
-    assert_eq!(
-        (head.applied_index, head.chain_hash),
-        (last.index, last.hash),
-        "after an apply the head must be the last entry applied"
-    );
+    // point of damage (under the simulator: with its seed): the head is the last entry's (or,
+    // with none — a root group member's batch of identical rewrites — unmoved).
+    match entries.last() {
+        Some((last, _)) => assert_eq!(
+            (head.applied_index, head.chain_hash),
+            (last.index, last.hash),
+            "after an apply the head must be the last entry applied"
+        ),
+        None => assert_eq!(head, stored, "an apply without entries moves nothing"),
+    }
     assert!(
         !gap_check || head.applied_index == stored.applied_index + entries.len() as u64,
         "a checked apply advances the index by exactly the entries applied"

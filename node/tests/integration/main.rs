@@ -24,6 +24,7 @@ mod model;
 mod refusals;
 mod replication_frames;
 mod resources;
+mod root_group;
 mod shutdown;
 mod simulated;
 mod simulated_raft;

@@ -21,6 +21,7 @@ fn want() -> impl Strategy<Value = Want> {
         Just(Want::Log),
         (any::<u64>(), prop::option::of("[0-9a-f]{0,64}|\\PC{0,8}"))
             .prop_map(|(resume_chunk, manifest_fingerprint)| Want::Snapshot { resume_chunk, manifest_fingerprint }),
+        any::<u64>().prop_map(|member| Want::Raft { member }),
     ]
 }
 
@@ -66,6 +67,7 @@ fn message() -> impl Strategy<Value = Message> {
             upstream: UpstreamStatus::from_wire(up)
         }),
         bytes(200).prop_map(|manifest_json| Message::SnapshotManifest { manifest_json }),
+        bytes(200).prop_map(|message| Message::Raft { message }),
         (any::<u64>(), any::<u32>(), any::<u64>(), bytes(200), any::<u32>()).prop_map(
             |(number, file, offset, bytes, crc32c)| Message::SnapshotChunk(SnapshotChunk {
                 number,

@@ -55,13 +55,13 @@ async fn member_loop(
     loop {
         let out = tokio::select! {
             biased;
-            _ = ticker.tick() => member.tick(),
+            _ = ticker.tick() => member.tick().unwrap(),
             Some(bytes) = inbox.recv() => match consensus::decode(&bytes).map(|m| member.receive(m)) {
                 Ok(Ok(out)) => out,
                 Ok(Err(e)) => panic!("member {id} could not step a message: {e}"),
                 Err(e) => panic!("member {id} got bytes that are not a message: {e}"),
             },
-            Some(data) = proposals.recv() => member.propose(data).unwrap_or_default(),
+            Some(data) = proposals.recv() => member.propose(data).map(|(_, out)| out).unwrap_or_default(),
         };
         let at = madsim::time::TimeHandle::current().elapsed();
         log.lock().unwrap().extend(out.events.into_iter().map(|e| (at, id, e)));

@@ -142,6 +142,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             writes_per_s: quota,
             burst: quota,
         }],
+        ..RootConfig::default()
     };
     let mut out = vec![(node("root".to_string(), Role::Root, root_ip, replication(), Some(root)), root_ip)];
     let topology = &scenario.topology;

@@ -16,6 +16,7 @@ impl Message {
             Message::SnapshotManifest { .. } => FrameType::SnapshotManifest,
             Message::SnapshotChunk(_) => FrameType::SnapshotChunk,
             Message::SnapshotDone => FrameType::SnapshotDone,
+            Message::Raft { .. } => FrameType::Raft,
         }
     }
 
@@ -60,6 +61,9 @@ impl Message {
             Message::SnapshotChunk(chunk) => {
                 check_limit(frame, "chunk bytes", "CHUNK_BYTES_MAX", CHUNK_BYTES_MAX as usize, chunk.bytes.len())?;
             }
+            Message::Raft { message } => {
+                check_limit(frame, "message", "RAFT_MESSAGE_BYTES_MAX", RAFT_MESSAGE_BYTES_MAX, message.len())?;
+            }
             Message::Welcome { .. }
             | Message::OutOfRetention { .. }
             | Message::Keepalive { .. }
@@ -86,6 +90,7 @@ impl Message {
             Message::SnapshotManifest { manifest_json } => 4 + manifest_json.len(),
             Message::SnapshotChunk(chunk) => CHUNK_HEADER_BYTES + chunk.bytes.len(),
             Message::Refused { detail, .. } => 5 + detail.len(),
+            Message::Raft { message } => 4 + message.len(),
             _ => 128,
         }
     }
@@ -108,6 +113,10 @@ impl Message {
                 out.push(u8::from(hello.newest_only));
                 match &hello.want {
                     Want::Log => out.push(WANT_LOG),
+                    Want::Raft { member } => {
+                        out.push(WANT_RAFT);
+                        out.extend_from_slice(&member.to_le_bytes());
+                    }
                     Want::Snapshot { resume_chunk, manifest_fingerprint } => {
                         out.push(WANT_SNAPSHOT);
                         out.extend_from_slice(&resume_chunk.to_le_bytes());
@@ -154,6 +163,7 @@ impl Message {
                 put_bytes(out, &chunk.bytes);
             }
             Message::SnapshotDone => {}
+            Message::Raft { message } => put_bytes(out, message),
         }
     }
 
@@ -194,7 +204,8 @@ impl Message {
                         };
                         Want::Snapshot { resume_chunk, manifest_fingerprint }
                     }
-                    other => return Err(r.bad_value("want", other, "1 (log) or 2 (snapshot)")),
+                    WANT_RAFT => Want::Raft { member: r.u64("member")? },
+                    other => return Err(r.bad_value("want", other, "1 (log), 2 (snapshot) or 3 (raft)")),
                 };
                 Message::Hello(ClientHello { version, client_id, db_id, last_index, stop_index, newest_only, want })
             }
@@ -207,7 +218,7 @@ impl Message {
             FrameType::Refused => {
                 let code = r.u8("reason")?;
                 let reason = RefusalReason::from_u8(code)
-                    .ok_or_else(|| r.bad_value("reason", code, "a refusal reason (1..=6)"))?;
+                    .ok_or_else(|| r.bad_value("reason", code, "a refusal reason (1..=7)"))?;
                 let detail = r.string("detail", "DETAIL_BYTES_MAX", DETAIL_BYTES_MAX)?;
                 Message::Refused { reason, detail }
             }
@@ -249,6 +260,10 @@ impl Message {
                 Message::SnapshotChunk(SnapshotChunk { number, file, offset, bytes, crc32c })
             }
             FrameType::SnapshotDone => Message::SnapshotDone,
+            FrameType::Raft => {
+                let message = r.bytes("message", "RAFT_MESSAGE_BYTES_MAX", RAFT_MESSAGE_BYTES_MAX)?;
+                Message::Raft { message: message.to_vec() }
+            }
         };
         r.finish()?;
         Ok(message)
@@ -257,6 +272,7 @@ impl Message {
 
 const WANT_LOG: u8 = 1;
 const WANT_SNAPSHOT: u8 = 2;
+const WANT_RAFT: u8 = 3;
 
 /// A length as the u32 the layout uses. Lengths within the limits always fit; one that does
 /// not is written as `u32::MAX`, which every limit refuses.

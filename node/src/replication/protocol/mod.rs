@@ -32,7 +32,10 @@
 //! from `last_index + 1` on, [`Message::Keepalive`] while the source is idle, and
 //! [`Message::OutOfRetention`] if the source has collected the entries it asked for. A client
 //! that wants a snapshot ([`Want::Snapshot`]) receives [`Message::SnapshotManifest`], then
-//! [`Message::SnapshotChunk`]s from `resume_chunk` on, then [`Message::SnapshotDone`].
+//! [`Message::SnapshotChunk`]s from `resume_chunk` on, then [`Message::SnapshotDone`]. A root
+//! member that wants to send Raft messages ([`Want::Raft`]) sends [`Message::Raft`] frames and
+//! receives nothing more: each member dials each other one, so the answers travel on the
+//! answerer's own connection.
 //!
 //! # Encoding, protocol version 1
 //!
@@ -58,16 +61,19 @@
 //!                         8   last index (u64; the first entry wanted is last index + 1)
 //!                         1+8 stop index (option of u64)
 //!                         1   newest only (boolean)
-//!                         1   want: 1 = log, 2 = snapshot; snapshot only:
+//!                         1   want: 1 = log, 2 = snapshot, 3 = raft; snapshot only:
 //!                               8   resume chunk (u64)
 //!                               1+  manifest fingerprint (option of string, FINGERPRINT_BYTES_MAX)
+//!                             raft only:
+//!                               8   member (u64; the client's id in the root group)
 //! 2     Welcome           16  server id (u128)
 //!                         16  database id (u128)
 //!                         8   applied index (u64)
 //!                         8   first retained index (u64)
 //! 3     Refused           1   reason: 1 = self-replication, 2 = wrong database,
 //!                               3 = unsupported version, 4 = bad handshake,
-//!                               5 = too many bootstraps, 6 = shutting down
+//!                               5 = too many bootstraps, 6 = shutting down,
+//!                               7 = not a member
 //!                         4+  detail (string, DETAIL_BYTES_MAX)
 //! 4     Entries           4   entry count (u32, ENTRIES_PER_FRAME_MAX)
 //!                         ... entries, each bytes (ENTRY_COMPRESSED_BYTES_MAX; together
@@ -84,6 +90,8 @@
 //!                         4   CRC32C of the chunk's bytes (u32)
 //!                         4+  chunk bytes (bytes, CHUNK_BYTES_MAX)
 //! 9     SnapshotDone      (empty)
+//! 10    Raft              4+  one Raft message (bytes, RAFT_MESSAGE_BYTES_MAX; raft-rs's protobuf)
+//!       (client→server)
 //! ```
 
 use crate::entry::{DatabaseId, escape};
@@ -161,6 +169,11 @@ pub const FINGERPRINT_BYTES_MAX: usize = 128;
 /// leaves room for names of over 300 bytes. Our engines list a handful of files.
 pub const MANIFEST_BYTES_MAX: usize = 4 << 20;
 
+/// Largest Raft message in a [`Message::Raft`]: a member's appends carry at most
+/// `consensus::APPEND_BYTES_MAX` of entries beyond the first, and one entry is a proposal of at
+/// most `consensus::PROPOSAL_BYTES_MAX`; the rest is headroom for the message's own fields.
+pub const RAFT_MESSAGE_BYTES_MAX: usize = 8 << 20;
+
 /// Fixed fields of a [`Message::SnapshotChunk`] payload: number, file, offset, CRC32C, length.
 const CHUNK_HEADER_BYTES: usize = 8 + 4 + 8 + 4 + 4;
 
@@ -202,6 +215,7 @@ pub enum FrameType {
     SnapshotManifest = 7,
     SnapshotChunk = 8,
     SnapshotDone = 9,
+    Raft = 10,
 }
 
 impl FrameType {
@@ -235,6 +249,10 @@ pub enum Want {
     /// new bootstrap); `manifest_fingerprint` names the manifest of the snapshot being resumed,
     /// so the server can tell whether it still serves the same one.
     Snapshot { resume_chunk: u64, manifest_fingerprint: Option<String> },
+    /// To send Raft messages: the client is root member `member` of the server's root group,
+    /// and every frame after the welcome is a [`Message::Raft`] from it. A server that is not
+    /// in a root group with that member refuses ([`RefusalReason::NotAMember`]).
+    Raft { member: u64 },
 }
 
 /// The client's opening message.
@@ -299,6 +317,9 @@ pub enum RefusalReason {
     /// The server is stopping.
     #[strum(serialize = "shutting down")]
     ShuttingDown = 6,
+    /// A Raft hello to a node that is not a root member, or from a member it does not know.
+    #[strum(serialize = "not a member")]
+    NotAMember = 7,
 }
 
 impl RefusalReason {
@@ -341,6 +362,9 @@ pub enum Message {
     SnapshotChunk(SnapshotChunk),
     /// Server → client: every chunk was sent.
     SnapshotDone,
+    /// Root member → root member, after a [`Want::Raft`] hello: one Raft message (raft-rs's
+    /// protobuf encoding, decoded by `consensus::decode`).
+    Raft { message: Vec<u8> },
 }
 
 /// Why a frame could not be read or decoded.
@@ -354,7 +378,7 @@ pub enum ProtocolError {
     EmptyFrame,
     #[error("connection closed mid-frame: {read} of the {expected} bytes of its {part} arrived")]
     UnexpectedEof { part: &'static str, read: usize, expected: usize },
-    #[error("frame type {found} is unknown (this build knows 1..=9)")]
+    #[error("frame type {found} is unknown (this build knows 1..=10)")]
     UnknownFrameType { found: u8 },
     #[error(
         "not a qsim replication client: its hello starts with {} where {} was expected",

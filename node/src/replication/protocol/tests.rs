@@ -46,6 +46,9 @@ fn samples() -> Vec<Message> {
             crc32c: 0xdead_beef,
         }),
         Message::SnapshotDone,
+        Message::Hello(hello(Want::Raft { member: 3 })),
+        Message::Raft { message: vec![8, 1, 16, 2] },
+        Message::Raft { message: vec![] },
     ];
     for &reason in RefusalReason::ALL {
         out.push(Message::Refused { reason, detail: format!("{reason}: détail") });
@@ -77,7 +80,7 @@ fn every_frame_type_has_a_sample() {
         assert_eq!(FrameType::from_u8(t as u8), Some(t));
     }
     assert_eq!(FrameType::from_u8(0), None);
-    assert_eq!(FrameType::from_u8(10), None);
+    assert_eq!(FrameType::from_u8(11), None);
 }
 
 #[test]
@@ -89,12 +92,12 @@ fn every_refusal_reason_round_trips_and_codes_are_distinct() {
         assert_eq!(decode(&message.encode()).unwrap(), message);
     }
     assert_eq!(RefusalReason::from_u8(0), None);
-    assert_eq!(RefusalReason::from_u8(7), None);
+    assert_eq!(RefusalReason::from_u8(8), None);
     let mut frame = Message::Refused { reason: RefusalReason::ShuttingDown, detail: "x".into() }.encode();
-    frame[5] = 7;
+    frame[5] = 8;
     let err = decode(&frame).unwrap_err();
-    assert!(matches!(err, ProtocolError::BadValue { frame: FrameType::Refused, found: 7, .. }), "{err}");
-    assert!(err.to_string().contains("Refused frame: reason is 7"), "{err}");
+    assert!(matches!(err, ProtocolError::BadValue { frame: FrameType::Refused, found: 8, .. }), "{err}");
+    assert!(err.to_string().contains("Refused frame: reason is 8"), "{err}");
 }
 
 /// Pins the layout table in the module doc: a change here is a protocol change.

@@ -31,17 +31,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::connections::{Lifecycle, reached};
-use crate::entry::{LogEntry, Op};
-use crate::limits::{ENTRY_BYTES_MAX, OPS_PER_ENTRY_MAX};
-use crate::observe::Probe;
+use crate::entry::Op;
 use crate::state::{DiskOp, NodeState};
+
+mod batch;
+mod group;
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;
 /// Requests queued for the committer before producers wait for room.
 pub const WRITE_QUEUE_DEPTH_MAX: usize = 10_000;
-/// Encoded bytes one entry may use, leaving room below `ENTRY_BYTES_MAX` for the header.
-const ENTRY_BODY_BYTES_MAX: usize = ENTRY_BYTES_MAX - 4096;
 
 /// Why a write was not acknowledged. Each kind says whether any of it may have been applied
 /// ([`WriteError::may_have_applied`]) and whose fault it was ([`WriteError::client_at_fault`]),
@@ -68,6 +67,15 @@ pub enum WriteError {
     /// The commit holding the write failed, and may or may not have reached the disk.
     #[error("commit failed, its outcome unknown: {0}")]
     Unknown(String),
+    /// A root group member that does not lead: write to the leader at `leader` (its HTTP
+    /// address), or, when no leader is known (an election is under way), retry shortly.
+    /// Nothing was applied.
+    #[error("this root group member does not lead; {}", leader.map_or("no leader is known: retry shortly".to_string(), |l| format!("the leader is at {l}")))]
+    NotLeader { leader: Option<std::net::SocketAddr> },
+    /// The leader proposed the write at Raft index `index`, but a new leader's entry took that
+    /// index: the write was not applied.
+    #[error("leadership changed: Raft index {index} holds another leader's entry; the write was not applied")]
+    Overwritten { index: u64 },
 }
 
 impl WriteError {
@@ -151,7 +159,7 @@ impl WriteQueue {
 pub struct RootTasks {
     /// Ends once the node is draining and every queued write is answered.
     pub committer: JoinHandle<()>,
-    /// Ends once the node is draining.
+    /// Ends once the node is draining: the heartbeat, or a root group member's consensus.
     pub heartbeat: JoinHandle<()>,
 }
 
@@ -159,12 +167,52 @@ pub struct RootTasks {
 pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> (WriteQueue, RootTasks) {
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
     let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
-    let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window));
+    let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window, Sink::Store));
     let heartbeat = tokio::spawn(run_heartbeat(state, heartbeat_interval));
     (queue, RootTasks { committer, heartbeat })
 }
 
-async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteRequest>, batch_window: Duration) {
+/// [`start`] for a member of a root group (`[[root.members]]`): the committer's batches go to
+/// the member's consensus (see `group`), which also proposes the heartbeats; `heartbeat` is
+/// the consensus task. Fails when the member's Raft state in the store cannot be read back.
+pub fn start_group(
+    state: Arc<NodeState>,
+    root: &crate::config::RootConfig,
+) -> Result<(WriteQueue, RootTasks), crate::consensus::MemberError> {
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
+    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
+    let (batches, consensus) = group::start(state.clone(), root)?;
+    let committer = tokio::spawn(run_committer(state, rx, root.batch_window, Sink::Group(batches)));
+    Ok((queue, RootTasks { committer, heartbeat: consensus }))
+}
+
+/// Where the committer's batches go.
+enum Sink {
+    /// Committed to this root's store.
+    Store,
+    /// Proposed by this root group member's consensus, which answers them.
+    Group(mpsc::Sender<Vec<WriteRequest>>),
+}
+
+impl Sink {
+    async fn take(&self, state: &NodeState, batch: Vec<WriteRequest>) {
+        match self {
+            Sink::Store => commit(state, batch).await,
+            // A consensus that ended (the member stopped) drops the batch unanswered: "the root
+            // is shutting down; the write was not applied", which is so.
+            Sink::Group(batches) => {
+                let _ = batches.send(batch).await;
+            }
+        }
+    }
+}
+
+async fn run_committer(
+    state: Arc<NodeState>,
+    mut rx: mpsc::Receiver<WriteRequest>,
+    batch_window: Duration,
+    sink: Sink,
+) {
     let mut lifecycle = state.lifecycle();
     loop {
         let first = tokio::select! {
@@ -191,7 +239,7 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        commit(&state, batch).await;
+        sink.take(&state, batch).await;
     }
     // Draining: no new writes; the ones already queued are committed and answered.
     rx.close();
@@ -204,7 +252,7 @@ async fn run_committer(state: Arc<NodeState>, mut rx: mpsc::Receiver<WriteReques
             batch.push(request);
         }
         drained += batch.len();
-        commit(&state, batch).await;
+        sink.take(&state, batch).await;
     }
     tracing::info!(node = %state.config.name, drained, "write queue drained: later writes are refused");
 }
@@ -250,59 +298,9 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     let outcome = state.with_store(|store| {
         // After a failed commit the head is unknown until the store is reopened.
         state.settle(store).map_err(|e| WriteError::StoreNotReady(e.to_string()))?;
-        // The value each key will hold once the batch so far is applied.
-        let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        let mut kept: Vec<Op> = Vec::new();
-        let mut dropped = Vec::with_capacity(batch.len());
-        let mut probes = Vec::new();
-        let mut read_failures = Vec::new();
-        for request in &batch {
-            let mut identical = 0;
-            let mut keys = std::collections::BTreeSet::new();
-            for op in &request.ops {
-                if !keys.insert(op.key()) {
-                    probes.push(Probe::RepeatedKeyInOneRequest);
-                }
-                // What the key holds, or `None` when that is unknown: a value that fails its
-                // checksum (or any read error) is not "absent". Only a known value can make a
-                // write an identical rewrite; an unknown one is always written, so a delete or
-                // set of a damaged key reaches the log and repairs it everywhere.
-                let current: Option<Option<Vec<u8>>> = match pending.get(op.key()) {
-                    Some(value) => Some(value.clone()),
-                    None => match store.get(op.key()) {
-                        Ok(value) => Some(value),
-                        // Planted bug: the unreadable key counts as absent.
-                        Err(_) if state.config.planted().unreadable_key_counts_as_absent => Some(None),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "reading a key's current value failed: the write is kept");
-                            read_failures.push(e.is_damage());
-                            None
-                        }
-                    },
-                };
-                let unchanged = match (op, current) {
-                    (_, None) => false,
-                    (Op::Set { value, .. }, Some(current)) => current.as_deref() == Some(value.as_slice()),
-                    (Op::Delete { .. }, Some(current)) => current.is_none(),
-                };
-                if unchanged {
-                    identical += 1;
-                    probes.push(Probe::IdenticalRewriteDropped);
-                    continue;
-                }
-                if let Op::Delete { .. } = op {
-                    probes.push(Probe::DeleteCommitted);
-                }
-                let new_value = match op {
-                    Op::Set { value, .. } => Some(value.clone()),
-                    Op::Delete { .. } => None,
-                };
-                pending.insert(op.key().to_vec(), new_value);
-                kept.push(op.clone());
-            }
-            dropped.push(identical);
-        }
-        let entries = pack(store, timestamp_ms, kept).map_err(WriteError::Sealing)?;
+        let requests: Vec<&[Op]> = batch.iter().map(|r| r.ops.as_slice()).collect();
+        let judged = batch::judge(state, store, &requests, &BTreeMap::new());
+        let entries = batch::pack(store, timestamp_ms, judged.kept.clone()).map_err(WriteError::Sealing)?;
         store.apply(&entries).map_err(|e| match e {
             // Refused before anything was written.
             crate::store::StoreError::Refused(_) | crate::store::StoreError::Unsettled { .. } => {
@@ -315,21 +313,12 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
             state.applied(first, last);
         }
-        Ok::<_, WriteError>((store.applied_index(), dropped, entries, probes, read_failures))
+        Ok::<_, WriteError>((store.applied_index(), judged))
     });
     match outcome {
-        Ok((index, dropped, entries, probes, read_failures)) => {
-            for damage in read_failures {
-                if damage {
-                    state.found_damage(); // counted; the write just committed repaired the key
-                }
-            }
-            for probe in probes {
-                state.probe(probe);
-            }
-            let written: u64 = entries.iter().map(|e| e.ops.len() as u64).sum();
-            state.metrics.writes_accepted.inc_by(written);
-            for (request, identical_dropped) in batch.into_iter().zip(dropped) {
+        Ok((index, judged)) => {
+            judged.report(state);
+            for (request, identical_dropped) in batch.into_iter().zip(judged.dropped) {
                 state.metrics.writes_identical_dropped.inc_by(identical_dropped as u64);
                 let _ = request.reply.send(Ok(WriteReceipt { index, identical_dropped }));
             }
@@ -342,40 +331,6 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
             }
         }
     }
-}
-
-/// Splits `ops` into sealed, chained entries within the entry limits.
-fn pack(
-    store: &crate::store::Store,
-    timestamp_ms: u64,
-    ops: Vec<Op>,
-) -> Result<Vec<LogEntry>, crate::entry::EntryError> {
-    let mut entries: Vec<LogEntry> = Vec::new();
-    let mut current: Vec<Op> = Vec::new();
-    let mut current_bytes = 0;
-    let seal = |ops: Vec<Op>, entries: &mut Vec<LogEntry>| -> Result<(), crate::entry::EntryError> {
-        let (index, prev) = match entries.last() {
-            Some(last) => (last.index + 1, last.hash),
-            None => (store.applied_index() + 1, store.chain_hash()),
-        };
-        entries.push(LogEntry::seal(index, store.db_id(), timestamp_ms, prev, ops)?);
-        Ok(())
-    };
-    for op in ops {
-        let op_bytes = 16 + op.key().len() + if let Op::Set { value, .. } = &op { value.len() } else { 0 };
-        if !current.is_empty()
-            && (current.len() == OPS_PER_ENTRY_MAX || current_bytes + op_bytes > ENTRY_BODY_BYTES_MAX)
-        {
-            seal(std::mem::take(&mut current), &mut entries)?;
-            current_bytes = 0;
-        }
-        current_bytes += op_bytes;
-        current.push(op);
-    }
-    if !current.is_empty() {
-        seal(current, &mut entries)?;
-    }
-    Ok(entries)
 }
 
 #[cfg(all(test, not(madsim)))]

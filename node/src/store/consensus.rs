@@ -1,0 +1,140 @@
+//! A root member's consensus state, kept in the store's `meta` table beside the data it orders.
+//!
+//! Guarantees:
+//! - **Durable before it vouches.** [`Store::persist_raft`] writes new Raft log entries and the
+//!   hard state (term, vote, commit) in one engine commit, synced when it returns: a member
+//!   never answers a vote or an append for state a crash could take back (the planted bug
+//!   "a member that forgets its vote" is the absence of this).
+//! - **Applied exactly once.** [`Store::apply_raft`] commits the Quicksilver entries a Raft
+//!   entry became and the Raft index they came from in the same commit as the data, so after a
+//!   crash a member resumes applying at the first Raft entry its store does not hold: a
+//!   committed batch is never applied twice (which would fork the chain) nor skipped.
+//! - The records are opaque bytes here (raft-rs's own encoding, done in `consensus`): the store
+//!   knows their order and atomicity, not their meaning.
+//!
+//! Keys, all under `raft/` in `meta` (integers big-endian, so bytewise order is numeric):
+//! `raft/hard_state` → encoded `HardState`; `raft/applied` → u64; `raft/entry/<index>` →
+//! encoded `Entry`.
+
+use super::engine::{Table, Write};
+use super::{LogEntry, Store, StoreError};
+
+const HARD_STATE: &[u8] = b"raft/hard_state";
+const APPLIED: &[u8] = b"raft/applied";
+const ENTRY_PREFIX: &[u8] = b"raft/entry/";
+
+fn entry_key(index: u64) -> Vec<u8> {
+    let mut key = ENTRY_PREFIX.to_vec();
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// What a store holds of its member's consensus state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaftRecords {
+    /// The encoded hard state, if one was ever persisted.
+    pub hard_state: Option<Vec<u8>>,
+    /// The encoded Raft log entries, in index order, each with its index.
+    pub entries: Vec<(u64, Vec<u8>)>,
+    /// The last Raft index whose batch this store applied (0: none).
+    pub applied: u64,
+}
+
+impl Store {
+    /// The consensus state this store holds; empty for a store that never was a root member.
+    pub fn raft_records(&self) -> Result<RaftRecords, StoreError> {
+        let hard_state = self.engine.get(Table::Meta, HARD_STATE)?;
+        let applied = match self.engine.get(Table::Meta, APPLIED)? {
+            Some(bytes) => u64::from_be_bytes(super::record::fixed(&bytes, "raft/applied")?),
+            None => 0,
+        };
+        let mut entries = Vec::new();
+        let mut bad_key = None;
+        self.engine.scan(Table::Meta, ENTRY_PREFIX, &mut |key, value| {
+            let Some(index) = key.strip_prefix(ENTRY_PREFIX) else { return false };
+            match <[u8; 8]>::try_from(index) {
+                Ok(index) => entries.push((u64::from_be_bytes(index), value.to_vec())),
+                Err(_) => bad_key = Some(key.to_vec()),
+            }
+            bad_key.is_none()
+        })?;
+        if let Some(key) = bad_key {
+            return Err(StoreError::CorruptMeta(format!(
+                "a Raft entry under a malformed key {:?}",
+                super::escape(&key)
+            )));
+        }
+        if let Some(gap) = entries.windows(2).find(|pair| pair[1].0 != pair[0].0 + 1) {
+            return Err(StoreError::CorruptMeta(format!("the Raft log jumps from index {} to {}", gap[0].0, gap[1].0)));
+        }
+        Ok(RaftRecords { hard_state, entries, applied })
+    }
+
+    /// Persists new Raft log entries (consecutive, from `entries[0].0`), replacing every held
+    /// entry from that index on (a new leader's log overrides a follower's unacknowledged
+    /// tail), and the hard state when given — in one durable commit.
+    pub fn persist_raft(&mut self, hard_state: Option<Vec<u8>>, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+        assert!(
+            entries.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1),
+            "Raft entries are persisted in consecutive runs"
+        );
+        self.check_settled()?;
+        let mut writes = Vec::with_capacity(entries.len() + 2);
+        if let Some(&(first, _)) = entries.first() {
+            writes.push(Write::DeleteRange { table: Table::Meta, start: entry_key(first), end: entry_key(u64::MAX) });
+        }
+        for (index, bytes) in entries {
+            writes.push(Write::Put { table: Table::Meta, key: entry_key(*index), value: bytes.clone() });
+        }
+        if let Some(hard_state) = hard_state {
+            writes.push(Write::Put { table: Table::Meta, key: HARD_STATE.to_vec(), value: hard_state });
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.engine.commit(writes) {
+            return Err(self.commit_failed(e));
+        }
+        Ok(())
+    }
+
+    /// Applies the Quicksilver `entries` that committed Raft entry `raft_index` became (none:
+    /// a batch of identical rewrites), and records `raft_index` as applied, in one commit.
+    pub fn apply_raft(&mut self, entries: &[LogEntry], raft_index: u64) -> Result<(), StoreError> {
+        let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (e, None)).collect();
+        let applied =
+            Write::Put { table: Table::Meta, key: APPLIED.to_vec(), value: raft_index.to_be_bytes().to_vec() };
+        self.apply_checked(&entries, true, vec![applied])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::entry::{DatabaseId, Op};
+    use crate::store::{MemDisk, OpenOptions, Store, StoreLocation};
+
+    fn open(disk: &MemDisk) -> Store {
+        Store::open(&StoreLocation::Memory(disk.clone()), &OpenOptions::new(DatabaseId(5))).unwrap()
+    }
+
+    #[test]
+    fn raft_records_survive_a_reopen_and_a_new_tail_replaces_the_old() {
+        let disk = MemDisk::default();
+        let mut store = open(&disk);
+        assert_eq!(store.raft_records().unwrap(), Default::default(), "a fresh store holds none");
+        store
+            .persist_raft(Some(b"hs1".to_vec()), &[(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"c".to_vec())])
+            .unwrap();
+        // A new leader's entry 2 overrides the follower's 2 and 3.
+        store.persist_raft(None, &[(2, b"B".to_vec())]).unwrap();
+        let entry = store.next_entry(7, vec![Op::Set { key: b"k".to_vec(), value: b"v".to_vec() }]).unwrap();
+        store.apply_raft(&[entry], 2).unwrap();
+        store.apply_raft(&[], 3).unwrap();
+        drop(store);
+        let store = open(&disk);
+        let records = store.raft_records().unwrap();
+        assert_eq!(records.hard_state.as_deref(), Some(&b"hs1"[..]));
+        assert_eq!(records.entries, vec![(1, b"a".to_vec()), (2, b"B".to_vec())]);
+        assert_eq!((records.applied, store.applied_index()), (3, 1), "the empty batch moved only the Raft index");
+    }
+}
