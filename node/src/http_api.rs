@@ -268,9 +268,9 @@ impl Api {
                 body["lag_ms"] = state.lag_ms().into();
                 if let Some(member) = state.config.root.as_ref().and_then(|root| root.member_id) {
                     let m = &state.metrics;
-                    let role = [RaftRole::Follower, RaftRole::PreCandidate, RaftRole::Candidate, RaftRole::Leader]
-                        .into_iter()
-                        .map(<&str>::from)
+                    let role = RaftRole::ALL
+                        .iter()
+                        .map(|role| role.as_str())
                         .find(|role| {
                             m.raft_role.get_or_create(&crate::metrics::Metrics::label("role", role)).get() == 1
                         })
@@ -366,6 +366,10 @@ impl Api {
                 ),
             );
         }
+        // A root group member that does not lead sends the write on before it costs quota.
+        if let Some(redirect) = crate::root::not_leading(&self.state) {
+            return self.write_refused(redirect, path);
+        }
         if let Err(wait) = producer.take(ops.len()) {
             let ms = wait.as_millis().max(1) as u64;
             let mut response = error(
@@ -385,22 +389,28 @@ impl Api {
                 StatusCode::OK,
                 serde_json::json!({ "index": receipt.index, "identical_dropped": receipt.identical_dropped }),
             ),
-            Err(e) => {
-                let mut response = error(write_error_status(&e), e.to_string());
-                if let crate::root::WriteError::NotLeader { leader: Some(leader) } = e {
-                    // 307, not 301/302: the client repeats the same method and body there.
-                    let scheme =
-                        if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
-                    let location = format!("{scheme}://{leader}{path}");
-                    if let Ok(value) = location.parse() {
-                        response.headers_mut().insert(hyper::header::LOCATION, value);
-                    }
-                } else if let crate::root::WriteError::NotLeader { leader: None } = e {
-                    response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
-                }
-                response
-            }
+            Err(e) => self.write_refused(e, path),
         }
+    }
+
+    /// The answer to a write that failed: its status, and a root group member's redirect to
+    /// the leader (307, not 301/302: the client repeats the same method and body there) or,
+    /// with no leader known, a `Retry-After`.
+    fn write_refused(&self, e: crate::root::WriteError, path: &str) -> Reply {
+        let mut response = error(write_error_status(&e), e.to_string());
+        match e {
+            crate::root::WriteError::NotLeader { leader: Some(leader) } => {
+                let scheme = if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
+                if let Ok(value) = format!("{scheme}://{leader}{path}").parse() {
+                    response.headers_mut().insert(hyper::header::LOCATION, value);
+                }
+            }
+            crate::root::WriteError::NotLeader { leader: None } => {
+                response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
     }
 
     fn check_acl(&self, producer: &Producer, key: &[u8]) -> Result<(), Reply> {

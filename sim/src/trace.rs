@@ -14,7 +14,7 @@ use crate::sync::Locked;
 use qs_node::observe::{NodeEvent, NodeObserver};
 
 pub use qs_reports::schema::{
-    BootstrapStage, Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RunPhase, SourceChange,
+    BootstrapStage, Checker, Event, FaultKind, FaultPhase, Probe, ProbeHits, RaftRole, RunPhase, SourceChange,
 };
 
 /// Receives each event as it happens (the checkers).
@@ -36,10 +36,19 @@ pub struct Recorder {
     root_commits: std::collections::BTreeMap<u64, u64>,
     /// The root's newest applied index.
     root_applied: u64,
+    /// Each root member's last applied index.
+    root_heads: std::collections::BTreeMap<String, u64>,
 }
 
 /// The node whose commits are the log (its name in every scenario).
 pub const ROOT: &str = "root";
+
+/// Whether `node` is the root or a member of a root group (`root-2`, ...; no tier may be named
+/// `root`, so no replica's name starts so).
+pub fn is_root(node: &str) -> bool {
+    node == ROOT
+        || node.strip_prefix(ROOT).and_then(|rest| rest.strip_prefix('-')).is_some_and(|id| id.parse::<u32>().is_ok())
+}
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,6 +67,7 @@ impl Recorder {
             probes: Default::default(),
             root_commits: Default::default(),
             root_applied: 0,
+            root_heads: Default::default(),
         }))
     }
 
@@ -79,12 +89,20 @@ impl Recorder {
     /// starting counts as reaching its kind's probe.
     pub fn record(&mut self, event: Event) {
         if let Event::Applied { at_ms, node, first, last, .. } = &event
-            && node == ROOT
+            && is_root(node)
         {
-            // A root that lost unsynced commits writes those indices again: the newer wins.
-            self.root_commits.split_off(first);
-            self.root_commits.insert(*last, *at_ms);
-            self.root_applied = *last;
+            let previous = self.root_heads.insert(node.clone(), *last).unwrap_or(0);
+            if *first <= previous {
+                // A root that lost unsynced commits writes those indices again: the newer wins.
+                self.root_commits.split_off(first);
+                self.root_commits.insert(*last, *at_ms);
+                self.root_applied = *last;
+            } else if *last > self.root_applied {
+                // New indices; a root group member applying what another applied first adds
+                // nothing: the entry was committed when the first applied it.
+                self.root_commits.insert(*last, *at_ms);
+                self.root_applied = *last;
+            }
         }
         if let Event::Fault { kind, phase: FaultPhase::Start, .. } = &event
             && let Some(probe) = kind.probe()
@@ -163,6 +181,7 @@ impl NodeObserver for RecorderObserver {
                 Event::SourceChanged { at_ms, node, source: source.to_string(), reason }
             }
             NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
+            NodeEvent::RaftRole { term, role, leader } => Event::RaftRole { at_ms, node, term, role, leader },
             NodeEvent::Reached(reached) => return recorder.reached(reached),
             NodeEvent::FaultPoint { point, active } => Event::Fault {
                 at_ms,

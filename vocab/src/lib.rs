@@ -49,6 +49,43 @@ pub enum SourceChange {
     StoreFailed,
 }
 
+/// A root group member's role, as Raft names it.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Display,
+    IntoStaticStr,
+    VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum RaftRole {
+    Follower,
+    /// Asking whether it could win an election before starting one (pre-vote), so a member
+    /// that was cut off does not depose a healthy leader when it returns.
+    PreCandidate,
+    Candidate,
+    Leader,
+}
+
+impl RaftRole {
+    /// Every role, in declaration order.
+    pub const ALL: &'static [RaftRole] = <RaftRole as VariantArray>::VARIANTS;
+
+    /// The role as the trace and `/metrics` write it.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Where a snapshot bootstrap attempt failed.
 #[derive(
     Clone,

@@ -214,6 +214,18 @@ pub struct LegacyConfig {
     /// as absent when the root drops identical rewrites, so a delete of it is dropped,
     /// acknowledged and never logged — the replicas keep the key for ever.
     pub unreadable_key_counts_as_absent: bool,
+    /// Root group: the leader acknowledges a write as soon as it proposed it, before a majority
+    /// committed it — a write the leader then loses with its leadership (partitioned, killed)
+    /// was acknowledged and is gone.
+    pub raft_acknowledge_before_commit: bool,
+    /// Root group: a member applies each entry as soon as it has it in its Raft log, before it
+    /// knows the entry committed — an entry a new leader overwrites stays applied, and the
+    /// member's data forks from the group's.
+    pub raft_apply_before_commit: bool,
+    /// Root group: a member keeps its Raft log but not its hard state (term and vote) — after
+    /// a restart it may vote a second time in a term it voted in, and two members can lead one
+    /// term.
+    pub raft_forget_vote: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -476,6 +488,9 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     never_leave_stale_source: false,
     acknowledge_before_sync: false,
     unreadable_key_counts_as_absent: false,
+    raft_acknowledge_before_commit: false,
+    raft_apply_before_commit: false,
+    raft_forget_vote: false,
 };
 
 impl NodeConfig {

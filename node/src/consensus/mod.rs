@@ -30,6 +30,11 @@ use raft::{Config, RawNode, StateRole};
 /// `ELECTION_TICKS..2 * ELECTION_TICKS`). With the node's tick of [`TICK`], a leader is
 /// replaced within 1 to 2 s of its last heartbeat — etcd's default ratio (10 heartbeats).
 pub const ELECTION_TICKS: usize = 10;
+/// Ticks a member that started with no Raft state abstains from elections: twice the longest
+/// election timeout, so the election it may have voted in before its disk was replaced is over.
+/// Timing, not a proof: the sound way to replace a member's disk is a membership change (a new
+/// member id), which this group does not make yet.
+pub const FRESH_ABSTAIN_TICKS: usize = 4 * ELECTION_TICKS;
 /// Ticks between a leader's heartbeats.
 pub const HEARTBEAT_TICKS: usize = 1;
 /// How often a member ticks.
@@ -44,24 +49,14 @@ pub const APPEND_BYTES_MAX: usize = 1 << 20;
 const _: () =
     assert!(APPEND_BYTES_MAX + PROPOSAL_BYTES_MAX + (64 << 10) <= MESSAGE_BYTES_MAX, "an append fits a frame");
 
-/// A member's role, as raft-rs names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Role {
-    Follower,
-    PreCandidate,
-    Candidate,
-    Leader,
-}
+pub use qs_vocab::RaftRole as Role;
 
-impl From<StateRole> for Role {
-    fn from(role: StateRole) -> Role {
-        match role {
-            StateRole::Follower => Role::Follower,
-            StateRole::PreCandidate => Role::PreCandidate,
-            StateRole::Candidate => Role::Candidate,
-            StateRole::Leader => Role::Leader,
-        }
+fn role_of(role: StateRole) -> Role {
+    match role {
+        StateRole::Follower => Role::Follower,
+        StateRole::PreCandidate => Role::PreCandidate,
+        StateRole::Candidate => Role::Candidate,
+        StateRole::Leader => Role::Leader,
     }
 }
 
@@ -139,6 +134,11 @@ pub enum MemberError {
 pub struct Member {
     raw: RawNode<MemStorage>,
     disk: Box<dyn RaftDisk>,
+    /// PLANTED BUG (legacy `raft_apply_before_commit`): entries come out as committed when
+    /// they are appended; the last index that came out so.
+    applies_uncommitted: Option<u64>,
+    /// Ticks left in which a member that started with nothing abstains from elections.
+    fresh_ticks_left: usize,
     /// The last (term, role, leader) reported.
     reported: Option<(u64, Role, u64)>,
 }
@@ -152,8 +152,11 @@ impl std::fmt::Debug for Member {
 impl Member {
     /// Member `id` of a group whose voters are `voters` (ids from 1; `id` among them), on a
     /// [`Volatile`] disk, from nothing.
+    /// It takes part in elections at once (it has no disk that could have been replaced).
     pub fn new(id: u64, voters: &[u64]) -> Result<Member, MemberError> {
-        Member::restore(id, voters, Restored::default(), Box::new(Volatile))
+        let mut member = Member::restore(id, voters, Restored::default(), Box::new(Volatile))?;
+        member.fresh_ticks_left = 0;
+        Ok(member)
     }
 
     /// Member `id` restarting from what `disk` held (`restored`), persisting to it from now on.
@@ -204,7 +207,16 @@ impl Member {
         };
         config.validate()?;
         let raw = RawNode::new(&config, storage, &logger())?;
-        Ok(Member { raw, disk, reported: None })
+        let fresh = restored.hard_state.is_none() && restored.entries.is_empty();
+        let fresh_ticks_left = if fresh { FRESH_ABSTAIN_TICKS } else { 0 };
+        Ok(Member { raw, disk, applies_uncommitted: None, fresh_ticks_left, reported: None })
+    }
+
+    /// PLANTED BUG (legacy `raft_apply_before_commit`, the simulator's bug zoo only): from now
+    /// on every entry comes out as [`MemberEvent::Committed`] as soon as this member appends it,
+    /// whether or not a majority has it; what raft-rs later reports committed is ignored.
+    pub fn apply_before_commit(&mut self, applied: u64) {
+        self.applies_uncommitted = Some(applied);
     }
 
     pub fn id(&self) -> u64 {
@@ -253,13 +265,29 @@ impl Member {
 
     /// One tick of [`TICK`].
     pub fn tick(&mut self) -> Result<Output, MemberError> {
+        self.fresh_ticks_left = self.fresh_ticks_left.saturating_sub(1);
         self.raw.tick();
         self.drain()
     }
 
     /// A message from another member. A message raft-rs will not step (from a member outside
     /// the group, say) is an error the caller logs; the member goes on.
-    pub fn receive(&mut self, message: Message) -> Result<Output, MemberError> {
+    ///
+    /// A member that started with nothing (its disk replaced) abstains from elections for
+    /// [`FRESH_ABSTAIN_TICKS`]: before its disk was replaced it may have voted in the term now
+    /// being decided, and a second vote there could elect two leaders. (A group's first start
+    /// waits as long: every member starts with nothing.) And a leader's heartbeat may commit
+    /// past what such a member holds (the leader remembers it holding more): the commit is
+    /// taken as far as the member's log goes, and the leader's next append finds the gap.
+    pub fn receive(&mut self, mut message: Message) -> Result<Output, MemberError> {
+        use raft::prelude::MessageType;
+        let vote = matches!(message.get_msg_type(), MessageType::MsgRequestVote | MessageType::MsgRequestPreVote);
+        if vote && self.fresh_ticks_left > 0 {
+            return Ok(Output::default());
+        }
+        if message.get_msg_type() == MessageType::MsgHeartbeat {
+            message.commit = message.commit.min(self.raw.raft.raft_log.last_index());
+        }
         self.raw.step(message)?;
         self.drain()
     }
@@ -295,7 +323,14 @@ impl Member {
                 return Err(MemberError::Damaged("a Raft snapshot arrived; this build makes none".into()));
             }
             out.messages.extend(ready.take_messages());
-            committed(ready.take_committed_entries(), &mut out);
+            match &mut self.applies_uncommitted {
+                None => committed(ready.take_committed_entries(), &mut out),
+                Some(emitted) => {
+                    let fresh: Vec<Entry> = ready.entries().iter().filter(|e| e.index > *emitted).cloned().collect();
+                    *emitted = fresh.last().map_or(*emitted, |e| e.index);
+                    committed(fresh, &mut out);
+                }
+            }
             let hard_state = ready.hs().cloned();
             let entries: Vec<(u64, Vec<u8>)> = ready
                 .entries()
@@ -319,10 +354,12 @@ impl Member {
                 storage.wl().mut_hard_state().set_commit(commit);
             }
             out.messages.extend(light.take_messages());
-            committed(light.take_committed_entries(), &mut out);
+            if self.applies_uncommitted.is_none() {
+                committed(light.take_committed_entries(), &mut out);
+            }
             self.raw.advance_apply();
         }
-        let now = (self.raw.raft.term, Role::from(self.raw.raft.state), self.raw.raft.leader_id);
+        let now = (self.raw.raft.term, role_of(self.raw.raft.state), self.raw.raft.leader_id);
         if self.reported != Some(now) {
             self.reported = Some(now);
             // Before this call's commits: a commit is reported under the role that made it.

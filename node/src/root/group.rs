@@ -66,7 +66,12 @@ pub(super) fn start(
     let records =
         state.read_store(|store| store.raft_records()).map_err(|e| consensus::MemberError::Damaged(e.to_string()))?;
     let restored = Restored { hard_state: records.hard_state, entries: records.entries, applied: records.applied };
-    let member = Member::restore(me, &voters, restored, Box::new(StoreDisk(state.clone())))?;
+    let planted = state.config.planted();
+    let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
+    let mut member = Member::restore(me, &voters, restored, Box::new(disk))?;
+    if planted.raft_apply_before_commit {
+        member.apply_before_commit(records.applied);
+    }
     let (inbox_tx, inbox) = mpsc::channel(INBOX_DEPTH);
     state.raft_inbox.set(inbox_tx).expect("one consensus per node");
     let mut outboxes = BTreeMap::new();
@@ -92,11 +97,16 @@ pub(super) fn start(
 }
 
 /// The store as a member's [`RaftDisk`]: each persist one synced commit.
-struct StoreDisk(Arc<NodeState>);
+struct StoreDisk {
+    state: Arc<NodeState>,
+    /// PLANTED BUG (legacy `raft_forget_vote`): the hard state is never persisted.
+    forget_vote: bool,
+}
 
 impl RaftDisk for StoreDisk {
     fn persist(&mut self, hard_state: Option<Vec<u8>>, entries: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
-        self.0.with_store(|store| store.persist_raft(hard_state, &entries)).map_err(|e| e.to_string())
+        let hard_state = hard_state.filter(|_| !self.forget_vote);
+        self.state.with_store(|store| store.persist_raft(hard_state, &entries)).map_err(|e| e.to_string())
     }
 }
 
@@ -253,7 +263,15 @@ impl Group {
                 for op in &judged.kept {
                     self.ahead.insert(op.key().to_vec(), (index, op.value().map(<[u8]>::to_vec)));
                 }
-                self.in_flight.insert(index, InFlight { term: self.member.term(), requests: batch, judged });
+                let mut requests = batch;
+                if self.state.config.planted().raft_acknowledge_before_commit {
+                    // PLANTED BUG: answered now, at the index the write would get if it commits.
+                    let head = self.state.read_store(|store| store.applied_index()) + 1;
+                    for (request, identical_dropped) in requests.drain(..).zip(judged.dropped.iter().copied()) {
+                        let _ = request.reply.send(Ok(WriteReceipt { index: head, identical_dropped }));
+                    }
+                }
+                self.in_flight.insert(index, InFlight { term: self.member.term(), requests, judged });
                 Ok(output)
             }
             Err(ProposeError::Stopped(e)) => Err(e),
@@ -296,12 +314,12 @@ impl Group {
     }
 
     fn role_changed(&mut self, term: u64, role: Role, leader: u64) {
-        tracing::info!(node = %self.state.config.name, term, role = <&str>::from(role), leader, "root group role");
+        tracing::info!(node = %self.state.config.name, term, role = role.as_str(), leader, "root group role");
         let metrics = &self.state.metrics;
         metrics.raft_term.set(term as i64);
         metrics.raft_leader.set(leader as i64);
-        for each in [Role::Follower, Role::PreCandidate, Role::Candidate, Role::Leader] {
-            let label = crate::metrics::Metrics::label("role", <&str>::from(each));
+        for &each in Role::ALL {
+            let label = crate::metrics::Metrics::label("role", each.as_str());
             metrics.raft_role.get_or_create(&label).set(i64::from(each == role));
         }
         self.state.report(crate::observe::NodeEvent::RaftRole { term, role, leader });

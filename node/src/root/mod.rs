@@ -186,6 +186,22 @@ pub fn start_group(
     Ok((queue, RootTasks { committer, heartbeat: consensus }))
 }
 
+/// On a root group member that does not lead now, the answer its writes get
+/// ([`WriteError::NotLeader`]), so the HTTP API redirects a write before it spends the
+/// producer's quota here; None on the leader and on a root of one. By the member's last
+/// reported role: a write that slips past a change is refused by the consensus all the same.
+pub fn not_leading(state: &NodeState) -> Option<WriteError> {
+    let root = state.config.root.as_ref()?;
+    root.member_id?;
+    let metrics = &state.metrics;
+    let leader_label = crate::metrics::Metrics::label("role", crate::consensus::Role::Leader.as_str());
+    if metrics.raft_role.get_or_create(&leader_label).get() == 1 {
+        return None;
+    }
+    let leader = u64::try_from(metrics.raft_leader.get()).ok().and_then(|id| root.member(id)).map(|m| m.http);
+    Some(WriteError::NotLeader { leader })
+}
+
 /// Where the committer's batches go.
 enum Sink {
     /// Committed to this root's store.

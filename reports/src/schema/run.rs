@@ -40,6 +40,8 @@ pub enum Checker {
     Installs,
     Fetch,
     Quota,
+    /// A root group's consensus: at most one leader per term.
+    Raft,
 }
 
 impl Checker {

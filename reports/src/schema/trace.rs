@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use qs_vocab::{BootstrapStage, Probe, SourceChange};
+pub use qs_vocab::{BootstrapStage, Probe, RaftRole, SourceChange};
 
 use super::Checker;
 
@@ -47,6 +47,9 @@ pub enum Event {
     /// `node` connected to the upstream `source` (an address); `reason` says why it left the one
     /// before.
     SourceChanged { at_ms: u64, node: String, source: String, reason: SourceChange },
+    /// Root group member `node`'s Raft term, role or known leader (a member id, 0: none)
+    /// changed.
+    RaftRole { at_ms: u64, node: String, term: u64, role: RaftRole, leader: u64 },
     /// `node` persisted its resume position `index` (the store's applied index, or a legacy
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
@@ -141,6 +144,7 @@ impl Event {
             | Event::Violation { at_ms, .. }
             | Event::SourceChanged { at_ms, .. }
             | Event::Cursor { at_ms, .. }
+            | Event::RaftRole { at_ms, .. }
             | Event::ReadSample { at_ms, .. }
             | Event::DiskSample { at_ms, .. }
             | Event::CacheSample { at_ms, .. }

@@ -2,7 +2,9 @@
 //!
 //! Chain hashes are cumulative, so equal hashes at the end of each applied batch mean equal
 //! histories up to it. The root applies every index first; a replica reporting an index the root
-//! has not reported is itself a violation.
+//! has not reported is itself a violation. In a root group the first member to apply an index
+//! sets the root's hash there, and every other member's must equal it too: the members hold one
+//! log, entry for entry.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +12,8 @@ use crate::trace::{Checker, Event, Observer};
 
 #[derive(Debug, Default)]
 pub struct Chain {
-    root: BTreeMap<u64, String>,
+    /// By index: the hash the root applied there, and which root member applied it first.
+    root: BTreeMap<u64, (String, String)>,
 }
 
 impl Observer for Chain {
@@ -20,13 +23,30 @@ impl Observer for Chain {
             Event::Bootstrapped { at_ms, node, index, hash } => (*at_ms, node, *index, hash),
             _ => return Vec::new(),
         };
-        if node == "root" {
-            self.root.insert(index, hash.clone());
+        if crate::trace::is_root(node) {
+            match self.root.get(&index) {
+                Some((first, expected)) if first != node && expected != hash => {
+                    let message =
+                        format!("chain hash {hash} at index {index}, where root member {first} has {expected}");
+                    return vec![Event::Violation {
+                        at_ms,
+                        checker: Checker::Chain,
+                        node: node.clone(),
+                        index,
+                        message,
+                    }];
+                }
+                // The same member again: a root that lost unsynced commits wrote the index anew.
+                Some((first, _)) if first != node => {}
+                _ => {
+                    self.root.insert(index, (node.clone(), hash.clone()));
+                }
+            }
             return Vec::new();
         }
         let message = match self.root.get(&index) {
-            Some(expected) if expected == hash => return Vec::new(),
-            Some(expected) => format!("chain hash {hash} at index {index}, the root's is {expected}"),
+            Some((_, expected)) if expected == hash => return Vec::new(),
+            Some((_, expected)) => format!("chain hash {hash} at index {index}, the root's is {expected}"),
             None => format!("reached index {index}, which the root never applied"),
         };
         vec![Event::Violation { at_ms, checker: Checker::Chain, node: node.clone(), index, message }]
@@ -48,5 +68,15 @@ mod tests {
         assert!(check.observe(&applied("edge-1", 1, "aa")).is_empty());
         assert_eq!(check.observe(&applied("edge-2", 1, "bb")).len(), 1, "diverged");
         assert_eq!(check.observe(&applied("edge-1", 2, "cc")).len(), 1, "ahead of the root");
+    }
+
+    #[test]
+    fn root_group_members_hold_one_log() {
+        let mut check = Chain::default();
+        assert!(check.observe(&applied("root-2", 1, "aa")).is_empty(), "the first member sets the hash");
+        assert!(check.observe(&applied("root", 1, "aa")).is_empty());
+        assert!(check.observe(&applied("edge-1", 1, "aa")).is_empty());
+        assert_eq!(check.observe(&applied("root-3", 1, "bb")).len(), 1, "a member's log forked");
+        assert!(check.observe(&applied("root-2", 1, "cc")).is_empty(), "the setter rewrote its own index");
     }
 }

@@ -14,6 +14,7 @@ pub mod lag;
 pub mod memory;
 pub mod progress;
 pub mod quota;
+pub mod raft;
 pub mod reads;
 pub mod sequence;
 pub mod start;
@@ -44,6 +45,9 @@ pub fn all(scenario: &Scenario, plan: &Plan, reads: &reads::Reads, fetch: &fetch
             scenario.workload.iter().any(|w| matches!(w, crate::scenario::Workload::Writer { .. })),
         )),
     ];
+    if scenario.topology.root_members > 1 {
+        checkers.push(Box::new(raft::Raft::default()));
+    }
     if let Some(resources) = &scenario.resources {
         if let Some(bound) = resources.miss_ratio_max {
             checkers.push(Box::new(cache::Cache::new(bound)));
@@ -117,11 +121,14 @@ pub const NAMES: [Checker; 12] = [
     Checker::Convergence,
 ];
 
-/// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `cache` (with a
-/// miss-ratio bound) and `memory` when the scenario models resources, and `coverage` when it
-/// names its probes.
+/// The checkers whose verdicts a run of `scenario` prints: [`NAMES`], then `raft` with a root
+/// group, `cache` (with a miss-ratio bound) and `memory` when the scenario models resources, and
+/// `coverage` when it names its probes.
 pub fn names(scenario: &Scenario) -> Vec<Checker> {
     let mut names = NAMES.to_vec();
+    if scenario.topology.root_members > 1 {
+        names.push(Checker::Raft);
+    }
     if let Some(resources) = &scenario.resources {
         if resources.miss_ratio_max.is_some() {
             names.push(Checker::Cache);

@@ -13,7 +13,8 @@ pub struct Fault {
     #[serde(with = "humantime_serde")]
     pub at: Duration,
     pub kind: FaultKind,
-    /// A node, or `network` for the network-wide kinds (`latency`, `loss`).
+    /// A node, `network` for the network-wide kinds (`latency`, `loss`), or with a root group
+    /// [`LEADER`]: whichever member leads when the fault starts.
     pub target: Spanned<String>,
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
@@ -46,6 +47,11 @@ pub struct Fault {
     #[serde(default)]
     pub ops: Vec<IoOp>,
 }
+
+/// The target that names a root group's leader at the moment the fault starts (the member
+/// whose newest role report is the leader of the highest term); the fault's end acts on the
+/// same member, whoever leads by then.
+pub const LEADER: &str = "leader";
 
 /// What a fault with `during` waits for its target to be doing.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]

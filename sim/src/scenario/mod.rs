@@ -98,7 +98,7 @@ pub mod swarm;
 mod validate;
 mod workload;
 
-pub use fault::{DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, Swarm};
+pub use fault::{DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, LEADER, Swarm};
 pub use swarm::{RelatedDraw, RelatedGroup};
 pub use workload::{Burst, SizeDistribution, ValueBytes, Workload, WriterModes};
 
@@ -232,9 +232,18 @@ pub struct Topology {
     /// Added one way to every chunk on a replication link between two data centers.
     #[serde(default, with = "humantime_serde")]
     pub cross_dc_latency: Duration,
+    /// The root's members: 1 (the default), a root of one process; 3 or 5, a root group that
+    /// commits each batch through Raft. The first is `root`, the others `root-2`, `root-3`, ...
+    #[serde(default = "one")]
+    pub root_members: usize,
 }
 
 impl Topology {
+    /// The root's members' names, the first `root`.
+    pub fn root_names(&self) -> Vec<String> {
+        (1..=self.root_members.max(1)).map(root_member_name).collect()
+    }
+
     /// The data center of node `n` (0-based) of a tier; the root (`n = 0`) is in data center 0.
     pub fn datacenter(&self, n: usize) -> usize {
         n % self.datacenters.max(1)
@@ -254,6 +263,11 @@ pub struct Tier {
 
 fn one() -> usize {
     1
+}
+
+/// The name of root member `id` (from 1): `root`, then `root-<id>`.
+pub fn root_member_name(id: usize) -> String {
+    if id <= 1 { crate::trace::ROOT.to_string() } else { format!("{}-{id}", crate::trace::ROOT) }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -458,12 +472,11 @@ impl Scenario {
     pub fn node_infos(&self) -> Vec<qs_reports::schema::NodeInfo> {
         let topology = &self.topology;
         let datacenter = |n: usize| (topology.datacenters > 1).then(|| topology.datacenter(n) as u32);
-        let mut nodes = vec![qs_reports::schema::NodeInfo {
-            name: "root".into(),
-            tier: "root".into(),
-            depth: 0,
-            datacenter: datacenter(0),
-        }];
+        let mut nodes: Vec<qs_reports::schema::NodeInfo> = topology
+            .root_names()
+            .into_iter()
+            .map(|name| qs_reports::schema::NodeInfo { name, tier: "root".into(), depth: 0, datacenter: datacenter(0) })
+            .collect();
         for (depth, tier) in topology.tiers.iter().enumerate() {
             let tier = tier.get_ref();
             nodes.extend((0..tier.count).map(|n| qs_reports::schema::NodeInfo {

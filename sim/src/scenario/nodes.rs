@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use qs_node::EngineKind;
 use qs_node::config::{
-    ConfigError, ListenConfig, MemoryConfig, NodeConfig, ProducerConfig, ReplicationConfig, RetentionConfig, Role,
-    RootConfig, StorageConfig,
+    ConfigError, ListenConfig, MemberConfig, MemoryConfig, NodeConfig, ProducerConfig, ReplicationConfig,
+    RetentionConfig, Role, RootConfig, StorageConfig,
 };
 use qs_node::connections::ConnectionsConfig;
 use qs_node::tls::TlsConfig;
@@ -130,8 +130,20 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             legacy: scenario.legacy.clone(),
         }
     };
-    let root_ip = ip(0, 0);
     let quota = u32::try_from(producer_quota(scenario)).unwrap_or(u32::MAX);
+    let topology = &scenario.topology;
+    // A root group's members, at 10.0.0.1, .2, ...; each lists them all.
+    let members: Vec<MemberConfig> = if topology.root_members > 1 {
+        (0..topology.root_members)
+            .map(|n| MemberConfig {
+                id: n as u64 + 1,
+                replication: listen(ip(0, n)).replication,
+                http: listen(ip(0, n)).http,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let root = RootConfig {
         batch_window: settings.batch_window,
         heartbeat_interval: settings.heartbeat_interval,
@@ -144,13 +156,21 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         }],
         ..RootConfig::default()
     };
-    let mut out = vec![(node("root".to_string(), Role::Root, root_ip, replication(), Some(root)), root_ip)];
-    let topology = &scenario.topology;
+    let mut out = Vec::new();
+    for (n, name) in topology.root_names().into_iter().enumerate() {
+        let root = RootConfig {
+            member_id: (!members.is_empty()).then_some(n as u64 + 1),
+            members: members.clone(),
+            ..root.clone()
+        };
+        out.push((node(name, Role::Root, ip(0, n), replication(), Some(root)), ip(0, n)));
+    }
     let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
     // Per node in topology order, the relay ports its host serves.
-    let mut relays: Vec<BTreeSet<u16>> = vec![BTreeSet::new()];
-    // (address, data center, position) of each node of the tier above.
-    let mut parents = vec![(root_ip, 0, 0)];
+    let mut relays: Vec<BTreeSet<u16>> = vec![BTreeSet::new(); out.len()];
+    // (address, data center, position) of each node of the tier above: the root's members
+    // first, all in data center 0.
+    let mut parents: Vec<(IpAddr, usize, usize)> = (0..out.len()).map(|n| (ip(0, n), 0, n)).collect();
     for (t, tier) in topology.tiers.iter().enumerate() {
         let tier = tier.get_ref();
         let mut this_tier = Vec::new();

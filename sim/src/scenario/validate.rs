@@ -62,12 +62,25 @@ impl Scenario {
         if topology.datacenters == 1 && !topology.cross_dc_latency.is_zero() {
             return bad(None, "topology.cross_dc_latency", "needs datacenters of 2 or more".into());
         }
+        let legacy = &self.legacy;
+        if topology.root_members == 1
+            && (legacy.raft_acknowledge_before_commit || legacy.raft_apply_before_commit || legacy.raft_forget_vote)
+        {
+            return bad(
+                None,
+                "legacy",
+                "the raft_* planted bugs live in a root group: set topology.root_members".into(),
+            );
+        }
+        if ![1, 3, 5].contains(&topology.root_members) {
+            return bad(None, "topology.root_members", "must be 1 (a root of one), 3 or 5 (a root group)".into());
+        }
         let tiers = &self.topology.tiers;
         if tiers.is_empty() || tiers.len() > TIERS_MAX {
             return bad(None, "topology.tiers", format!("needs 1 to {TIERS_MAX} tiers below the root"));
         }
-        let mut parents = 1;
-        let mut total = 1;
+        let mut parents = topology.root_members;
+        let mut total = topology.root_members;
         let mut tier_names = vec!["root".to_string()];
         for tier in tiers {
             let (span, t) = (Some(tier.span()), tier.get_ref());
@@ -171,6 +184,16 @@ impl Scenario {
                     let problem = format!("{:?} faults act on the whole network: write target = \"network\"", f.kind);
                     return bad(Some(f.target.span()), "fault.target", problem);
                 }
+            } else if f.target.get_ref() == super::LEADER {
+                if self.topology.root_members == 1 {
+                    let problem =
+                        "\"leader\" names a root group's leader; this root is one process (topology.root_members = 1)";
+                    return bad(Some(f.target.span()), "fault.target", problem.into());
+                }
+                if f.during.is_some() || f.kind == FaultKind::BitRot {
+                    let problem = format!("{} faults on \"leader\" are not supported: name the member", f.kind);
+                    return bad(Some(f.target.span()), "fault.target", problem);
+                }
             } else if !names.contains(f.target.get_ref()) {
                 let problem = format!("{:?} is not a node; nodes are {}", f.target.get_ref(), names.join(", "));
                 return bad(Some(f.target.span()), "fault.target", problem);
@@ -193,9 +216,9 @@ impl Scenario {
                     }
                 }
                 FaultKind::BitRot => {
-                    if f.target.get_ref() == "root" {
-                        let problem =
-                            "bit_rot damages a replica: the root is the source of truth and has no peer to heal from";
+                    if crate::trace::is_root(f.target.get_ref()) {
+                        let problem = "bit_rot damages a replica: a root member is a source of truth and does not \
+                                       heal from its peers yet";
                         return bad(Some(f.target.span()), "fault.target", problem.into());
                     }
                     if f.rate.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {

@@ -43,7 +43,8 @@ use crate::trace::{Event, SharedRecorder};
 #[derive(Clone, Debug)]
 pub struct WriterSpec {
     pub writer_id: usize,
-    pub root: SocketAddr,
+    /// The root's HTTP address; a root group's members' in member order.
+    pub roots: Vec<SocketAddr>,
     pub rate_per_s: f64,
     pub keys: u64,
     pub value_bytes: ValueBytes,
@@ -72,10 +73,18 @@ struct Operation {
     version: u64,
 }
 
-/// Keep-alive connections to the root with no request on them, the most recently used last:
-/// a producer keeps its connections open, and a fresh TCP connection and HTTP handshake per
-/// write were a tenth of a simulated run.
-type IdleConnections = Arc<Mutex<Vec<SendRequest<Full<Bytes>>>>>;
+/// Keep-alive connections to the root (in a group, to each member) with no request on them,
+/// the most recently used last: a producer keeps its connections open, and a fresh TCP
+/// connection and HTTP handshake per write were a tenth of a simulated run.
+type IdleConnections = Arc<Mutex<Vec<(SocketAddr, SendRequest<Full<Bytes>>)>>>;
+
+/// Where a writer sends its next request: the root, or the root group member it last heard
+/// leads.
+type Target = Arc<Mutex<SocketAddr>>;
+
+/// Redirects a request follows (a member that does not lead answers 307 with the leader) before
+/// it counts as unanswered: one is the rule; more only while leadership moves.
+const REDIRECTS_MAX: usize = 3;
 
 /// The checkers a writer feeds as it goes: every write's possible endings, the reads' history,
 /// and the producer's quota.
@@ -94,6 +103,9 @@ enum Answer {
     Refused,
     /// Refused as over the producer's quota (429): nothing applied, no tokens taken.
     OverQuota,
+    /// A root group member that does not lead sent the request to the leader here (307):
+    /// nothing applied.
+    Redirected(SocketAddr),
     /// No answer that says.
     Unknown,
 }
@@ -106,6 +118,8 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
     let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
     let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let idle: IdleConnections = Arc::default();
+    let target: Target = Arc::new(Mutex::new(spec.roots[0]));
+    let roots: Arc<[SocketAddr]> = spec.roots.clone().into();
     let mut versions: BTreeMap<String, u64> = BTreeMap::new();
     let start = madsim::time::Instant::now();
     let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
@@ -196,14 +210,16 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         let sent_ms = recorder.locked().now_ms();
         quota.lock().sent(request, sent_ms, ops.len() as u64);
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
-        let (root, idle, quota) = (spec.root, idle.clone(), quota.clone());
+        let (target, roots, idle, quota) = (target.clone(), roots.clone(), idle.clone(), quota.clone());
         tokio::spawn(async move {
-            let answer = madsim::time::timeout(WRITE_TIMEOUT, send(root, &ops, &idle)).await.unwrap_or(Answer::Unknown);
+            let answer = madsim::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle))
+                .await
+                .unwrap_or(Answer::Unknown);
             {
                 let how = match answer {
                     Answer::OverQuota => crate::checkers::quota::Answered::OverQuota,
                     Answer::Acknowledged(_) | Answer::Refused => crate::checkers::quota::Answered::Other,
-                    Answer::Unknown => crate::checkers::quota::Answered::Unknown,
+                    Answer::Unknown | Answer::Redirected(_) => crate::checkers::quota::Answered::Unknown,
                 };
                 let mut recorder = recorder.locked();
                 let at_ms = recorder.now_ms();
@@ -241,7 +257,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                         reads.refused(&op.key, op.version);
                     }
                 }
-                Answer::Unknown => {}
+                Answer::Unknown | Answer::Redirected(_) => {}
             }
             let mut flight = in_flight.locked();
             for key in last.keys() {
@@ -257,10 +273,38 @@ fn chance(rng: &mut ChaCha8Rng, share: f64) -> bool {
     share > 0.0 && rng.random_bool(share)
 }
 
-/// An idle connection to the root that is still open, or else a new one.
+/// [`send`] to the member `target` names, following a member's redirect to the leader (and
+/// remembering it); a member that cannot be reached or knows no leader moves `target` to the
+/// next member for the writer's next request.
+async fn send_to_leader(target: &Target, roots: &[SocketAddr], ops: &[Operation], idle: &IdleConnections) -> Answer {
+    let mut to = *target.locked();
+    for _ in 0..=REDIRECTS_MAX {
+        match send(to, ops, idle).await {
+            Answer::Redirected(leader) => {
+                *target.locked() = leader;
+                to = leader;
+            }
+            answer => {
+                if roots.len() > 1 && matches!(answer, Answer::Refused | Answer::Unknown) {
+                    let next = roots.iter().position(|r| *r == to).map_or(0, |n| (n + 1) % roots.len());
+                    *target.locked() = roots[next];
+                }
+                return answer;
+            }
+        }
+    }
+    Answer::Unknown
+}
+
+/// An idle connection to `root` that is still open, or else a new one.
 async fn connection(root: SocketAddr, idle: &IdleConnections) -> Option<SendRequest<Full<Bytes>>> {
     loop {
-        let Some(mut sender) = idle.locked().pop() else { break };
+        let found = {
+            let mut idle = idle.locked();
+            let position = idle.iter().rposition(|(to, _)| *to == root);
+            position.map(|n| idle.remove(n).1)
+        };
+        let Some(mut sender) = found else { break };
         // Closed by the root (or its death) while idle: dropped, and the next one tried.
         if !sender.is_closed() && sender.ready().await.is_ok() {
             return Some(sender);
@@ -315,10 +359,11 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
+    let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = response.into_body().collect().await;
     if body.is_ok() {
         // Answered to its end: the connection is free for the next request.
-        idle.locked().push(sender);
+        idle.locked().push((root, sender));
     }
     if status.is_success() {
         let Ok(body) = body else { return Answer::Unknown };
@@ -328,6 +373,11 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     }
     // The root's refusals: nothing in the request was applied (see `http_api`'s module doc).
     use hyper::StatusCode;
+    if status == StatusCode::TEMPORARY_REDIRECT {
+        // A root group member that does not lead: nothing applied; the leader is there.
+        let leader = body.ok().and(location).and_then(|l| l.strip_prefix("http://")?.split('/').next()?.parse().ok());
+        return leader.map_or(Answer::Unknown, Answer::Redirected);
+    }
     match status {
         StatusCode::TOO_MANY_REQUESTS => Answer::OverQuota,
         StatusCode::BAD_REQUEST | StatusCode::FORBIDDEN | StatusCode::SERVICE_UNAVAILABLE => Answer::Refused,

@@ -42,7 +42,7 @@ pub(super) fn summarize(
             engine_bytes_written: stats.as_ref().map(|s| s.disk_bytes_written),
         });
     }
-    let Some(root) = states.get("root") else { return };
+    let Some(root) = reference_root(&states) else { return };
     let Ok(pairs) = root.read_store(|s| s.dump()) else { return };
     let reads = reads.lock();
     // prefix -> (keys, bytes, reads, never read)
@@ -61,6 +61,21 @@ pub(super) fn summarize(
     for (prefix, (keys, bytes, reads, never_read)) in usage {
         record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
     }
+}
+
+/// The root whose log and state every node is judged against: the root, or in a root group
+/// the running member furthest ahead (on a tie, the first by name). A member behind it is then
+/// pending like any replica.
+fn reference_root(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<&NodeState> {
+    states
+        .iter()
+        .filter(|(name, _)| crate::trace::is_root(name))
+        .map(|(_, state)| (state.read_store(|s| s.applied_index()), state))
+        .fold(None, |best: Option<(u64, &std::sync::Arc<NodeState>)>, (index, state)| match best {
+            Some((best_index, _)) if best_index >= index => best,
+            _ => Some((index, state)),
+        })
+        .map(|(_, state)| &**state)
 }
 
 /// The root's recent log as convergence needs it: the chain hash at each retained index, and
@@ -114,7 +129,7 @@ fn root_log(root: &NodeState) -> RootLog {
 pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     let states = live(states);
     let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
-    let Some(root) = states.get("root") else { return vec!["root has not started".into()] };
+    let Some(root) = reference_root(&states) else { return vec!["no root member is running".into()] };
     let log = root_log(root);
     let (_, _, root_digest) = head(root);
     let mut out = Vec::new();

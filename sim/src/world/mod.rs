@@ -341,11 +341,49 @@ struct FaultBook {
     recorder: SharedRecorder,
     open: Arc<Mutex<Vec<FaultStep>>>,
     down: Arc<Mutex<std::collections::BTreeSet<String>>>,
+    /// Each fault on the root group's leader, with the member it found leading.
+    resolved: Arc<Mutex<Vec<(crate::scenario::Fault, String)>>>,
+}
+
+/// The root group member that leads now, by the members' role reports: the newest leader of
+/// the highest term.
+fn leader_now(recorder: &SharedRecorder) -> Option<String> {
+    let recorder = recorder.locked();
+    let mut best: Option<(u64, &str)> = None;
+    for event in recorder.events() {
+        if let Event::RaftRole { node, term, role: crate::trace::RaftRole::Leader, .. } = event
+            && best.is_none_or(|(t, _)| *term >= t)
+        {
+            best = Some((*term, node));
+        }
+    }
+    best.map(|(_, node)| node.to_string())
 }
 
 impl FaultBook {
+    /// `step` with its target named: a fault on the root group's leader acts on the member
+    /// that leads when it starts, and its end on that same member.
+    fn resolve(&self, step: &FaultStep) -> FaultStep {
+        if step.fault.target.get_ref() != crate::scenario::LEADER {
+            return step.clone();
+        }
+        let mut resolved = self.resolved.locked();
+        let member = match resolved.iter().find(|(fault, _)| *fault == step.fault) {
+            Some((_, member)) => member.clone(),
+            None => {
+                let member = leader_now(&self.recorder).unwrap_or_else(|| crate::trace::ROOT.to_string());
+                resolved.push((step.fault.clone(), member.clone()));
+                member
+            }
+        };
+        let mut fault = step.fault.clone();
+        fault.target = toml::Spanned::new(step.fault.target.span(), member);
+        FaultStep { fault, ..step.clone() }
+    }
+
     /// Applies `step` and keeps the book.
     fn apply(&self, step: &FaultStep) {
+        let step = &self.resolve(step);
         crate::faults::apply(step, &self.nodes, &self.recorder);
         if step.fault.kind.stops_the_node() {
             let mut down = self.down.locked();
@@ -367,6 +405,7 @@ impl FaultBook {
 
     /// Ends `started` unless it has ended already (healed when the liveness phase began).
     fn end(&self, started: &FaultStep) {
+        let started = &self.resolve(started);
         let under_way = self.open.locked().iter().any(|s| s.fault == started.fault);
         if under_way {
             self.apply(&FaultStep { start: false, ..started.clone() });
@@ -443,7 +482,8 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     // The nodes a fault holds down: shared by the fault book and the supervisor.
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     tokio::spawn(crate::faults::process::supervisor(supervision, supervised, down.clone(), recorder.clone(), seed));
-    let root_http = SocketAddr::new(nodes[0].ip, HTTP_PORT);
+    let root_http: Vec<SocketAddr> =
+        nodes.iter().filter(|n| crate::trace::is_root(&n.name)).map(|n| SocketAddr::new(n.ip, HTTP_PORT)).collect();
     let acked: Acked = Arc::default();
     let windows: ReadWindows = Arc::default();
 
@@ -464,7 +504,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
             key_spaces.push(keys);
             let spec = WriterSpec {
                 writer_id: writers,
-                root: root_http,
+                roots: root_http.clone(),
                 rate_per_s,
                 keys,
                 value_bytes,
@@ -514,7 +554,13 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         }
     }
 
-    let book = FaultBook { nodes: nodes.clone(), recorder: recorder.clone(), open: Arc::default(), down };
+    let book = FaultBook {
+        nodes: nodes.clone(),
+        recorder: recorder.clone(),
+        open: Arc::default(),
+        down,
+        resolved: Arc::default(),
+    };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),

@@ -144,6 +144,8 @@ impl FetchJudge {
                             let held_when_read = Some(staged.clone());
                             connection.transfer = Some(Transfer { resume, held_when_read, ..Transfer::default() });
                         }
+                        // Between root group members: Raft's traffic, not a fetch of the log.
+                        Want::Raft { .. } => {}
                     }
                 }
                 continue;
@@ -256,7 +258,7 @@ impl FetchJudge {
     /// as TLS without the nodes' decrypted reads), and its pass would mean nothing.
     pub fn blind(&self, at_ms: u64) -> Option<Event> {
         let (node, &index) = self.applied.iter().find(|&(node, &index)| {
-            node.as_str() != crate::trace::ROOT && index > 0 && self.totals.get(node).is_none_or(|t| t.bytes == 0)
+            !crate::trace::is_root(node) && index > 0 && self.totals.get(node).is_none_or(|t| t.bytes == 0)
         })?;
         Some(Event::Violation {
             at_ms,

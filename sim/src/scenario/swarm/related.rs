@@ -139,7 +139,7 @@ impl World {
 
     /// Replicas with a source below the root (`all`: with every source below it).
     fn fed_by_replicas(&self, all: bool) -> Vec<&(String, Vec<String>)> {
-        let below_root = |s: &String| s != "root";
+        let below_root = |s: &String| !crate::trace::is_root(s);
         self.replicas
             .iter()
             .filter(|(_, sources)| if all { sources.iter().all(below_root) } else { sources.iter().any(below_root) })
@@ -167,7 +167,7 @@ impl World {
                 let all = group == RelatedGroup::ReplicaAndAllSources;
                 let fed = self.fed_by_replicas(all);
                 let (replica, sources) = fed[rng.random_range(0..fed.len())];
-                let below: Vec<&String> = sources.iter().filter(|s| *s != "root").collect();
+                let below: Vec<&String> = sources.iter().filter(|s| !crate::trace::is_root(s)).collect();
                 let chosen: Vec<&String> = if all { below } else { vec![below[rng.random_range(0..below.len())]] };
                 let at = rng.random_range(0..self.horizon);
                 let duration = rng.random_range(span.clone());
@@ -190,7 +190,7 @@ impl World {
                 let at = rng.random_range(0..=self.horizon - duration - room);
                 let back = at + duration;
                 let mut faults = vec![outage(first_kind, replica, at, duration)];
-                let below: Vec<&String> = sources.iter().filter(|s| *s != "root").collect();
+                let below: Vec<&String> = sources.iter().filter(|s| !crate::trace::is_root(s)).collect();
                 if !below.is_empty() {
                     let source = below[rng.random_range(0..below.len())];
                     // Out some time during the replica's outage, and still out when it is back.
