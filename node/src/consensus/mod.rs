@@ -185,13 +185,19 @@ impl Member {
             return Err(MemberError::Damaged(format!("the Raft log starts at entry {}, not 1", first.index)));
         }
         storage.wl().append(&entries)?;
-        if let Some(bytes) = &restored.hard_state {
-            let mut hard_state: raft::prelude::HardState = protobuf::Message::parse_from_bytes(bytes)
-                .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?;
-            // What was applied was committed, whether or not a later commit index was persisted.
-            hard_state.commit = hard_state.commit.max(restored.applied);
-            storage.wl().set_hardstate(hard_state);
+        let mut hard_state: raft::prelude::HardState = match &restored.hard_state {
+            Some(bytes) => protobuf::Message::parse_from_bytes(bytes)
+                .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
+            None => raft::prelude::HardState::default(),
+        };
+        // What was applied was committed, whether or not a later commit index was persisted.
+        hard_state.commit = hard_state.commit.max(restored.applied);
+        let last = raft::Storage::last_index(&storage)?;
+        if hard_state.commit > last {
+            let applied = hard_state.commit;
+            return Err(MemberError::Damaged(format!("entry {applied} was applied, but the Raft log ends at {last}")));
         }
+        storage.wl().set_hardstate(hard_state);
         let config = Config {
             id,
             election_tick: ELECTION_TICKS,
