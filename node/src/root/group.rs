@@ -63,15 +63,7 @@ pub(super) fn start(
     let voters: Vec<u64> = root.members.iter().map(|m| m.id).collect();
     #[cfg(madsim)]
     consensus::deterministic_elections();
-    let records =
-        state.read_store(|store| store.raft_records()).map_err(|e| consensus::MemberError::Damaged(e.to_string()))?;
-    let restored = Restored { hard_state: records.hard_state, entries: records.entries, applied: records.applied };
-    let planted = state.config.planted();
-    let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
-    let mut member = Member::restore(me, &voters, restored, Box::new(disk))?;
-    if planted.raft_apply_before_commit {
-        member.apply_before_commit(records.applied);
-    }
+    let (member, applied) = restore(&state, me, &voters)?;
     let (inbox_tx, inbox) = mpsc::channel(INBOX_DEPTH);
     state.raft_inbox.set(inbox_tx).expect("one consensus per node");
     let mut outboxes = BTreeMap::new();
@@ -83,7 +75,9 @@ pub(super) fn start(
     let leaders_http = root.members.iter().map(|m| (m.id, m.http)).collect();
     let (batches_tx, batches) = mpsc::channel(16);
     let group = Group {
-        applied: records.applied,
+        applied,
+        me,
+        voters,
         state,
         member,
         leaders_http,
@@ -95,6 +89,24 @@ pub(super) fn start(
     };
     Ok((batches_tx, tokio::spawn(group.run(inbox, batches))))
 }
+
+/// Member `me` as the store holds it: its Raft log and hard state, and the last Raft index its
+/// store applied.
+fn restore(state: &Arc<NodeState>, me: u64, voters: &[u64]) -> Result<(Member, u64), consensus::MemberError> {
+    let records =
+        state.read_store(|store| store.raft_records()).map_err(|e| consensus::MemberError::Damaged(e.to_string()))?;
+    let restored = Restored { hard_state: records.hard_state, entries: records.entries, applied: records.applied };
+    let planted = state.config.planted();
+    let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
+    let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
+    if planted.raft_apply_before_commit {
+        member.apply_before_commit(records.applied);
+    }
+    Ok((member, records.applied))
+}
+
+/// How long a member whose disk failed waits before it reopens its store and tries again.
+const RECOVER_AFTER: Duration = Duration::from_secs(1);
 
 /// The store as a member's [`RaftDisk`]: each persist one synced commit.
 struct StoreDisk {
@@ -130,6 +142,8 @@ impl Drop for InFlight {
 
 struct Group {
     state: Arc<NodeState>,
+    me: u64,
+    voters: Vec<u64>,
     member: Member,
     /// The last Raft index this member applied.
     applied: u64,
@@ -175,25 +189,62 @@ impl Group {
                 }
                 _ = ticker.tick() => self.tick(),
             };
-            let output = match stepped {
-                Ok(output) => output,
+            let handled = match stepped {
+                Ok(output) => self.handle(output).await,
+                Err(e) => Err(e),
+            };
+            match handled {
+                Ok(()) => {}
                 // A message raft-rs refuses (from a stale or foreign term, say) is dropped.
-                Err(consensus::MemberError::Raft(e)) => {
-                    tracing::debug!(error = %e, "a Raft message was refused");
-                    continue;
+                Err(consensus::MemberError::Raft(e)) => tracing::debug!(error = %e, "a Raft message was refused"),
+                // The disk failed a persist or an apply: what landed is unknown until the store
+                // is reopened. Start the member again from what the store holds, as a restart
+                // would; nothing it had not persisted was vouched for.
+                Err(consensus::MemberError::Disk(e)) => {
+                    tracing::error!(node = %self.state.config.name, error = %e, "the root group member's disk failed: it restarts from its store");
+                    if !self.recover(&mut lifecycle).await {
+                        break;
+                    }
                 }
                 Err(e) => {
-                    tracing::error!(node = %self.state.config.name, error = %e, "the root group member stops: it can no longer take part safely");
+                    tracing::error!(node = %self.state.config.name, error = %e, "the root group member stops: its Raft state is damaged");
                     break;
                 }
-            };
-            if let Err(e) = self.handle(output).await {
-                tracing::error!(node = %self.state.config.name, error = %e, "the root group member stops: it can no longer take part safely");
-                break;
             }
         }
         for batch in self.waiting.drain(..) {
             drop(batch); // never proposed: answered "shutting down, not applied"
+        }
+    }
+
+    /// After a disk failure: reopens the store and restores the member from it, again every
+    /// [`RECOVER_AFTER`] until that works. Whatever was in flight is answered "outcome unknown";
+    /// the batches waiting are refused when the member next finds it does not lead. False when
+    /// the node drains first.
+    async fn recover(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> bool {
+        self.in_flight.clear();
+        self.ahead.clear();
+        loop {
+            tokio::select! {
+                biased;
+                () = reached(lifecycle, Lifecycle::Draining) => return false,
+                () = tokio::time::sleep(RECOVER_AFTER) => {}
+            }
+            let settled = self.state.with_store(|store| self.state.settle(store));
+            let restored = settled
+                .map_err(|e| e.to_string())
+                .and_then(|()| restore(&self.state, self.me, &self.voters).map_err(|e| e.to_string()));
+            match restored {
+                Ok((member, applied)) => {
+                    self.member = member;
+                    self.applied = applied;
+                    tracing::info!(node = %self.state.config.name, applied, "the root group member restarted from its store");
+                    return true;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %self.state.config.name, error = %e, "the root group member cannot restart yet")
+                }
+            }
         }
     }
 
