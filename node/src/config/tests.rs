@@ -74,14 +74,23 @@ fn the_simulators_build_runs_the_planted_bugs_it_is_given() {
 fn the_shipped_examples_are_valid() {
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut checked = 0;
-    for entry in std::fs::read_dir(&examples).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            NodeConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut members = Vec::new();
+    for dir in [examples.clone(), examples.join("root-group")] {
+        let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        paths.sort();
+        for path in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "toml")) {
+            let config = NodeConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            if let Some(root) = config.root.as_ref().filter(|root| root.is_group()) {
+                let me = root.member(root.member_id.unwrap()).unwrap();
+                assert_eq!((me.replication, me.http), (config.listen.replication, config.listen.http), "{}", path.display());
+                members.push(root.members.clone());
+            }
             checked += 1;
         }
     }
-    assert!(checked >= 2, "found only {checked} example configs in {}", examples.display());
+    assert!(checked >= 5, "found only {checked} example configs in {}", examples.display());
+    assert_eq!(members.len(), 3, "the root group example has three members");
+    assert!(members.windows(2).all(|pair| pair[0] == pair[1]), "every member lists the same group");
 }
 
 fn with_storage(engine: &str, storage: &str, memory: &str) -> String {
