@@ -14,8 +14,8 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "bench-producer-token";
@@ -115,8 +115,10 @@ fn leader(https: &[SocketAddr]) -> SocketAddr {
     let started = Instant::now();
     loop {
         for http in https {
-            let status: Option<serde_json::Value> =
-                ureq::get(&format!("http://{http}/v1/status")).call().ok().and_then(|mut r| r.body_mut().read_json().ok());
+            let status: Option<serde_json::Value> = ureq::get(&format!("http://{http}/v1/status"))
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_json().ok());
             if status.is_some_and(|s| s["raft"]["role"] == "leader") {
                 return *http;
             }

@@ -29,6 +29,11 @@
 //! log_entries         412
 //! keys                600
 //! bytes               23130
+//! raft_term           3                   (a root group member's store only: its Raft term,
+//! raft_vote           2                    the member it voted for, the commit index it last
+//! raft_commit         414                  persisted, the Raft log it holds, and the last Raft
+//! raft_log            1..414               index its store applied)
+//! raft_applied        414
 //! category            cfg keys 300 bytes 11890 largest_value 32
 //! category            dns keys 300 bytes 11240 largest_value 28
 //! largest_value       32 cfg:zone-17
@@ -218,6 +223,8 @@ pub struct Report {
     pub verification: Option<Verification>,
     /// Keys written to the dump, and damaged values left out of it (encoded keys).
     pub dumped: Option<(u64, Vec<String>)>,
+    /// A root group member's Raft state; None for any other store.
+    pub raft: Option<crate::consensus::RaftSummary>,
 }
 
 impl Report {
@@ -249,6 +256,16 @@ impl fmt::Display for Report {
         line("log_entries", &(self.applied_index + 1).saturating_sub(self.first_retained_index))?;
         line("keys", &self.keys)?;
         line("bytes", &self.bytes)?;
+        if let Some(raft) = &self.raft {
+            line("raft_term", &raft.term)?;
+            line("raft_vote", &raft.vote)?;
+            line("raft_commit", &raft.commit)?;
+            match raft.log {
+                Some((first, last)) => line("raft_log", &format!("{first}..{last}"))?,
+                None => line("raft_log", &"empty")?,
+            }
+            line("raft_applied", &raft.applied)?;
+        }
         for (name, c) in &self.categories {
             let text = format!("{} keys {} bytes {} largest_value {}", encode(name), c.keys, c.bytes, c.largest_value);
             line("category", &text)?;
@@ -413,6 +430,8 @@ fn report(store: &Store, path: &Path, options: &Options, dump: &mut dyn Write) -
         largest_values: largest.into_iter().map(|(Reverse(len), key)| (len, key)).collect(),
         verification,
         dumped,
+        raft: crate::consensus::summarize(&store.raft_records()?)
+            .map_err(|e| InspectError::Failed(format!("reading the Raft state: {e}")))?,
     })
 }
 

@@ -82,7 +82,12 @@ fn the_shipped_examples_are_valid() {
             let config = NodeConfig::load(&path).unwrap_or_else(|e| panic!("{e}"));
             if let Some(root) = config.root.as_ref().filter(|root| root.is_group()) {
                 let me = root.member(root.member_id.unwrap()).unwrap();
-                assert_eq!((me.replication, me.http), (config.listen.replication, config.listen.http), "{}", path.display());
+                assert_eq!(
+                    (me.replication, me.http),
+                    (config.listen.replication, config.listen.http),
+                    "{}",
+                    path.display()
+                );
                 members.push(root.members.clone());
             }
             checked += 1;

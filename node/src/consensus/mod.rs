@@ -385,6 +385,41 @@ fn committed(entries: Vec<Entry>, out: &mut Output) {
     }
 }
 
+/// A root member's Raft state as its store holds it, for `qs-node inspect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftSummary {
+    pub term: u64,
+    /// The member it voted for in `term` (0: none).
+    pub vote: u64,
+    /// The highest index it knew committed when its hard state was last persisted.
+    pub commit: u64,
+    /// The Raft log it holds: `first..=last` (`None` when empty).
+    pub log: Option<(u64, u64)>,
+    /// The last Raft index whose batch its store applied.
+    pub applied: u64,
+}
+
+/// What `records` say of a member's Raft state; `None` for a store that never was a root
+/// group member's.
+pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSummary>, MemberError> {
+    if records.hard_state.is_none() && records.entries.is_empty() && records.applied == 0 {
+        return Ok(None);
+    }
+    let hard_state: raft::prelude::HardState = match &records.hard_state {
+        Some(bytes) => protobuf::Message::parse_from_bytes(bytes)
+            .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
+        None => raft::prelude::HardState::default(),
+    };
+    let log = records.entries.first().zip(records.entries.last()).map(|(first, last)| (first.0, last.0));
+    Ok(Some(RaftSummary {
+        term: hard_state.term,
+        vote: hard_state.vote,
+        commit: hard_state.commit,
+        log,
+        applied: records.applied,
+    }))
+}
+
 /// A Raft message's bytes.
 pub fn encode(message: &Message) -> Vec<u8> {
     protobuf::Message::write_to_bytes(message).expect("a Raft message built by raft-rs encodes")

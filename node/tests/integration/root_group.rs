@@ -165,6 +165,23 @@ fn the_group_keeps_every_acknowledged_write_when_its_leader_is_killed() {
             assert_eq!(get(member.ports.http, key).as_deref(), Some(value.as_str()), "member {} lost {key}", n + 1);
         }
     }
+    // `qs-node inspect` beside the live member shows its Raft state.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_qs-node"))
+        .args(["inspect", "--config"])
+        .arg(&configs[0])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "inspect failed: {report}{}", String::from_utf8_lossy(&output.stderr));
+    let field = |name: &str| -> u64 {
+        let line = report
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name}: {report}"));
+        line[name.len()..].trim().split("..").last().unwrap().parse().unwrap()
+    };
+    assert!(field("raft_term") >= 2, "a leader was killed: a second term at least\n{report}");
+    assert!(field("raft_applied") > 300 && field("raft_log") >= field("raft_applied"), "{report}");
     eprintln!(
         "leader {} killed after write 100; member {} led after; {} writes acknowledged, {redirects} redirects, in {:?}",
         first_leader + 1,
