@@ -139,6 +139,8 @@ pub struct Member {
     applies_uncommitted: Option<u64>,
     /// Ticks left in which a member that started with nothing abstains from elections.
     fresh_ticks_left: usize,
+    /// The first index of the term it last looked up, and that term (see `term_start`).
+    term_start: std::cell::Cell<Option<(u64, u64)>>,
     /// The last (term, role, leader) reported.
     reported: Option<(u64, Role, u64)>,
 }
@@ -215,7 +217,14 @@ impl Member {
         let raw = RawNode::new(&config, storage, &logger())?;
         let fresh = restored.hard_state.is_none() && restored.entries.is_empty();
         let fresh_ticks_left = if fresh { FRESH_ABSTAIN_TICKS } else { 0 };
-        Ok(Member { raw, disk, applies_uncommitted: None, fresh_ticks_left, reported: None })
+        Ok(Member {
+            raw,
+            disk,
+            applies_uncommitted: None,
+            fresh_ticks_left,
+            term_start: std::cell::Cell::new(None),
+            reported: None,
+        })
     }
 
     /// PLANTED BUG (legacy `raft_apply_before_commit`, the simulator's bug zoo only): from now
@@ -259,13 +268,21 @@ impl Member {
 
     /// The index of the first entry of this member's current term in its log (the empty
     /// entry a leader appends when elected).
+    /// Found once per term: a leader's log only grows within its term, so the walk back is
+    /// paid at its first call, not at every proposal and tick.
     fn term_start(&self) -> u64 {
         let log = &self.raw.raft.raft_log;
         let term = self.raw.raft.term;
+        if let Some((cached_term, index)) = self.term_start.get()
+            && cached_term == term
+        {
+            return index;
+        }
         let mut index = log.last_index();
         while index > log.first_index() && log.term(index - 1).is_ok_and(|t| t == term) {
             index -= 1;
         }
+        self.term_start.set(Some((term, index)));
         index
     }
 
