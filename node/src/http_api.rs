@@ -248,7 +248,6 @@ impl Api {
     }
 
     fn status(&self) -> Reply {
-        use crate::consensus::Role as RaftRole;
         let state = &self.state;
         let result = state.with_store(|store| {
             let digest = store.state_digest()?;
@@ -267,19 +266,13 @@ impl Api {
             Ok(mut body) => {
                 body["lag_ms"] = state.lag_ms().into();
                 if let Some(member) = state.config.root.as_ref().and_then(|root| root.member_id) {
+                    let view = state.raft_view();
                     let m = &state.metrics;
-                    let role = RaftRole::ALL
-                        .iter()
-                        .map(|role| role.as_str())
-                        .find(|role| {
-                            m.raft_role.get_or_create(&crate::metrics::Metrics::label("role", role)).get() == 1
-                        })
-                        .unwrap_or("starting");
                     body["raft"] = serde_json::json!({
                         "member": member,
-                        "term": m.raft_term.get(),
-                        "role": role,
-                        "leader": m.raft_leader.get(),
+                        "term": view.map_or(0, |v| v.term),
+                        "role": view.map_or("starting", |v| v.role.as_str()),
+                        "leader": view.map_or(0, |v| v.leader),
                         "commit_index": m.raft_commit_index.get(),
                         "applied_index": m.raft_applied_index.get(),
                     });

@@ -46,13 +46,14 @@ impl Judged {
     }
 }
 
-/// Judges `requests` (each a producer's operations) against `store` with `ahead` — the value
-/// each key will hold once writes ahead of this batch apply (None: deleted) — laid over it.
-pub(super) fn judge(
+/// Judges `requests` (each a producer's operations) against `store` with `ahead` laid over it:
+/// for a key that writes ahead of this batch change, the value it will hold once they apply
+/// (`Some(None)`: deleted); `None` for every other key.
+pub(super) fn judge<'a>(
     state: &NodeState,
     store: &Store,
     requests: &[&[Op]],
-    ahead: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ahead: impl Fn(&[u8]) -> Option<Option<&'a [u8]>>,
 ) -> Judged {
     let mut judged = Judged::default();
     let mut pending: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
@@ -67,8 +68,9 @@ pub(super) fn judge(
             // checksum (or any read error) is not "absent". Only a known value can make a
             // write an identical rewrite; an unknown one is always written, so a delete or
             // set of a damaged key reaches the log and repairs it everywhere.
-            let current: Option<Option<Vec<u8>>> = match pending.get(op.key()).or_else(|| ahead.get(op.key())) {
-                Some(value) => Some(value.clone()),
+            let known = pending.get(op.key()).cloned().or_else(|| ahead(op.key()).map(|v| v.map(<[u8]>::to_vec)));
+            let current: Option<Option<Vec<u8>>> = match known {
+                Some(value) => Some(value),
                 None => match store.get(op.key()) {
                     Ok(value) => Some(value),
                     // Planted bug: the unreadable key counts as absent.

@@ -272,7 +272,7 @@ impl Group {
     fn propose_waiting(&mut self) -> Result<Output, consensus::MemberError> {
         let mut output = Output::default();
         if !self.member.is_leader() {
-            let leader = self.member.leader().and_then(|id| self.leaders_http.get(&id).copied());
+            let leader = self.leader_http();
             for batch in self.waiting.drain(..) {
                 for request in batch {
                     let _ = request.reply.send(Err(WriteError::NotLeader { leader }));
@@ -291,13 +291,17 @@ impl Group {
         Ok(output)
     }
 
+    /// The HTTP address of the leader this member knows, if any.
+    fn leader_http(&self) -> Option<SocketAddr> {
+        self.member.leader().and_then(|id| self.leaders_http.get(&id).copied())
+    }
+
     /// Judges `batch` against the committed state and what is in flight, and proposes what
     /// is left.
     fn propose(&mut self, batch: Vec<WriteRequest>) -> Result<Output, consensus::MemberError> {
-        let ahead: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
-            self.ahead.iter().map(|(key, (_, value))| (key.clone(), value.clone())).collect();
         let requests: Vec<&[Op]> = batch.iter().map(|r| r.ops.as_slice()).collect();
-        let judged = self.state.read_store(|store| batch::judge(&self.state, store, &requests, &ahead));
+        let ahead = |key: &[u8]| self.ahead.get(key).map(|(_, value)| value.as_deref());
+        let judged = self.state.read_store(|store| batch::judge(&self.state, store, &requests, ahead));
         if judged.kept.is_empty() && self.in_flight.is_empty() {
             // Nothing to write, and nothing ahead of it: the committed state already holds it.
             let index = self.state.read_store(|store| store.applied_index());
@@ -327,7 +331,7 @@ impl Group {
             }
             Err(ProposeError::Stopped(e)) => Err(e),
             Err(e) => {
-                let leader = self.member.leader().and_then(|id| self.leaders_http.get(&id).copied());
+                let leader = self.leader_http();
                 tracing::debug!(error = %e, "a batch was not proposed");
                 for request in batch {
                     let _ = request.reply.send(Err(WriteError::NotLeader { leader }));
@@ -373,6 +377,7 @@ impl Group {
             let label = crate::metrics::Metrics::label("role", each.as_str());
             metrics.raft_role.get_or_create(&label).set(i64::from(each == role));
         }
+        self.state.set_raft_view(crate::state::RaftView { term, role, leader });
         self.state.report(crate::observe::NodeEvent::RaftRole { term, role, leader });
         if role != Role::Leader {
             // Answered "outcome unknown" as they drop: they may commit under the new leader.
@@ -633,6 +638,37 @@ impl Proposal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request of `ops` sets, each of a `value_bytes` value.
+    fn request(ops: usize, value_bytes: usize) -> WriteRequest {
+        let ops: Vec<Op> =
+            (0..ops).map(|n| Op::Set { key: format!("k:{n}").into_bytes(), value: vec![b'v'; value_bytes] }).collect();
+        let gauge = prometheus_client::metrics::gauge::Gauge::default();
+        let queued = super::super::QueuedBytes::new(&gauge, 0);
+        WriteRequest { ops, reply: tokio::sync::oneshot::channel().0, _queued: queued }
+    }
+
+    /// At the shipped limit: whole requests, each proposal within PROPOSAL_OPS_BYTES_MAX, and
+    /// the largest request the HTTP API takes in a proposal of its own.
+    #[test]
+    fn a_batch_is_split_into_proposals_of_whole_requests_within_the_limit() {
+        let mib = 1 << 20;
+        // Requests just under 1 MiB each: four fit one 4 MiB proposal, the fifth opens the next.
+        let batch: Vec<WriteRequest> = (0..9).map(|_| request(1, mib - 64)).collect();
+        let parts = split_for_proposals(batch);
+        let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 9, "every request in one part");
+        for part in &parts {
+            let bytes: usize = part.iter().flat_map(|r| r.ops.iter()).map(proposal_bytes).sum();
+            assert!(bytes <= PROPOSAL_OPS_BYTES_MAX, "a part of {bytes} bytes");
+        }
+        assert_eq!(sizes, vec![4, 4, 1], "as many whole requests as fit, in order");
+        // One request over the limit travels alone (the HTTP body limit keeps real ones below).
+        let parts = split_for_proposals(vec![request(1, 10), request(5, mib), request(1, 10)]);
+        assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1, 1]);
+        // Small requests share one proposal.
+        assert_eq!(split_for_proposals((0..1000).map(|_| request(3, 100)).collect()).len(), 1);
+    }
 
     #[test]
     fn a_proposal_round_trips_and_damage_is_refused() {

@@ -22,7 +22,6 @@
 //! - The key and value bytes of every write from its submission until its batch is answered are
 //!   on the `qs_write_queue_bytes` gauge, which the memory budget charges as `buffers`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,12 +192,11 @@ pub fn start_group(
 pub fn not_leading(state: &NodeState) -> Option<WriteError> {
     let root = state.config.root.as_ref()?;
     root.member_id?;
-    let metrics = &state.metrics;
-    let leader_label = crate::metrics::Metrics::label("role", crate::consensus::Role::Leader.as_str());
-    if metrics.raft_role.get_or_create(&leader_label).get() == 1 {
+    let view = state.raft_view();
+    if view.is_some_and(|v| v.role == crate::consensus::Role::Leader) {
         return None;
     }
-    let leader = u64::try_from(metrics.raft_leader.get()).ok().and_then(|id| root.member(id)).map(|m| m.http);
+    let leader = view.and_then(|v| root.member(v.leader)).map(|m| m.http);
     Some(WriteError::NotLeader { leader })
 }
 
@@ -315,7 +313,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         // After a failed commit the head is unknown until the store is reopened.
         state.settle(store).map_err(|e| WriteError::StoreNotReady(e.to_string()))?;
         let requests: Vec<&[Op]> = batch.iter().map(|r| r.ops.as_slice()).collect();
-        let judged = batch::judge(state, store, &requests, &BTreeMap::new());
+        let judged = batch::judge(state, store, &requests, |_| None);
         let entries = batch::pack(store, timestamp_ms, judged.kept.clone()).map_err(WriteError::Sealing)?;
         store.apply(&entries).map_err(|e| match e {
             // Refused before anything was written.

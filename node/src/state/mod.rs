@@ -95,6 +95,18 @@ pub struct NodeState {
     /// A root group member's consensus inbox: (from member, encoded Raft message). Set once,
     /// when the member's consensus starts; unset on every other node.
     pub(crate) raft_inbox: std::sync::OnceLock<tokio::sync::mpsc::Sender<(u64, Vec<u8>)>>,
+    /// A root group member's last reported term, role and leader; None before its consensus
+    /// reported one, and on every other node.
+    raft_view: std::sync::Mutex<Option<RaftView>>,
+}
+
+/// A root group member's view of its group, as its consensus last reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftView {
+    pub term: u64,
+    pub role: crate::consensus::Role,
+    /// The member it knows leads (0: none known).
+    pub leader: u64,
 }
 
 impl NodeState {
@@ -151,6 +163,7 @@ impl NodeState {
             tls,
             lifecycle: watch::Sender::new(Lifecycle::Serving),
             raft_inbox: std::sync::OnceLock::new(),
+            raft_view: std::sync::Mutex::new(None),
         });
         state.after_apply();
         state
@@ -517,6 +530,16 @@ impl NodeState {
     }
 
     /// Where the node is in its life (see [`Lifecycle`]).
+    /// This root group member's view of its group (None: not a member, or not reported yet).
+    pub fn raft_view(&self) -> Option<RaftView> {
+        *self.raft_view.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records what the member's consensus reported.
+    pub(crate) fn set_raft_view(&self, view: RaftView) {
+        *self.raft_view.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(view);
+    }
+
     pub fn lifecycle(&self) -> watch::Receiver<Lifecycle> {
         self.lifecycle.subscribe()
     }
