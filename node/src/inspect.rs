@@ -32,8 +32,9 @@
 //! raft_term           3                   (a root group member's store only: its Raft term,
 //! raft_vote           2                    the member it voted for, the commit index it last
 //! raft_commit         414                  persisted, the Raft log it holds, and the last Raft
-//! raft_log            1..414               index its store applied)
-//! raft_applied        414
+//! raft_log            1..414               index its store applied, and the snapshot its
+//! raft_applied        414                  log starts after: `none` until it was compacted)
+//! raft_snapshot       none
 //! category            cfg keys 300 bytes 11890 largest_value 32
 //! category            dns keys 300 bytes 11240 largest_value 28
 //! largest_value       32 cfg:zone-17
@@ -265,6 +266,10 @@ impl fmt::Display for Report {
                 None => line("raft_log", &"empty")?,
             }
             line("raft_applied", &raft.applied)?;
+            match raft.snapshot {
+                Some(index) => line("raft_snapshot", &index)?,
+                None => line("raft_snapshot", &"none")?,
+            }
         }
         for (name, c) in &self.categories {
             let text = format!("{} keys {} bytes {} largest_value {}", encode(name), c.keys, c.bytes, c.largest_value);

@@ -196,6 +196,13 @@ pub enum Probe {
     FaultOom,
     /// A store was reopened after a failed commit (a disk error) and its head read back.
     StoreReopened,
+    /// A root group member snapshotted and compacted its Raft log.
+    RaftLogCompacted,
+    /// A root group member was sent a snapshot: the leader's Raft log no longer reached it.
+    RaftSnapshotReceived,
+    /// A root group member's store reached the snapshot it was sent (from a peer's log, or a
+    /// copy of a peer's store: that one also counts `snapshot_installed`).
+    RaftStoreCaughtUp,
 }
 
 impl Probe {

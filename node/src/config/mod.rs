@@ -226,6 +226,10 @@ pub struct LegacyConfig {
     /// a restart it may vote a second time in a term it voted in, and two members can lead one
     /// term.
     pub raft_forget_vote: bool,
+    /// Root group: a member sent a snapshot records it as applied without bringing its store
+    /// to the snapshot's point (the seed's hard case, skipped) — its store misses the entries
+    /// the snapshot stood for, and what it applies next forks from the group's log.
+    pub raft_snapshot_without_catch_up: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -393,6 +397,15 @@ pub struct RootConfig {
     /// others reach it at. Empty (the default): the root is this one process.
     #[serde(default)]
     pub members: Vec<MemberConfig>,
+    /// A group member snapshots its state and compacts its Raft log once it applied this many
+    /// entries since its last snapshot (a member further behind than the log reaches catches
+    /// up from the snapshot). Unused by a root of one.
+    #[serde(default = "default_raft_snapshot_entries")]
+    pub raft_snapshot_entries: u64,
+    /// Entries a compaction keeps before the snapshot, so a member a little behind catches up
+    /// from the log rather than from a snapshot.
+    #[serde(default = "default_raft_log_keep_entries")]
+    pub raft_log_keep_entries: u64,
 }
 
 impl RootConfig {
@@ -416,6 +429,8 @@ impl Default for RootConfig {
             producers: Vec::new(),
             member_id: None,
             members: Vec::new(),
+            raft_snapshot_entries: default_raft_snapshot_entries(),
+            raft_log_keep_entries: default_raft_log_keep_entries(),
         }
     }
 }
@@ -438,6 +453,15 @@ fn default_batch_window() -> Duration {
 
 fn default_heartbeat() -> Duration {
     Duration::from_secs(1)
+}
+
+/// About 2 h of a busy root's batches (one per 500 ms window) between snapshots.
+fn default_raft_snapshot_entries() -> u64 {
+    10_000
+}
+
+fn default_raft_log_keep_entries() -> u64 {
+    1_000
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -491,6 +515,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_acknowledge_before_commit: false,
     raft_apply_before_commit: false,
     raft_forget_vote: false,
+    raft_snapshot_without_catch_up: false,
 };
 
 impl NodeConfig {

@@ -251,5 +251,8 @@ fn validate_group(root: &super::RootConfig) -> Result<(), (&'static str, String)
     if root.member(me).is_none() {
         return Err(("root.member_id", format!("{me} is not among the members' ids {ids:?}")));
     }
+    if root.raft_snapshot_entries == 0 {
+        return Err(("root.raft_snapshot_entries", "must be at least 1".into()));
+    }
     Ok(())
 }

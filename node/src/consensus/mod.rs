@@ -2,29 +2,29 @@
 //! `RawNode` per member, driven by the node (ticks, messages, proposals, each `Ready` handled
 //! in raft-rs's order), so that the same code runs on tokio and, unchanged, under madsim.
 //!
-//! **Status: not wired into the node yet.** The root is still one process and `[root]` takes no
-//! members; nothing a user runs reaches this module. What is here, and tested under the
-//! simulator (`node/tests/integration/simulated_raft.rs`):
-//!
 //! - [`Member`]: a member's consensus state; [`Member::tick`], [`Member::receive`] and
 //!   [`Member::propose`] each return an [`Output`] — the messages to send and the
 //!   [`MemberEvent`]s to act on, in order;
-//! - [`MemberEvent`]: typed role changes (term, role, leader) and committed entries — what the
-//!   simulator's at-most-one-leader-per-term checker and the root's apply path will read;
+//! - [`RaftDisk`]: where a member keeps its hard state, log and snapshot (the store, in the
+//!   node: `root::group`); everything a message vouches for is on it before the message leaves;
+//! - snapshots and compaction: a member snapshots at an index it applied ([`Member::compact`]):
+//!   the snapshot is Raft's metadata plus the [`StorePoint`] its store stood at — the store is
+//!   the data. A member that receives one records it durably, acknowledges it, and reports
+//!   [`MemberEvent::Snapshot`]: its store must reach that point (the root catches it up from a
+//!   peer's Quicksilver log, as a replica does) before any later entry is applied;
 //! - [`encode`]/[`decode`]: a Raft message's bytes (protobuf, raft-rs's own codec), bounded;
 //! - `deterministic_elections`: under madsim, randomized election timeouts drawn from the run's
 //!   seed rather than the OS (raft-rs draws them from `rand::thread_rng()`, which madsim cannot
 //!   seed on Linux; `vendor/raft.patch` makes the source settable).
-//!
-//! What it lacks before a root may use it, each a part of the issue still open: durable Raft
-//! state (here `MemStorage`: a member that restarts forgets its vote and log, which breaks
-//! Raft's safety — it is the planted bug "a member that forgets its vote", so it must never
-//! back a real root); Raft messages as a replication-port frame; committed batches applied as
-//! the Quicksilver log's entries; log compaction and snapshots kept in step with the store.
 
-use raft::prelude::{ConfState, Entry, EntryType, Message};
+use std::sync::{Arc, Mutex};
+
+use raft::prelude::{ConfState, Entry, EntryType, Message, Snapshot};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole};
+
+use crate::entry::ChainHash;
+pub use crate::store::RaftWrite;
 
 /// Ticks without a leader's heartbeat before a follower campaigns (raft-rs randomizes it into
 /// `ELECTION_TICKS..2 * ELECTION_TICKS`). With the node's tick of [`TICK`], a leader is
@@ -68,6 +68,43 @@ pub enum MemberEvent {
     /// An entry was committed by a majority and is to be applied, in index order. `data` is
     /// empty for the entry a leader appends when elected.
     Committed { index: u64, term: u64, data: Vec<u8> },
+    /// The leader sent a snapshot at `index` and this member installed it in place of its log:
+    /// its store must reach `point` (what the entries up to `index` made of it) before any
+    /// later entry is applied. Comes before every `Committed` after it.
+    Snapshot { index: u64, point: StorePoint },
+}
+
+/// Where a member's store stood once it applied a snapshot's Raft index: its Quicksilver log's
+/// last index and chain hash. A snapshot's data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorePoint {
+    pub log_index: u64,
+    pub hash: ChainHash,
+}
+
+impl StorePoint {
+    const BYTES: usize = 8 + 32;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = self.log_index.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&self.hash.0);
+        bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<StorePoint, MemberError> {
+        if bytes.len() != Self::BYTES {
+            return Err(MemberError::Damaged(format!(
+                "a snapshot's store point is {} bytes, not {}",
+                bytes.len(),
+                Self::BYTES
+            )));
+        }
+        let (index, hash) = bytes.split_at(8);
+        Ok(StorePoint {
+            log_index: u64::from_be_bytes(index.try_into().expect("8 bytes")),
+            hash: ChainHash(hash.try_into().expect("32 bytes")),
+        })
+    }
 }
 
 /// What one call into a member produced.
@@ -92,10 +129,12 @@ pub enum ProposeError {
 /// Raft log, each write durable when [`persist`](RaftDisk::persist) returns. The node's is the
 /// store (`Store::persist_raft`, one synced commit); [`Volatile`] keeps nothing.
 pub trait RaftDisk: Send {
-    /// Persists `entries` (consecutive; replacing every held entry from the first one's index
-    /// on) and the hard state when given. An error stops the member: it must not vouch for
-    /// state it could not keep.
-    fn persist(&mut self, hard_state: Option<Vec<u8>>, entries: Vec<(u64, Vec<u8>)>) -> Result<(), String>;
+    /// Persists `write` in one durable commit (see [`RaftWrite`]). An error stops the member:
+    /// it must not vouch for state it could not keep.
+    fn persist(&mut self, write: RaftWrite) -> Result<(), String>;
+    /// Records `snapshot` as the one the log starts after and drops the entries before
+    /// `first_kept`, in one commit.
+    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String>;
 }
 
 /// A disk that keeps nothing: a member on it forgets its vote and log when it restarts, which
@@ -105,8 +144,58 @@ pub trait RaftDisk: Send {
 pub struct Volatile;
 
 impl RaftDisk for Volatile {
-    fn persist(&mut self, _: Option<Vec<u8>>, _: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
+    fn persist(&mut self, _: RaftWrite) -> Result<(), String> {
         Ok(())
+    }
+
+    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// raft-rs's in-memory log, and beside it the member's latest snapshot, which is what a
+/// leader sends a member its log no longer reaches (raft-rs's `MemStorage` would make an
+/// empty one at its commit index: the data must say where the store stood).
+#[derive(Clone)]
+struct MemberLog {
+    entries: MemStorage,
+    snapshot: Arc<Mutex<Option<Snapshot>>>,
+}
+
+impl raft::Storage for MemberLog {
+    fn initial_state(&self) -> raft::Result<raft::RaftState> {
+        self.entries.initial_state()
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: raft::GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        self.entries.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        self.entries.term(index)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.entries.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.entries.last_index()
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        match &*self.snapshot.lock().expect("the snapshot lock is never poisoned") {
+            Some(snapshot) if snapshot.get_metadata().index >= request_index => Ok(snapshot.clone()),
+            // None yet (the log was never compacted, so no member needs one), or an older one
+            // than asked for: raft-rs retries later.
+            _ => Err(raft::Error::Store(raft::StorageError::SnapshotTemporarilyUnavailable)),
+        }
     }
 }
 
@@ -117,6 +206,8 @@ pub struct Restored {
     pub entries: Vec<(u64, Vec<u8>)>,
     /// The last index whose entry was applied: committed entries after it come out again.
     pub applied: u64,
+    /// The snapshot the log starts after, encoded, if it was ever compacted or replaced.
+    pub snapshot: Option<Vec<u8>>,
 }
 
 /// Why a member stopped.
@@ -132,7 +223,8 @@ pub enum MemberError {
 
 /// One member's consensus state.
 pub struct Member {
-    raw: RawNode<MemStorage>,
+    raw: RawNode<MemberLog>,
+    voters: Vec<u64>,
     disk: Box<dyn RaftDisk>,
     /// PLANTED BUG (legacy `raft_apply_before_commit`): entries come out as committed when
     /// they are appended; the last index that came out so.
@@ -170,6 +262,17 @@ impl Member {
     ) -> Result<Member, MemberError> {
         assert!(voters.contains(&id), "member {id} is not among the voters {voters:?}");
         let storage = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
+        let snapshot = match &restored.snapshot {
+            Some(bytes) => {
+                let snapshot: Snapshot = protobuf::Message::parse_from_bytes(bytes)
+                    .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
+                StorePoint::decode(snapshot.get_data())?;
+                storage.wl().apply_snapshot(snapshot.clone())?;
+                Some(snapshot)
+            }
+            None => None,
+        };
+        let snapshot_index = snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
         let entries = restored
             .entries
             .iter()
@@ -182,9 +285,14 @@ impl Member {
                 Ok(entry)
             })
             .collect::<Result<Vec<Entry>, MemberError>>()?;
-        if let Some(first) = entries.first().filter(|first| first.index != 1) {
-            // Nothing compacts a member's log yet, so it starts at 1.
-            return Err(MemberError::Damaged(format!("the Raft log starts at entry {}, not 1", first.index)));
+        // A compaction keeps entries before its snapshot for members a little behind; they are
+        // applied, and raft-rs's log starts after the snapshot.
+        let entries: Vec<Entry> = entries.into_iter().filter(|e| e.index > snapshot_index).collect();
+        if let Some(first) = entries.first().filter(|first| first.index != snapshot_index + 1) {
+            return Err(MemberError::Damaged(format!(
+                "the Raft log starts at entry {}, but its snapshot is at {snapshot_index}",
+                first.index
+            )));
         }
         storage.wl().append(&entries)?;
         let mut hard_state: raft::prelude::HardState = match &restored.hard_state {
@@ -192,14 +300,25 @@ impl Member {
                 .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
             None => raft::prelude::HardState::default(),
         };
-        // What was applied was committed, whether or not a later commit index was persisted.
-        hard_state.commit = hard_state.commit.max(restored.applied);
+        // What was applied was committed, whether or not a later commit index was persisted;
+        // so was everything a snapshot holds. (A store behind its snapshot is caught up before
+        // anything after the snapshot is applied: see `MemberEvent::Snapshot`.)
+        let applied = restored.applied.max(snapshot_index);
+        hard_state.commit = hard_state.commit.max(applied);
+        let snapshot_term = snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
+        if hard_state.term < snapshot_term {
+            // Its snapshot came from a later term than its hard state records (it cannot, from
+            // this build): the vote it holds was cast in an older term.
+            hard_state.term = snapshot_term;
+            hard_state.vote = raft::INVALID_ID;
+        }
         let last = raft::Storage::last_index(&storage)?;
         if hard_state.commit > last {
             let applied = hard_state.commit;
             return Err(MemberError::Damaged(format!("entry {applied} was applied, but the Raft log ends at {last}")));
         }
         storage.wl().set_hardstate(hard_state);
+        let storage = MemberLog { entries: storage, snapshot: Arc::new(Mutex::new(snapshot)) };
         let config = Config {
             id,
             election_tick: ELECTION_TICKS,
@@ -209,16 +328,17 @@ impl Member {
             // leader when it returns.
             check_quorum: true,
             pre_vote: true,
-            applied: restored.applied,
+            applied,
             max_size_per_msg: APPEND_BYTES_MAX as u64,
             ..Config::default()
         };
         config.validate()?;
         let raw = RawNode::new(&config, storage, &logger())?;
-        let fresh = restored.hard_state.is_none() && restored.entries.is_empty();
+        let fresh = restored.hard_state.is_none() && restored.entries.is_empty() && restored.snapshot.is_none();
         let fresh_ticks_left = if fresh { FRESH_ABSTAIN_TICKS } else { 0 };
         Ok(Member {
             raw,
+            voters: voters.to_vec(),
             disk,
             applies_uncommitted: None,
             fresh_ticks_left,
@@ -255,6 +375,66 @@ impl Member {
     /// The highest index this member knows to be committed.
     pub fn commit_index(&self) -> u64 {
         self.raw.raft.raft_log.committed
+    }
+
+    /// The snapshot this member's log starts after: its Raft index and where the store stood.
+    pub fn snapshot(&self) -> Option<(u64, StorePoint)> {
+        let held = self.raw.raft.raft_log.store.snapshot.lock().expect("the snapshot lock is never poisoned");
+        let snapshot = held.as_ref()?;
+        let point = StorePoint::decode(snapshot.get_data()).expect("a held snapshot's point was checked when it came");
+        Some((snapshot.get_metadata().index, point))
+    }
+
+    /// Snapshots at `applied` (an index this member applied, its store at `point`), and drops
+    /// the log before the last `keep` entries up to it: a member further behind than that is
+    /// sent the snapshot. Durable on the member's disk when it returns.
+    pub fn compact(&mut self, applied: u64, point: StorePoint, keep: u64) -> Result<(), MemberError> {
+        let log = &self.raw.raft.raft_log;
+        assert!(applied <= log.applied, "a snapshot at {applied} is past what was applied ({})", log.applied);
+        let term = log.term(applied)?;
+        let mut snapshot = Snapshot::default();
+        let metadata = snapshot.mut_metadata();
+        metadata.index = applied;
+        metadata.term = term;
+        metadata.set_conf_state(ConfState::from((self.voters.clone(), Vec::<u64>::new())));
+        snapshot.data = point.encode().into();
+        let storage = self.raw.raft.raft_log.store.clone();
+        let first_kept = (applied + 1).saturating_sub(keep).max(raft::Storage::first_index(&storage)?);
+        let bytes = protobuf::Message::write_to_bytes(&snapshot).expect("a snapshot encodes");
+        self.disk.compact(bytes, first_kept).map_err(MemberError::Disk)?;
+        storage.entries.wl().compact(first_kept)?;
+        *storage.snapshot.lock().expect("the snapshot lock is never poisoned") = Some(snapshot);
+        Ok(())
+    }
+
+    /// What this member keeps on its disk, as one write: its hard state, its log, and the
+    /// snapshot the log starts after. For a store copied from a peer, made this member's own.
+    pub fn own_state(&self) -> RaftWrite {
+        let storage = &self.raw.raft.raft_log.store;
+        let core = storage.entries.rl();
+        let hard_state = protobuf::Message::write_to_bytes(core.hard_state()).expect("a hard state encodes");
+        drop(core);
+        let (first, last) = (self.raw.raft.raft_log.first_index(), self.raw.raft.raft_log.last_index());
+        let entries = if last >= first {
+            raft::Storage::entries(storage, first, last + 1, None, raft::GetEntriesContext::empty(false))
+                .expect("a member's own log reads back")
+        } else {
+            Vec::new()
+        };
+        let snapshot = storage.snapshot.lock().expect("the snapshot lock is never poisoned").clone();
+        RaftWrite {
+            snapshot: snapshot.map(|s| protobuf::Message::write_to_bytes(&s).expect("a snapshot encodes")),
+            hard_state: Some(hard_state),
+            entries: entries
+                .iter()
+                .map(|e| (e.index, protobuf::Message::write_to_bytes(e).expect("an entry encodes")))
+                .collect(),
+        }
+    }
+
+    /// The index of the first entry this member's log holds.
+    pub fn first_index(&self) -> u64 {
+        self.raw.raft.raft_log.first_index()
     }
 
     /// Whether this member leads and has applied every entry committed before its term, so
@@ -340,12 +520,16 @@ impl Member {
         if self.raw.has_ready() {
             let mut ready = self.raw.ready();
             let storage = self.raw.raft.raft_log.store.clone();
-            if !ready.snapshot().is_empty() {
-                // This member never makes snapshots (its storage answers none), so none
-                // arrives from a peer of the same build.
-                return Err(MemberError::Damaged("a Raft snapshot arrived; this build makes none".into()));
-            }
             out.messages.extend(ready.take_messages());
+            let mut write = RaftWrite::default();
+            let received = (!ready.snapshot().is_empty()).then(|| ready.snapshot().clone());
+            if let Some(snapshot) = &received {
+                // From the leader, in place of the log this member lacks: its store point must
+                // be sound before it is recorded.
+                let point = StorePoint::decode(snapshot.get_data())?;
+                out.events.push(MemberEvent::Snapshot { index: snapshot.get_metadata().index, point });
+                write.snapshot = Some(protobuf::Message::write_to_bytes(snapshot).expect("a snapshot encodes"));
+            }
             match &mut self.applies_uncommitted {
                 None => committed(ready.take_committed_entries(), &mut out),
                 Some(emitted) => {
@@ -355,26 +539,30 @@ impl Member {
                 }
             }
             let hard_state = ready.hs().cloned();
-            let entries: Vec<(u64, Vec<u8>)> = ready
+            write.hard_state =
+                hard_state.as_ref().map(|hs| protobuf::Message::write_to_bytes(hs).expect("a hard state encodes"));
+            write.entries = ready
                 .entries()
                 .iter()
                 .map(|entry| (entry.index, protobuf::Message::write_to_bytes(entry).expect("an entry encodes")))
                 .collect();
-            if hard_state.is_some() || !entries.is_empty() {
-                let hs_bytes =
-                    hard_state.as_ref().map(|hs| protobuf::Message::write_to_bytes(hs).expect("a hard state encodes"));
-                self.disk.persist(hs_bytes, entries).map_err(MemberError::Disk)?;
+            if write != RaftWrite::default() {
+                self.disk.persist(write).map_err(MemberError::Disk)?;
             }
-            storage.wl().append(ready.entries())?;
+            if let Some(snapshot) = received {
+                storage.entries.wl().apply_snapshot(snapshot.clone())?;
+                *storage.snapshot.lock().expect("the snapshot lock is never poisoned") = Some(snapshot);
+            }
+            storage.entries.wl().append(ready.entries())?;
             if let Some(hard_state) = hard_state {
-                storage.wl().set_hardstate(hard_state);
+                storage.entries.wl().set_hardstate(hard_state);
             }
             out.messages.extend(ready.take_persisted_messages());
             let mut light = self.raw.advance(ready);
             if let Some(commit) = light.commit_index() {
                 // Not persisted on its own: a commit index is never needed for safety, and a
                 // restart takes it from the applied index at least (see `restore`).
-                storage.wl().mut_hard_state().set_commit(commit);
+                storage.entries.wl().mut_hard_state().set_commit(commit);
             }
             out.messages.extend(light.take_messages());
             if self.applies_uncommitted.is_none() {
@@ -414,12 +602,15 @@ pub struct RaftSummary {
     pub log: Option<(u64, u64)>,
     /// The last Raft index whose batch its store applied.
     pub applied: u64,
+    /// The index of the snapshot its log starts after, if it was ever compacted or replaced.
+    pub snapshot: Option<u64>,
 }
 
 /// What `records` say of a member's Raft state; `None` for a store that never was a root
 /// group member's.
 pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSummary>, MemberError> {
-    if records.hard_state.is_none() && records.entries.is_empty() && records.applied == 0 {
+    if records.hard_state.is_none() && records.entries.is_empty() && records.applied == 0 && records.snapshot.is_none()
+    {
         return Ok(None);
     }
     let hard_state: raft::prelude::HardState = match &records.hard_state {
@@ -428,12 +619,21 @@ pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSumma
         None => raft::prelude::HardState::default(),
     };
     let log = records.entries.first().zip(records.entries.last()).map(|(first, last)| (first.0, last.0));
+    let snapshot = match &records.snapshot {
+        Some(bytes) => {
+            let snapshot: Snapshot = protobuf::Message::parse_from_bytes(bytes)
+                .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
+            Some(snapshot.get_metadata().index)
+        }
+        None => None,
+    };
     Ok(Some(RaftSummary {
         term: hard_state.term,
         vote: hard_state.vote,
         commit: hard_state.commit,
         log,
         applied: records.applied,
+        snapshot,
     }))
 }
 
@@ -493,10 +693,11 @@ impl slog::Drain for TracingDrain {
 mod tests {
     use super::*;
 
-    /// Delivers every message until the group is quiet.
+    /// Delivers every message until the group is quiet; a message to a member not in `members`
+    /// (cut off) is lost.
     fn settle(members: &mut [Member], mut outbox: Vec<Message>, events: &mut Vec<(u64, MemberEvent)>) {
         while let Some(message) = outbox.pop() {
-            let to = members.iter_mut().find(|m| m.id() == message.to).expect("a message to a member");
+            let Some(to) = members.iter_mut().find(|m| m.id() == message.to) else { continue };
             let id = to.id();
             let out = to.receive(message).unwrap();
             outbox.extend(out.messages);
@@ -534,12 +735,106 @@ mod tests {
                 .filter(|(member, _)| *member == id)
                 .filter_map(|(_, e)| match e {
                     MemberEvent::Committed { data, .. } if !data.is_empty() => Some(data.clone()),
-                    MemberEvent::Committed { .. } => None,
-                    MemberEvent::Role { .. } => None,
+                    MemberEvent::Committed { .. } | MemberEvent::Role { .. } | MemberEvent::Snapshot { .. } => None,
                 })
                 .collect();
             assert_eq!(applied, (0..5u8).map(|n| vec![n]).collect::<Vec<_>>(), "member {id} applied otherwise");
         }
+    }
+
+    /// A disk that keeps what it is given, for restarts in tests.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Restored>>);
+
+    impl RaftDisk for Kept {
+        fn persist(&mut self, write: RaftWrite) -> Result<(), String> {
+            let mut kept = self.0.lock().unwrap();
+            if let Some(snapshot) = write.snapshot {
+                kept.snapshot = Some(snapshot);
+                kept.entries.clear();
+            }
+            if let Some(&(first, _)) = write.entries.first() {
+                kept.entries.retain(|(index, _)| *index < first);
+            }
+            kept.entries.extend(write.entries);
+            if write.hard_state.is_some() {
+                kept.hard_state = write.hard_state;
+            }
+            Ok(())
+        }
+
+        fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
+            let mut kept = self.0.lock().unwrap();
+            kept.snapshot = Some(snapshot);
+            kept.entries.retain(|(index, _)| *index >= first_kept);
+            Ok(())
+        }
+    }
+
+    fn point(n: u64) -> StorePoint {
+        StorePoint { log_index: n * 10, hash: ChainHash([n as u8; 32]) }
+    }
+
+    /// The member behind the leader's compacted log is sent the leader's snapshot: it reports
+    /// it before any later commit, and after a restart from its disk its log starts after it.
+    #[test]
+    fn a_member_behind_a_compacted_log_is_sent_the_snapshot_and_restarts_from_it() {
+        let voters = [1, 2, 3];
+        let disk = Kept::default();
+        let mut members: Vec<Member> = vec![
+            Member::new(1, &voters).unwrap(),
+            Member::new(2, &voters).unwrap(),
+            Member::restore(3, &voters, Restored::default(), Box::new(disk.clone())).unwrap(),
+        ];
+        let mut events = Vec::new();
+        let mut outbox = Vec::new();
+        for _ in 0..2 * ELECTION_TICKS {
+            outbox.extend(members[0].tick().unwrap().messages);
+        }
+        settle(&mut members, outbox, &mut events);
+        assert!(members[0].is_leader());
+        // Member 3 is cut off while twenty entries commit; the leader applies each.
+        for n in 0..20u8 {
+            let (_, out) = members[0].propose(vec![n]).unwrap();
+            settle(&mut members[..2], out.messages, &mut events);
+        }
+        let out = members[0].tick().unwrap();
+        settle(&mut members[..2], out.messages, &mut events);
+        let applied = members[0].commit_index();
+        members[0].compact(applied, point(applied), 5).unwrap();
+        assert_eq!(members[0].first_index(), applied + 1 - 5, "the last five entries are kept");
+        assert_eq!(members[0].snapshot(), Some((applied, point(applied))));
+        // Member 3 comes back: the leader's log no longer reaches it.
+        events.clear();
+        for _ in 0..2 {
+            let out = members[0].tick().unwrap();
+            settle(&mut members, out.messages, &mut events);
+        }
+        let of_3: Vec<&MemberEvent> = events.iter().filter(|(id, _)| *id == 3).map(|(_, e)| e).collect();
+        let snapshot_at = of_3.iter().position(|e| matches!(e, MemberEvent::Snapshot { .. }));
+        let snapshot_at = snapshot_at.unwrap_or_else(|| panic!("member 3 got no snapshot: {of_3:?}"));
+        assert_eq!(*of_3[snapshot_at], MemberEvent::Snapshot { index: applied, point: point(applied) });
+        assert!(
+            of_3[..snapshot_at].iter().all(|e| !matches!(e, MemberEvent::Committed { .. })),
+            "nothing at or before the snapshot is applied by member 3: {of_3:?}"
+        );
+        // It restarts from its disk: the log starts after the snapshot.
+        let mut restored = disk.0.lock().unwrap().clone();
+        restored.applied = applied; // its store caught up to the snapshot
+        let member = Member::restore(3, &voters, restored, Box::new(disk.clone())).unwrap();
+        assert_eq!((member.first_index(), member.snapshot()), (applied + 1, Some((applied, point(applied)))));
+        // A store behind its snapshot restarts too (it catches up before applying more).
+        let mut behind = disk.0.lock().unwrap().clone();
+        behind.applied = 0;
+        let member = Member::restore(3, &voters, behind, Box::new(Volatile)).unwrap();
+        assert_eq!(member.commit_index(), applied, "what a snapshot holds was committed");
+    }
+
+    #[test]
+    fn a_store_point_round_trips_and_a_wrong_length_is_damage() {
+        let p = point(7);
+        assert_eq!(StorePoint::decode(&p.encode()).unwrap(), p);
+        assert!(matches!(StorePoint::decode(&p.encode()[1..]), Err(MemberError::Damaged(_))));
     }
 
     #[test]

@@ -59,7 +59,7 @@ fn retired_dir(snapshots: &Path) -> PathBuf {
 /// arrived whole and then failed to install (a damaged snapshot, a failed swap) counts none: the
 /// same source would serve the same snapshot again.
 #[derive(Debug)]
-pub(super) struct BootstrapFailed {
+pub(crate) struct BootstrapFailed {
     pub reason: String,
     pub chunks_stored: u64,
     /// Where the attempt failed.
@@ -76,8 +76,22 @@ struct Progress {
 /// installs it in place of the current store, and returns. Replication then resumes from the
 /// snapshot's index. Every wait is bounded by `replication.snapshot_timeout`.
 pub(super) async fn bootstrap(state: &NodeState, source: std::net::SocketAddr) -> Result<(), BootstrapFailed> {
+    bootstrap_preparing(state, source, &|_| Ok(())).await
+}
+
+/// Prepares a verified store before it is swapped in: writes that must land in it before it
+/// is live (a root group member makes the copy's Raft state its own, so that no moment exists
+/// where its store holds another member's vote).
+pub(crate) type Prepare<'a> = &'a (dyn Fn(&mut Store) -> Result<(), crate::store::StoreError> + Sync);
+
+/// [`bootstrap`], with `prepare` run on the verified store before the swap.
+pub(crate) async fn bootstrap_preparing(
+    state: &NodeState,
+    source: std::net::SocketAddr,
+    prepare: Prepare<'_>,
+) -> Result<(), BootstrapFailed> {
     let mut progress = Progress { stage: BootstrapStage::Connect, chunks_stored: 0 };
-    fetch_and_install(state, source, &mut progress).await.map_err(|reason| BootstrapFailed {
+    fetch_and_install(state, source, &mut progress, prepare).await.map_err(|reason| BootstrapFailed {
         reason,
         chunks_stored: progress.chunks_stored,
         stage: progress.stage,
@@ -88,6 +102,7 @@ async fn fetch_and_install(
     state: &NodeState,
     source: std::net::SocketAddr,
     progress: &mut Progress,
+    prepare: Prepare<'_>,
 ) -> Result<(), String> {
     let staging = staging_dir(state);
     let staged = SnapshotImport::staged(&staging);
@@ -151,7 +166,7 @@ async fn fetch_and_install(
                 let import = import.take().ok_or("snapshot ended before its manifest")?;
                 progress.chunks_stored = 0; // whole: not a transfer to resume
                 progress.stage = BootstrapStage::Install;
-                return install(state, import);
+                return install(state, import, prepare);
             }
             Message::Refused { reason, detail } => {
                 if reason == super::protocol::RefusalReason::TooManyBootstraps {
@@ -175,7 +190,7 @@ fn discard(dir: &Path) {
 }
 
 /// Verifies the finished import and swaps it in for the current store.
-fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
+fn install(state: &NodeState, import: SnapshotImport, prepare: Prepare<'_>) -> Result<(), String> {
     let config = &state.config;
     let options = state.store_options();
     let ours = state.read_store(|s| s.applied_index());
@@ -195,7 +210,10 @@ fn install(state: &NodeState, import: SnapshotImport) -> Result<(), String> {
             StoreLocation::new(kind, &installing)
         }
     };
-    let imported = match import.finish(&fresh, &options) {
+    let imported = match import.finish(&fresh, &options).and_then(|mut imported| {
+        prepare(&mut imported)?;
+        Ok(imported)
+    }) {
         Ok(imported) => imported,
         Err(e) => {
             if let StoreLocation::Lmdb(path) | StoreLocation::Rocksdb(path) = &fresh {

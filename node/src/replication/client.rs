@@ -424,7 +424,7 @@ fn violation(metrics: &Metrics, reason: String) -> Ended {
 }
 
 /// Decodes one frame of entries, each checked against its own hash, keeping the bytes to store.
-fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
+pub(crate) fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
     frames
         .into_iter()
         .map(|frame| VerifiedEntry::decompress(frame).map_err(|e| format!("undecodable entry: {e}")))
@@ -432,7 +432,7 @@ fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, String> {
 }
 
 /// Why a frame was not applied: the source's doing, or this node's store's.
-enum ApplyFailed {
+pub(crate) enum ApplyFailed {
     /// The entries were refused (a gap, a broken chain, another database): the source's fault.
     Refused(String),
     /// The store failed (damage, a disk error): this node's.
@@ -441,7 +441,7 @@ enum ApplyFailed {
 
 /// Checks and applies one frame of entries, at most `replication.apply_batch_entries_max` to a
 /// commit.
-fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), ApplyFailed> {
+pub(crate) fn apply_frame(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), ApplyFailed> {
     let per_commit = state.config.replication.apply_batch_entries_max.max(1);
     entries.chunks(per_commit).try_for_each(|batch| apply_batch(state, batch))
 }

@@ -23,10 +23,13 @@
 //! - Heartbeats: the leader proposes an empty entry when nothing was written for the heartbeat
 //!   interval, so replicas can measure their lag as below a root of one.
 //!
-//! Not yet (each part of the root group's issue): Raft log compaction and snapshots (a member's
-//! Raft log grows with the root's history; a member that is far behind catches up from it);
-//! producers' quotas are per member (a failover starts the new leader's buckets full); the
-//! simulated disk is not charged for Raft persists.
+//! - **The Raft log is bounded.** Every `raft_snapshot_entries` applied entries a member
+//!   snapshots at the entry it just applied (Raft's metadata and its store's head: the store is
+//!   the snapshot's data) and drops its log but the last `raft_log_keep_entries`. A member sent
+//!   a snapshot catches its store up to it (`catch_up`) before it applies anything later.
+//!
+//! Not yet (each part of the root group's issue): producers' quotas are per member (a failover
+//! starts the new leader's buckets full); the simulated disk is not charged for Raft persists.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -36,22 +39,22 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::batch::{self, Judged};
+use super::catch_up::{self, Target};
+use super::peers::send_to_peer;
+use super::proposal::Proposal;
 use super::{WriteError, WriteReceipt, WriteRequest};
 use crate::config::RootConfig;
 use crate::connections::{Lifecycle, reached};
-use crate::consensus::{self, Member, MemberEvent, Output, ProposeError, RaftDisk, Restored, Role};
+use crate::consensus::{
+    self, Member, MemberEvent, Output, ProposeError, RaftDisk, RaftWrite, Restored, Role, StorePoint,
+};
 use crate::entry::{LogEntry, Op};
-use crate::replication::protocol::{ClientHello, Message, Want, read_message, write_message};
 use crate::state::{DiskOp, NodeState};
 
 /// Messages queued for one peer before more are dropped (Raft resends what matters).
 const OUTBOX_DEPTH: usize = 1024;
 /// Inbound Raft messages queued before more are dropped.
 pub(crate) const INBOX_DEPTH: usize = 4096;
-/// How long a member gives a peer to accept its connection and answer its hello.
-const CONNECT_DEADLINE: Duration = Duration::from_secs(2);
-/// How long a member waits before dialling a peer again after a failed connection.
-const REDIAL_AFTER: Duration = Duration::from_millis(200);
 
 /// Starts member `me` of the root group: its consensus, restored from the store, and a task
 /// per peer carrying its messages. Returns where the committer sends its batches.
@@ -73,6 +76,7 @@ pub(super) fn start(
         tokio::spawn(send_to_peer(state.clone(), me, peer.id, peer.replication, rx));
     }
     let leaders_http = root.members.iter().map(|m| (m.id, m.http)).collect();
+    let peers = root.members.iter().filter(|m| m.id != me).map(|m| m.replication).collect();
     let (batches_tx, batches) = mpsc::channel(16);
     let group = Group {
         applied,
@@ -82,6 +86,9 @@ pub(super) fn start(
         member,
         leaders_http,
         heartbeat_interval: root.heartbeat_interval,
+        snapshot_entries: root.raft_snapshot_entries,
+        log_keep_entries: root.raft_log_keep_entries,
+        peers,
         in_flight: BTreeMap::new(),
         ahead: BTreeMap::new(),
         waiting: VecDeque::new(),
@@ -95,7 +102,12 @@ pub(super) fn start(
 fn restore(state: &Arc<NodeState>, me: u64, voters: &[u64]) -> Result<(Member, u64), consensus::MemberError> {
     let records =
         state.read_store(|store| store.raft_records()).map_err(|e| consensus::MemberError::Damaged(e.to_string()))?;
-    let restored = Restored { hard_state: records.hard_state, entries: records.entries, applied: records.applied };
+    let restored = Restored {
+        hard_state: records.hard_state,
+        entries: records.entries,
+        applied: records.applied,
+        snapshot: records.snapshot,
+    };
     let planted = state.config.planted();
     let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
     let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
@@ -116,9 +128,15 @@ struct StoreDisk {
 }
 
 impl RaftDisk for StoreDisk {
-    fn persist(&mut self, hard_state: Option<Vec<u8>>, entries: Vec<(u64, Vec<u8>)>) -> Result<(), String> {
-        let hard_state = hard_state.filter(|_| !self.forget_vote);
-        self.state.with_store(|store| store.persist_raft(hard_state, &entries)).map_err(|e| e.to_string())
+    fn persist(&mut self, mut write: RaftWrite) -> Result<(), String> {
+        if self.forget_vote {
+            write.hard_state = None;
+        }
+        self.state.with_store(|store| store.persist_raft(&write)).map_err(|e| e.to_string())
+    }
+
+    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
+        self.state.with_store(|store| store.compact_raft(snapshot, first_kept)).map_err(|e| e.to_string())
     }
 }
 
@@ -149,6 +167,12 @@ struct Group {
     applied: u64,
     leaders_http: BTreeMap<u64, SocketAddr>,
     heartbeat_interval: Duration,
+    /// Entries applied between two snapshots (`root.raft_snapshot_entries`).
+    snapshot_entries: u64,
+    /// Entries a compaction keeps before its snapshot (`root.raft_log_keep_entries`).
+    log_keep_entries: u64,
+    /// The other members' replication addresses: where a store behind a snapshot catches up.
+    peers: Vec<SocketAddr>,
     /// By Raft index: what this member proposed as leader and has not applied.
     in_flight: BTreeMap<u64, InFlight>,
     /// By key: the value its newest in-flight proposal leaves (None: deleted), and that
@@ -162,6 +186,14 @@ struct Group {
 impl Group {
     async fn run(mut self, mut inbox: mpsc::Receiver<(u64, Vec<u8>)>, mut batches: mpsc::Receiver<Vec<WriteRequest>>) {
         let mut lifecycle = self.state.lifecycle();
+        match self.catch_up_to_snapshot(None, &mut lifecycle).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!(node = %self.state.config.name, error = %e, "the root group member cannot start: its store cannot reach its Raft snapshot");
+                return;
+            }
+        }
         let mut ticker = tokio::time::interval(consensus::TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -190,7 +222,7 @@ impl Group {
                 _ = ticker.tick() => self.tick(),
             };
             let handled = match stepped {
-                Ok(output) => self.handle(output).await,
+                Ok(output) => self.handle(output, &mut lifecycle).await,
                 Err(e) => Err(e),
             };
             match handled {
@@ -239,13 +271,59 @@ impl Group {
                     self.member = member;
                     self.applied = applied;
                     tracing::info!(node = %self.state.config.name, applied, "the root group member restarted from its store");
-                    return true;
+                    match self.catch_up_to_snapshot(None, lifecycle).await {
+                        Ok(caught_up) => return caught_up,
+                        Err(e) => {
+                            tracing::warn!(node = %self.state.config.name, error = %e, "the root group member cannot restart yet")
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(node = %self.state.config.name, error = %e, "the root group member cannot restart yet")
                 }
             }
         }
+    }
+
+    /// Brings the store to `target` (a snapshot just installed), or at start to the snapshot
+    /// the member's log begins after when the store is behind it. False when the node drains
+    /// first.
+    async fn catch_up_to_snapshot(
+        &mut self,
+        target: Option<Target>,
+        lifecycle: &mut watch::Receiver<Lifecycle>,
+    ) -> Result<bool, consensus::MemberError> {
+        let target = target.or_else(|| {
+            let (raft_index, point) = self.member.snapshot()?;
+            (raft_index > self.applied).then_some(Target { raft_index, point })
+        });
+        let Some(target) = target else { return Ok(true) };
+        // A follower's proposals were never its own; nothing it leads waits on a snapshot.
+        self.in_flight.clear();
+        self.ahead.clear();
+        let own = self.member.own_state();
+        match catch_up::catch_up(&self.state, &self.peers, target, &own, lifecycle).await? {
+            Some(applied) => {
+                self.applied = applied;
+                self.state.metrics.raft_applied_index.set(applied as i64);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// After applying: snapshots and compacts the Raft log once `snapshot_entries` were applied
+    /// since the last snapshot.
+    fn compact_if_due(&mut self) -> Result<(), consensus::MemberError> {
+        let last_snapshot = self.member.snapshot().map_or(0, |(index, _)| index);
+        if self.applied < last_snapshot + self.snapshot_entries {
+            return Ok(());
+        }
+        let (log_index, hash) = self.state.read_store(|store| (store.applied_index(), store.chain_hash()));
+        self.member.compact(self.applied, StorePoint { log_index, hash }, self.log_keep_entries)?;
+        self.state.probe(crate::observe::Probe::RaftLogCompacted);
+        tracing::debug!(node = %self.state.config.name, raft_index = self.applied, log_index, "the root group member snapshotted and compacted its Raft log");
+        Ok(())
     }
 
     fn tick(&mut self) -> Result<Output, consensus::MemberError> {
@@ -343,11 +421,22 @@ impl Group {
 
     /// Acts on what the member did: applies what committed, answers what it proposed, sends
     /// its messages.
-    async fn handle(&mut self, output: Output) -> Result<(), consensus::MemberError> {
+    async fn handle(
+        &mut self,
+        output: Output,
+        lifecycle: &mut watch::Receiver<Lifecycle>,
+    ) -> Result<(), consensus::MemberError> {
         for event in output.events {
             match event {
                 MemberEvent::Role { term, role, leader } => self.role_changed(term, role, leader),
                 MemberEvent::Committed { index, term, data } => self.apply(index, term, &data).await?,
+                MemberEvent::Snapshot { index, point } => {
+                    self.state.probe(crate::observe::Probe::RaftSnapshotReceived);
+                    let target = Target { raft_index: index, point };
+                    if !self.catch_up_to_snapshot(Some(target), lifecycle).await? {
+                        return Ok(()); // draining: the loop ends at its next turn
+                    }
+                }
             }
         }
         self.state.metrics.raft_commit_index.set(self.member.commit_index() as i64);
@@ -363,7 +452,7 @@ impl Group {
         // A member that became leader may take the batches it held back once it caught up.
         if !self.waiting.is_empty() && self.member.leads_with_committed_state(self.applied) {
             let more = self.propose_waiting()?;
-            Box::pin(self.handle(more)).await?;
+            Box::pin(self.handle(more, lifecycle)).await?;
         }
         Ok(())
     }
@@ -388,6 +477,11 @@ impl Group {
 
     /// Applies committed entry `index` to the store, and answers the requests proposed there.
     async fn apply(&mut self, index: u64, term: u64, data: &[u8]) -> Result<(), consensus::MemberError> {
+        if index <= self.applied {
+            // A store copied from a peer while catching up already holds it (and nothing this
+            // member proposed: it was a follower).
+            return Ok(());
+        }
         assert_eq!(index, self.applied + 1, "committed entries come out in order, each once");
         let proposal = if data.is_empty() { None } else { Some(Proposal::decode(data)?) };
         let bytes = match &proposal {
@@ -437,7 +531,7 @@ impl Group {
                 }
             }
         }
-        Ok(())
+        self.compact_if_due()
     }
 }
 
@@ -480,161 +574,6 @@ fn merge(into: &mut Output, more: Output) {
     into.events.extend(more.events);
 }
 
-/// Carries this member's messages to `peer`, dialling it (over TLS with `[tls]`) and again
-/// after every failure, until the member's consensus ends or the node stops. Messages that
-/// wait while the peer is unreachable are sent once it is back; Raft ignores the stale ones.
-async fn send_to_peer(
-    state: Arc<NodeState>,
-    me: u64,
-    peer: u64,
-    address: SocketAddr,
-    mut outbox: mpsc::Receiver<Vec<u8>>,
-) {
-    let mut lifecycle: watch::Receiver<Lifecycle> = state.lifecycle();
-    let deadline = CONNECT_DEADLINE;
-    loop {
-        let connected = tokio::select! {
-            biased;
-            () = reached(&mut lifecycle, Lifecycle::Draining) => return,
-            connected = connect(&state, me, address, deadline) => connected,
-        };
-        let mut stream = match connected {
-            Ok(stream) => stream,
-            Err(e) => {
-                tracing::debug!(peer, %address, error = %e, "could not reach a root group member");
-                tokio::select! {
-                    biased;
-                    () = reached(&mut lifecycle, Lifecycle::Draining) => return,
-                    () = tokio::time::sleep(REDIAL_AFTER) => continue,
-                }
-            }
-        };
-        loop {
-            let message = tokio::select! {
-                biased;
-                () = reached(&mut lifecycle, Lifecycle::Draining) => return,
-                message = outbox.recv() => match message {
-                    Some(message) => message,
-                    None => return,
-                },
-            };
-            if let Err(e) = write_message(&mut stream, &Message::Raft { message }).await {
-                tracing::debug!(peer, %address, error = %e, "a root group member's connection broke");
-                break;
-            }
-        }
-    }
-}
-
-/// Dials a peer member and says who this member is.
-async fn connect(
-    state: &NodeState,
-    me: u64,
-    address: SocketAddr,
-    deadline: Duration,
-) -> Result<crate::replication::dial::SourceStream, String> {
-    let mut stream = crate::replication::dial::dial(state, address, deadline).await.map_err(|e| e.to_string())?;
-    let hello = ClientHello::new(state.node_id, state.config.database_id, 0, Want::Raft { member: me });
-    write_message(&mut stream, &Message::Hello(hello)).await.map_err(|e| e.to_string())?;
-    match tokio::time::timeout(deadline, read_message(&mut stream)).await {
-        Ok(Ok(Some(Message::Welcome { .. }))) => Ok(stream),
-        Ok(Ok(Some(Message::Refused { reason, detail }))) => Err(format!("refused ({reason}): {detail}")),
-        Ok(Ok(Some(other))) => Err(format!("answered a Raft hello with a {} frame", other.frame_type())),
-        Ok(Ok(None)) => Err("closed the connection after the hello".into()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer to the hello within {deadline:?}")),
-    }
-}
-
-/// What a leader proposes: a batch of writes, or a heartbeat. Its bytes are the Raft entry's
-/// data: a kind byte (1 writes, 2 heartbeat), the timestamp (u64 LE); for writes, the count
-/// (u32 LE) and each operation — 1 set or 2 delete, the key, and for a set the value, each a
-/// u32 LE length and its bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Proposal {
-    Writes { timestamp_ms: u64, ops: Vec<Op> },
-    Heartbeat { timestamp_ms: u64 },
-}
-
-impl Proposal {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        match self {
-            Proposal::Writes { timestamp_ms, ops } => {
-                out.push(1);
-                out.extend_from_slice(&timestamp_ms.to_le_bytes());
-                out.extend_from_slice(&u32::try_from(ops.len()).expect("a batch's ops fit a u32").to_le_bytes());
-                for op in ops {
-                    let bytes = |out: &mut Vec<u8>, b: &[u8]| {
-                        out.extend_from_slice(&u32::try_from(b.len()).expect("limits keep it small").to_le_bytes());
-                        out.extend_from_slice(b);
-                    };
-                    match op {
-                        Op::Set { key, value } => {
-                            out.push(1);
-                            bytes(&mut out, key);
-                            bytes(&mut out, value);
-                        }
-                        Op::Delete { key } => {
-                            out.push(2);
-                            bytes(&mut out, key);
-                        }
-                    }
-                }
-            }
-            Proposal::Heartbeat { timestamp_ms } => {
-                out.push(2);
-                out.extend_from_slice(&timestamp_ms.to_le_bytes());
-            }
-        }
-        out
-    }
-
-    /// A committed entry's proposal. Its bytes passed through a majority's disks: one that
-    /// does not decode is damage, and stops the member rather than being skipped.
-    fn decode(bytes: &[u8]) -> Result<Proposal, consensus::MemberError> {
-        let damaged = |what: &str| consensus::MemberError::Damaged(format!("a committed proposal: {what}"));
-        let mut rest = bytes;
-        let mut take = |n: usize, what: &str| -> Result<&[u8], consensus::MemberError> {
-            if rest.len() < n {
-                return Err(damaged(&format!("truncated in {what}")));
-            }
-            let (head, tail) = rest.split_at(n);
-            rest = tail;
-            Ok(head)
-        };
-        let kind = take(1, "kind")?[0];
-        let timestamp_ms = u64::from_le_bytes(take(8, "timestamp")?.try_into().expect("8 bytes"));
-        let proposal = match kind {
-            1 => {
-                let count = u32::from_le_bytes(take(4, "count")?.try_into().expect("4 bytes")) as usize;
-                let mut ops = Vec::with_capacity(count.min(crate::root::WRITE_REQUESTS_PER_BATCH_MAX));
-                for _ in 0..count {
-                    let tag = take(1, "operation")?[0];
-                    let mut field = |what: &str| -> Result<Vec<u8>, consensus::MemberError> {
-                        let len = u32::from_le_bytes(take(4, what)?.try_into().expect("4 bytes")) as usize;
-                        Ok(take(len, what)?.to_vec())
-                    };
-                    let op = match tag {
-                        1 => Op::Set { key: field("key")?, value: field("value")? },
-                        2 => Op::Delete { key: field("key")? },
-                        other => return Err(damaged(&format!("operation tag {other}"))),
-                    };
-                    op.validate().map_err(|e| damaged(&e.to_string()))?;
-                    ops.push(op);
-                }
-                Proposal::Writes { timestamp_ms, ops }
-            }
-            2 => Proposal::Heartbeat { timestamp_ms },
-            other => return Err(damaged(&format!("kind {other}"))),
-        };
-        if !rest.is_empty() {
-            return Err(damaged(&format!("{} bytes after its end", rest.len())));
-        }
-        Ok(proposal)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -668,24 +607,5 @@ mod tests {
         assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1, 1]);
         // Small requests share one proposal.
         assert_eq!(split_for_proposals((0..1000).map(|_| request(3, 100)).collect()).len(), 1);
-    }
-
-    #[test]
-    fn a_proposal_round_trips_and_damage_is_refused() {
-        let writes = Proposal::Writes {
-            timestamp_ms: 42,
-            ops: vec![Op::Set { key: b"k".to_vec(), value: b"v".to_vec() }, Op::Delete { key: b"d".to_vec() }],
-        };
-        for proposal in [writes, Proposal::Heartbeat { timestamp_ms: 7 }] {
-            let bytes = proposal.encode();
-            assert_eq!(Proposal::decode(&bytes).unwrap(), proposal);
-            for cut in 0..bytes.len() {
-                assert!(Proposal::decode(&bytes[..cut]).is_err(), "a proposal cut at {cut} decoded");
-            }
-            let mut longer = bytes.clone();
-            longer.push(0);
-            assert!(Proposal::decode(&longer).is_err(), "trailing bytes are refused");
-        }
-        assert!(Proposal::decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0]).is_err(), "an unknown kind is refused");
     }
 }

@@ -34,7 +34,10 @@ use crate::entry::Op;
 use crate::state::{DiskOp, NodeState};
 
 mod batch;
+mod catch_up;
 mod group;
+mod peers;
+mod proposal;
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;

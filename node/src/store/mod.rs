@@ -40,7 +40,7 @@ pub mod snapshot;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use consensus::RaftRecords;
+pub use consensus::{RaftRecords, RaftWrite};
 pub use engine::{EngineError, EngineKind, EngineResources, MemoryComponent};
 pub use error::{ApplyRefusal, StoreError};
 pub use length_cache::{LENGTH_CACHE_ENTRY_OVERHEAD_BYTES, LENGTH_CACHE_KEYS};

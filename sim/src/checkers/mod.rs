@@ -28,7 +28,16 @@ use crate::trace::{Checker, Observer};
 /// replica's reads from its sources.
 pub fn all(scenario: &Scenario, plan: &Plan, reads: &reads::Reads, fetch: &fetch::Fetch) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario, plan);
-    let sources = paths.sources.clone();
+    let mut sources = paths.sources.clone();
+    // A root group member's store catches up from its peers (a copy of one's store when none
+    // holds its next entry): for `installs`, they are its sources.
+    let members = scenario.topology.root_names();
+    if members.len() > 1 {
+        for member in &members {
+            let peers = members.iter().filter(|peer| *peer != member).cloned().collect();
+            sources.insert(member.clone(), peers);
+        }
+    }
     let names_by_ip = paths.names_by_ip.clone();
     let mut checkers: Vec<Box<dyn Observer>> = vec![
         Box::new(sequence::Sequence::default()),

@@ -306,6 +306,12 @@ pub struct NodeSettings {
     /// should, with certificates the run issues from its seed (`world::certificates`); `false`
     /// runs replication in plaintext.
     pub tls: bool,
+    /// A root group's members snapshot and compact their Raft logs every this many applied
+    /// entries (the node's `root.raft_snapshot_entries`, default 10 000); small values make a
+    /// member that was away catch up from a snapshot.
+    pub raft_snapshot_entries: u64,
+    /// Entries a compaction keeps before its snapshot (the node's `root.raft_log_keep_entries`).
+    pub raft_log_keep_entries: u64,
 }
 
 impl Default for NodeSettings {
@@ -321,6 +327,8 @@ impl Default for NodeSettings {
             lmdb_write_map: true,
             producer_quota: true,
             tls: true,
+            raft_snapshot_entries: qs_node::config::RootConfig::default().raft_snapshot_entries,
+            raft_log_keep_entries: qs_node::config::RootConfig::default().raft_log_keep_entries,
         }
     }
 }

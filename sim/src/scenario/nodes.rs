@@ -147,6 +147,8 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     let root = RootConfig {
         batch_window: settings.batch_window,
         heartbeat_interval: settings.heartbeat_interval,
+        raft_snapshot_entries: settings.raft_snapshot_entries,
+        raft_log_keep_entries: settings.raft_log_keep_entries,
         producers: vec![ProducerConfig {
             name: "qsim".to_string(),
             token: PRODUCER_TOKEN.to_string(),

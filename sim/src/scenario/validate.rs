@@ -64,7 +64,10 @@ impl Scenario {
         }
         let legacy = &self.legacy;
         if topology.root_members == 1
-            && (legacy.raft_acknowledge_before_commit || legacy.raft_apply_before_commit || legacy.raft_forget_vote)
+            && (legacy.raft_acknowledge_before_commit
+                || legacy.raft_apply_before_commit
+                || legacy.raft_forget_vote
+                || legacy.raft_snapshot_without_catch_up)
         {
             return bad(
                 None,
@@ -117,6 +120,9 @@ impl Scenario {
                 "node.batch_window",
                 "batch_window must be above zero, heartbeat_interval at least 10ms".into(),
             );
+        }
+        if n.raft_snapshot_entries == 0 {
+            return bad(None, "node.raft_snapshot_entries", "must be at least 1".into());
         }
         for workload in &self.workload {
             let (rate_per_s, keys, value_bytes) = match workload {

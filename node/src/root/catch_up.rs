@@ -1,0 +1,184 @@
+//! A root group member catching its store up to a Raft snapshot: the case the seed calls hard,
+//! where a member fell behind the leader's Raft log and must "fall back to asynchronous
+//! replication to catch up before doing proper Raft synchronous writes".
+//!
+//! A member's Raft snapshot carries no data: it says which Raft index it stands for and where
+//! the store stood there (the Quicksilver log's index and chain hash, a [`StorePoint`]). A
+//! member that installs one brings its store to that point the way a replica follows a source:
+//! it pulls the missing Quicksilver entries from a peer's log, up to the point and no further
+//! (the replication protocol's stop index), every entry checked against the chain. A peer that
+//! no longer holds them (its log collected) sends a copy of its whole store instead, which is
+//! made this member's own before it is swapped in (the copy's Raft state is the peer's).
+//!
+//! Guarantees:
+//! - **Nothing after the snapshot is applied before the store reached it**: the group calls
+//!   [`catch_up`] before it applies any later entry, and again at start when the store is
+//!   behind the snapshot its log begins after (a crash in the middle resumes, never restarts).
+//! - **The point is checked, not trusted**: the store's chain hash at the snapshot's index must
+//!   be the snapshot's, or the member stops as damaged (its store forked from the group).
+//! - **Never past the point by the log**: the entries after it come through Raft; a store copy
+//!   may be ahead, and then the member skips the committed entries the copy already holds.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+use super::peers::REDIAL_AFTER;
+use crate::connections::{Lifecycle, reached};
+use crate::consensus::{MemberError, RaftWrite, StorePoint};
+use crate::replication::client::{ApplyFailed, apply_frame, decode_frame};
+use crate::replication::protocol::{Message, Want, read_message, write_message};
+use crate::state::{DiskOp, NodeState};
+
+/// A snapshot's Raft index and the point its store must reach.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Target {
+    pub raft_index: u64,
+    pub point: StorePoint,
+}
+
+/// How long a peer may stay silent during a pull before it is left for the next.
+const SILENCE_MAX: Duration = Duration::from_secs(5);
+
+/// Brings the store to `target` from `peers` (tried in turn, each again after
+/// [`REDIAL_AFTER`]). Returns the Raft index the store then holds applied — the target's, or
+/// past it when a peer's store copy was — or `None` when the node drains first. `own` is the
+/// member's Raft state, written into a store copy before it is swapped in.
+pub(super) async fn catch_up(
+    state: &Arc<NodeState>,
+    peers: &[SocketAddr],
+    target: Target,
+    own: &RaftWrite,
+    lifecycle: &mut watch::Receiver<Lifecycle>,
+) -> Result<Option<u64>, MemberError> {
+    let point = target.point;
+    tracing::info!(node = %state.config.name, raft_index = target.raft_index, log_index = point.log_index, "the root group member catches its store up to a snapshot");
+    for attempt in 0.. {
+        let (raft_applied, head, hash) = state
+            .read_store(|s| Ok::<_, crate::store::StoreError>((s.raft_applied()?, s.applied_index(), s.chain_hash())))
+            .map_err(|e| MemberError::Disk(format!("reading the store's Raft index: {e}")))?;
+        if raft_applied >= target.raft_index {
+            if attempt > 0 {
+                state.probe(crate::observe::Probe::RaftStoreCaughtUp); // by a copy of a peer's store
+            }
+            return Ok(Some(raft_applied));
+        }
+        if head > point.log_index {
+            return Err(MemberError::Damaged(format!(
+                "the store holds Quicksilver entry {head}, past entry {} that Raft entry {} leaves: it applied entries the group did not commit",
+                point.log_index, target.raft_index
+            )));
+        }
+        let skip = state.config.planted().raft_snapshot_without_catch_up;
+        if head == point.log_index || skip {
+            // PLANTED BUG (legacy `raft_snapshot_without_catch_up`): recorded as reached
+            // wherever the store stands.
+            if hash != point.hash && !skip {
+                return Err(MemberError::Damaged(format!(
+                    "the store's entry {head} has hash {hash}, the group's has {}: this member's log forked",
+                    point.hash
+                )));
+            }
+            state
+                .with_store(|s| s.apply_raft(&[], target.raft_index))
+                .map_err(|e| MemberError::Disk(format!("recording Raft entry {} applied: {e}", target.raft_index)))?;
+            state.metrics.raft_applied_index.set(target.raft_index as i64);
+            if !skip {
+                state.probe(crate::observe::Probe::RaftStoreCaughtUp);
+            }
+            tracing::info!(node = %state.config.name, raft_index = target.raft_index, "the root group member's store caught up");
+            return Ok(Some(target.raft_index));
+        }
+        let peer = peers[attempt % peers.len()];
+        let pulled = tokio::select! {
+            biased;
+            () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
+            pulled = pull(state, peer, point.log_index) => pulled,
+        };
+        match pulled {
+            Ok(()) => {}
+            Err(Pull::Store(e)) => return Err(MemberError::Disk(e)),
+            Err(Pull::OutOfRetention { first_retained }) => {
+                tracing::warn!(node = %state.config.name, %peer, first_retained, wanted = head + 1, "the peer no longer holds the entries this member lacks: copying its store");
+                let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
+                let copied = tokio::select! {
+                    biased;
+                    () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
+                    copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
+                };
+                if let Err(e) = copied {
+                    tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
+                    pause(lifecycle).await;
+                }
+            }
+            Err(Pull::Failed(e)) => {
+                tracing::warn!(node = %state.config.name, %peer, error = %e, "catching up from a peer failed");
+                pause(lifecycle).await;
+            }
+        }
+    }
+    unreachable!("the attempts never run out")
+}
+
+async fn pause(lifecycle: &mut watch::Receiver<Lifecycle>) {
+    tokio::select! {
+        biased;
+        () = reached(lifecycle, Lifecycle::Draining) => {}
+        () = tokio::time::sleep(REDIAL_AFTER) => {}
+    }
+}
+
+/// Why a pull ended before the store reached its stop.
+enum Pull {
+    /// The peer no longer holds the next entry.
+    OutOfRetention { first_retained: u64 },
+    /// The peer failed (unreachable, silent, refused, sent entries that do not chain): try
+    /// another.
+    Failed(String),
+    /// This member's store failed: it restarts from it.
+    Store(String),
+}
+
+/// Pulls the Quicksilver entries after the store's head up to `stop` from `peer`.
+async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull> {
+    let mut stream =
+        crate::replication::dial::dial(state, peer, SILENCE_MAX).await.map_err(|e| Pull::Failed(e.to_string()))?;
+    let mut hello = state.hello(Want::Log, None);
+    hello.stop_index = Some(stop);
+    write_message(&mut stream, &Message::Hello(hello)).await.map_err(|e| Pull::Failed(format!("hello: {e}")))?;
+    loop {
+        let message = timeout(SILENCE_MAX, read_message(&mut stream))
+            .await
+            .map_err(|_| Pull::Failed(format!("silent for {SILENCE_MAX:?}")))?
+            .map_err(|e| Pull::Failed(e.to_string()))?
+            .ok_or_else(|| Pull::Failed("closed the connection before the stop".into()))?;
+        match message {
+            Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
+                return Err(Pull::Failed(format!("holds database {db_id}")));
+            }
+            Message::Welcome { .. } | Message::Keepalive { .. } => {}
+            Message::Entries { entries } => {
+                let entries = decode_frame(entries).map_err(Pull::Failed)?;
+                if let Some(past) = entries.iter().find(|e| e.index > stop) {
+                    return Err(Pull::Failed(format!("sent entry {} past the stop at {stop}", past.index)));
+                }
+                let bytes: u64 = entries.iter().map(|e| e.logical_bytes()).sum();
+                state.disk_io(DiskOp::Commit { bytes }).await;
+                match apply_frame(state, &entries) {
+                    Ok(()) => {}
+                    Err(ApplyFailed::Refused(e)) => return Err(Pull::Failed(e)),
+                    Err(ApplyFailed::Store(e)) => return Err(Pull::Store(e)),
+                }
+                if state.read_store(|s| s.applied_index()) >= stop {
+                    return Ok(());
+                }
+            }
+            Message::OutOfRetention { first_retained, .. } => return Err(Pull::OutOfRetention { first_retained }),
+            Message::Refused { reason, detail } => return Err(Pull::Failed(format!("refused ({reason}): {detail}"))),
+            other => return Err(Pull::Failed(format!("sent a {} frame while streaming the log", other.frame_type()))),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Carrying a root group member's Raft messages to its peers: one connection per peer on the
+//! peer's replication port (over mutual TLS with `[tls]`), opened with a [`Want::Raft`] hello.
+//!
+//! Guarantees: a member never waits on a peer — messages queue per peer and are dropped past
+//! the queue's depth (Raft resends what matters); a peer that is unreachable is dialled again
+//! every [`REDIAL_AFTER`]; every task ends when the node drains.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::connections::{Lifecycle, reached};
+use crate::replication::protocol::{ClientHello, Message, Want, read_message, write_message};
+use crate::state::NodeState;
+
+/// How long a member gives a peer to accept its connection and answer its hello.
+pub(super) const CONNECT_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a member waits before dialling a peer again after a failed connection.
+pub(super) const REDIAL_AFTER: Duration = Duration::from_millis(200);
+
+/// Carries this member's messages to `peer`, dialling it (over TLS with `[tls]`) and again
+/// after every failure, until the member's consensus ends or the node stops. Messages that
+/// queued when a dial or a send fails are dropped (see [`discard_queued`]).
+pub(super) async fn send_to_peer(
+    state: Arc<NodeState>,
+    me: u64,
+    peer: u64,
+    address: SocketAddr,
+    mut outbox: mpsc::Receiver<Vec<u8>>,
+) {
+    let mut lifecycle: watch::Receiver<Lifecycle> = state.lifecycle();
+    let deadline = CONNECT_DEADLINE;
+    loop {
+        let connected = tokio::select! {
+            biased;
+            () = reached(&mut lifecycle, Lifecycle::Draining) => return,
+            connected = connect(&state, me, address, deadline) => connected,
+        };
+        let mut stream = match connected {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(peer, %address, error = %e, "could not reach a root group member");
+                discard_queued(&state, &mut outbox);
+                tokio::select! {
+                    biased;
+                    () = reached(&mut lifecycle, Lifecycle::Draining) => return,
+                    () = tokio::time::sleep(REDIAL_AFTER) => continue,
+                }
+            }
+        };
+        loop {
+            let message = tokio::select! {
+                biased;
+                () = reached(&mut lifecycle, Lifecycle::Draining) => return,
+                message = outbox.recv() => match message {
+                    Some(message) => message,
+                    None => return,
+                },
+            };
+            if let Err(e) = write_message(&mut stream, &Message::Raft { message }).await {
+                tracing::debug!(peer, %address, error = %e, "a root group member's connection broke");
+                discard_queued(&state, &mut outbox);
+                break;
+            }
+        }
+    }
+}
+
+/// Drops the messages queued for a peer that cannot be reached. Raft resends what still
+/// matters once the peer answers again (the leader probes it from where it stands), while a
+/// backlog delivered late would carry appends the leader may since have compacted away —
+/// stale, and in the way of the snapshot the peer needs.
+fn discard_queued(state: &NodeState, outbox: &mut mpsc::Receiver<Vec<u8>>) {
+    let mut dropped = 0;
+    while outbox.try_recv().is_ok() {
+        dropped += 1;
+    }
+    state.metrics.raft_messages_dropped.inc_by(dropped);
+}
+
+/// Dials a peer member and says who this member is.
+async fn connect(
+    state: &NodeState,
+    me: u64,
+    address: SocketAddr,
+    deadline: Duration,
+) -> Result<crate::replication::dial::SourceStream, String> {
+    let mut stream = crate::replication::dial::dial(state, address, deadline).await.map_err(|e| e.to_string())?;
+    let hello = ClientHello::new(state.node_id, state.config.database_id, 0, Want::Raft { member: me });
+    write_message(&mut stream, &Message::Hello(hello)).await.map_err(|e| e.to_string())?;
+    match tokio::time::timeout(deadline, read_message(&mut stream)).await {
+        Ok(Ok(Some(Message::Welcome { .. }))) => Ok(stream),
+        Ok(Ok(Some(Message::Refused { reason, detail }))) => Err(format!("refused ({reason}): {detail}")),
+        Ok(Ok(Some(other))) => Err(format!("answered a Raft hello with a {} frame", other.frame_type())),
+        Ok(Ok(None)) => Err("closed the connection after the hello".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer to the hello within {deadline:?}")),
+    }
+}

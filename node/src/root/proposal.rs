@@ -1,0 +1,121 @@
+//! A root group's proposals: what a leader puts in a Raft entry, and its bytes.
+//!
+//! Guarantees: [`Proposal::decode`] takes back exactly what [`Proposal::encode`] wrote, and
+//! refuses anything else (a truncated entry, trailing bytes, an unknown kind or operation, an
+//! operation over the node's limits) as damage rather than guessing.
+
+use crate::consensus;
+use crate::entry::Op;
+
+/// What a leader proposes: a batch of writes, or a heartbeat. Its bytes are the Raft entry's
+/// data: a kind byte (1 writes, 2 heartbeat), the timestamp (u64 LE); for writes, the count
+/// (u32 LE) and each operation — 1 set or 2 delete, the key, and for a set the value, each a
+/// u32 LE length and its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Proposal {
+    Writes { timestamp_ms: u64, ops: Vec<Op> },
+    Heartbeat { timestamp_ms: u64 },
+}
+
+impl Proposal {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Proposal::Writes { timestamp_ms, ops } => {
+                out.push(1);
+                out.extend_from_slice(&timestamp_ms.to_le_bytes());
+                out.extend_from_slice(&u32::try_from(ops.len()).expect("a batch's ops fit a u32").to_le_bytes());
+                for op in ops {
+                    let bytes = |out: &mut Vec<u8>, b: &[u8]| {
+                        out.extend_from_slice(&u32::try_from(b.len()).expect("limits keep it small").to_le_bytes());
+                        out.extend_from_slice(b);
+                    };
+                    match op {
+                        Op::Set { key, value } => {
+                            out.push(1);
+                            bytes(&mut out, key);
+                            bytes(&mut out, value);
+                        }
+                        Op::Delete { key } => {
+                            out.push(2);
+                            bytes(&mut out, key);
+                        }
+                    }
+                }
+            }
+            Proposal::Heartbeat { timestamp_ms } => {
+                out.push(2);
+                out.extend_from_slice(&timestamp_ms.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// A committed entry's proposal. Its bytes passed through a majority's disks: one that
+    /// does not decode is damage, and stops the member rather than being skipped.
+    pub(super) fn decode(bytes: &[u8]) -> Result<Proposal, consensus::MemberError> {
+        let damaged = |what: &str| consensus::MemberError::Damaged(format!("a committed proposal: {what}"));
+        let mut rest = bytes;
+        let mut take = |n: usize, what: &str| -> Result<&[u8], consensus::MemberError> {
+            if rest.len() < n {
+                return Err(damaged(&format!("truncated in {what}")));
+            }
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            Ok(head)
+        };
+        let kind = take(1, "kind")?[0];
+        let timestamp_ms = u64::from_le_bytes(take(8, "timestamp")?.try_into().expect("8 bytes"));
+        let proposal = match kind {
+            1 => {
+                let count = u32::from_le_bytes(take(4, "count")?.try_into().expect("4 bytes")) as usize;
+                let mut ops = Vec::with_capacity(count.min(crate::root::WRITE_REQUESTS_PER_BATCH_MAX));
+                for _ in 0..count {
+                    let tag = take(1, "operation")?[0];
+                    let mut field = |what: &str| -> Result<Vec<u8>, consensus::MemberError> {
+                        let len = u32::from_le_bytes(take(4, what)?.try_into().expect("4 bytes")) as usize;
+                        Ok(take(len, what)?.to_vec())
+                    };
+                    let op = match tag {
+                        1 => Op::Set { key: field("key")?, value: field("value")? },
+                        2 => Op::Delete { key: field("key")? },
+                        other => return Err(damaged(&format!("operation tag {other}"))),
+                    };
+                    op.validate().map_err(|e| damaged(&e.to_string()))?;
+                    ops.push(op);
+                }
+                Proposal::Writes { timestamp_ms, ops }
+            }
+            2 => Proposal::Heartbeat { timestamp_ms },
+            other => return Err(damaged(&format!("kind {other}"))),
+        };
+        if !rest.is_empty() {
+            return Err(damaged(&format!("{} bytes after its end", rest.len())));
+        }
+        Ok(proposal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proposal_round_trips_and_damage_is_refused() {
+        let writes = Proposal::Writes {
+            timestamp_ms: 42,
+            ops: vec![Op::Set { key: b"k".to_vec(), value: b"v".to_vec() }, Op::Delete { key: b"d".to_vec() }],
+        };
+        for proposal in [writes, Proposal::Heartbeat { timestamp_ms: 7 }] {
+            let bytes = proposal.encode();
+            assert_eq!(Proposal::decode(&bytes).unwrap(), proposal);
+            for cut in 0..bytes.len() {
+                assert!(Proposal::decode(&bytes[..cut]).is_err(), "a proposal cut at {cut} decoded");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(Proposal::decode(&longer).is_err(), "trailing bytes are refused");
+        }
+        assert!(Proposal::decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0]).is_err(), "an unknown kind is refused");
+    }
+}
