@@ -32,8 +32,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -42,13 +41,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 
-use crate::config::{ProducerConfig, Role};
+use crate::config::Role;
 use crate::connections::{FlushWhenWritten, Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
 use crate::observe::Probe;
 use crate::root::WriteQueue;
+use crate::root::quota::Producer;
 use crate::state::NodeState;
 use crate::tls::Secured;
 
@@ -57,59 +56,15 @@ pub const BODY_BYTES_MAX: usize = 2 << 20;
 /// Most operations in one batch request (one log entry's worth).
 pub const BATCH_OPS_MAX: usize = crate::limits::OPS_PER_ENTRY_MAX;
 
-/// A producer's quota: a token bucket of `burst` writes refilled at `writes_per_s`.
-#[derive(Debug)]
-struct Quota {
-    tokens: f64,
-    refilled_at: Instant,
-}
-
-#[derive(Debug)]
-struct Producer {
-    config: ProducerConfig,
-    quota: Mutex<Quota>,
-}
-
-impl Producer {
-    /// Takes `writes` tokens, or says how long until they would be there.
-    fn take(&self, writes: usize) -> Result<(), Duration> {
-        let mut quota = self.quota.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let rate = f64::from(self.config.writes_per_s);
-        let burst = f64::from(self.config.burst);
-        let elapsed = now.saturating_duration_since(quota.refilled_at).as_secs_f64();
-        quota.tokens = (quota.tokens + elapsed * rate).min(burst);
-        quota.refilled_at = now;
-        let wanted = writes as f64;
-        if quota.tokens >= wanted {
-            quota.tokens -= wanted;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((wanted - quota.tokens) / rate))
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Api {
     state: Arc<NodeState>,
     writes: Option<WriteQueue>,
-    producers: Vec<Producer>,
 }
 
 /// Accepts HTTP connections until the node drains.
 pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<WriteQueue>) {
-    let producers = state
-        .config
-        .root
-        .iter()
-        .flat_map(|root| root.producers.iter())
-        .map(|config| Producer {
-            config: config.clone(),
-            quota: Mutex::new(Quota { tokens: f64::from(config.burst), refilled_at: Instant::now() }),
-        })
-        .collect();
-    let api = Arc::new(Api { state: state.clone(), writes, producers });
+    let api = Arc::new(Api { state: state.clone(), writes });
     let gate = state.connections.gate(ListenerKind::Http);
     crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
         let api = api.clone();
@@ -189,6 +144,7 @@ fn write_error_status(e: &crate::root::WriteError) -> StatusCode {
         | WriteError::StoreNotReady(_)
         | WriteError::Refused(_)
         | WriteError::Overwritten { .. }
+        | WriteError::LeaderNotReady
         | WriteError::NotLeader { leader: None } => StatusCode::SERVICE_UNAVAILABLE,
         // Nothing applied; the same request, sent to the leader, may be.
         WriteError::NotLeader { leader: Some(_) } => StatusCode::TEMPORARY_REDIRECT,
@@ -290,7 +246,9 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "missing `Authorization: Bearer <token>`"))?;
-        self.producers
+        self.state
+            .quotas
+            .producers()
             .iter()
             // In constant time: how much of a guess matched must not show in the answer's timing.
             .find(|p| constant_time_eq::constant_time_eq(p.config.token.as_bytes(), token.as_bytes()))
@@ -398,7 +356,7 @@ impl Api {
                     response.headers_mut().insert(hyper::header::LOCATION, value);
                 }
             }
-            crate::root::WriteError::NotLeader { leader: None } => {
+            crate::root::WriteError::NotLeader { leader: None } | crate::root::WriteError::LeaderNotReady => {
                 response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
             }
             _ => {}

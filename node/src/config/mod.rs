@@ -230,6 +230,9 @@ pub struct LegacyConfig {
     /// to the snapshot's point (the seed's hard case, skipped) — its store misses the entries
     /// the snapshot stood for, and what it applies next forks from the group's log.
     pub raft_snapshot_without_catch_up: bool,
+    /// A root (of one, or a group's members) keeps producers' buckets in memory only: a
+    /// restart or a failover starts them full, and a producer gets a second burst.
+    pub quotas_forgotten: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -516,6 +519,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_apply_before_commit: false,
     raft_forget_vote: false,
     raft_snapshot_without_catch_up: false,
+    quotas_forgotten: false,
 };
 
 impl NodeConfig {

@@ -362,6 +362,11 @@ impl Member {
         self.raw.raft.state == StateRole::Leader
     }
 
+    /// Its term, role and the leader it knows (0: none).
+    pub fn role(&self) -> (u64, Role, u64) {
+        (self.raw.raft.term, role_of(self.raw.raft.state), self.raw.raft.leader_id)
+    }
+
     /// The leader this member knows of, if any.
     pub fn leader(&self) -> Option<u64> {
         let leader = self.raw.raft.leader_id;

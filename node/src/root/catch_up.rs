@@ -83,7 +83,7 @@ pub(super) async fn catch_up(
                 )));
             }
             state
-                .with_store(|s| s.apply_raft(&[], target.raft_index))
+                .with_store(|s| s.apply_raft(&[], target.raft_index, None))
                 .map_err(|e| MemberError::Disk(format!("recording Raft entry {} applied: {e}", target.raft_index)))?;
             state.metrics.raft_applied_index.set(target.raft_index as i64);
             if !skip {

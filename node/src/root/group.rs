@@ -28,8 +28,14 @@
 //!   the snapshot's data) and drops its log but the last `raft_log_keep_entries`. A member sent
 //!   a snapshot catches its store up to it (`catch_up`) before it applies anything later.
 //!
-//! Not yet (each part of the root group's issue): producers' quotas are per member (a failover
-//! starts the new leader's buckets full); the simulated disk is not charged for Raft persists.
+//! - **Quotas are the group's, not a member's.** Each proposal carries the leader's quota ledger
+//!   (what the buckets held after its writes took their tokens); every member adopts it as it
+//!   applies it, and commits it with the entries. A leader takes writes only once it applied
+//!   its term's first entry (`RaftView::serving`), so its buckets already hold its
+//!   predecessor's last committed ledger.
+//!
+//! Not yet (part of the root group's issue): the simulated disk is not charged for Raft
+//! persists.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -380,17 +386,12 @@ impl Group {
         let requests: Vec<&[Op]> = batch.iter().map(|r| r.ops.as_slice()).collect();
         let ahead = |key: &[u8]| self.ahead.get(key).map(|(_, value)| value.as_deref());
         let judged = self.state.read_store(|store| batch::judge(&self.state, store, &requests, ahead));
-        if judged.kept.is_empty() && self.in_flight.is_empty() {
-            // Nothing to write, and nothing ahead of it: the committed state already holds it.
-            let index = self.state.read_store(|store| store.applied_index());
-            judged.report(&self.state);
-            for (request, identical_dropped) in batch.into_iter().zip(judged.dropped.iter().copied()) {
-                self.state.metrics.writes_identical_dropped.inc_by(identical_dropped as u64);
-                let _ = request.reply.send(Ok(WriteReceipt { index, identical_dropped }));
-            }
-            return Ok(Output::default());
-        }
-        let proposal = Proposal::Writes { timestamp_ms: crate::clock::unix_ms(), ops: judged.kept.clone() };
+        // Proposed even when every operation was an identical rewrite (no entry comes of it):
+        // the tokens the requests took travel in its quota ledger, and count only once a
+        // majority holds them.
+        let now = crate::clock::unix_ms();
+        let proposal =
+            Proposal::Writes { timestamp_ms: now, ops: judged.kept.clone(), quotas: self.state.quotas.ledger(now) };
         match self.member.propose(proposal.encode()) {
             Ok((index, output)) => {
                 for op in &judged.kept {
@@ -440,6 +441,7 @@ impl Group {
             }
         }
         self.state.metrics.raft_commit_index.set(self.member.commit_index() as i64);
+        self.publish_view();
         for message in output.messages {
             let Some(outbox) = self.outboxes.get(&message.to) else {
                 tracing::warn!(to = message.to, "a Raft message to a member not in the group: dropped");
@@ -466,12 +468,23 @@ impl Group {
             let label = crate::metrics::Metrics::label("role", each.as_str());
             metrics.raft_role.get_or_create(&label).set(i64::from(each == role));
         }
-        self.state.set_raft_view(crate::state::RaftView { term, role, leader });
+        self.publish_view();
         self.state.report(crate::observe::NodeEvent::RaftRole { term, role, leader });
         if role != Role::Leader {
             // Answered "outcome unknown" as they drop: they may commit under the new leader.
             self.in_flight.clear();
             self.ahead.clear();
+        }
+    }
+
+    /// Publishes the member's term, role, leader and whether it may take writes (the HTTP API
+    /// reads them), when any changed.
+    fn publish_view(&mut self) {
+        let (term, role, leader) = self.member.role();
+        let serving = self.member.leads_with_committed_state(self.applied);
+        let view = crate::state::RaftView { term, role, leader, serving };
+        if self.state.raft_view() != Some(view) {
+            self.state.set_raft_view(view);
         }
     }
 
@@ -490,18 +503,29 @@ impl Group {
         };
         self.state.disk_io(DiskOp::Commit { bytes }).await;
         let state = &self.state;
+        if let Some(Proposal::Writes { quotas, .. }) = &proposal
+            && !state.config.planted().quotas_forgotten
+        {
+            // Before the commit: a failed one leaves the buckets lower, never higher.
+            state.quotas.adopt(quotas, crate::clock::unix_ms());
+        }
         let applied = state.with_store(|store| {
             state.settle(store)?;
-            let entries: Vec<LogEntry> = match proposal {
-                None => Vec::new(),
+            let (entries, quotas): (Vec<LogEntry>, _) = match proposal {
+                None => (Vec::new(), None),
                 Some(Proposal::Heartbeat { timestamp_ms }) => {
-                    vec![store.next_entry(timestamp_ms, Vec::new()).expect("an empty entry is in limits")]
+                    (vec![store.next_entry(timestamp_ms, Vec::new()).expect("an empty entry is in limits")], None)
                 }
-                Some(Proposal::Writes { timestamp_ms, ops }) => batch::pack(store, timestamp_ms, ops).map_err(|e| {
-                    crate::store::StoreError::CorruptMeta(format!("committed Raft entry {index} cannot be sealed: {e}"))
-                })?,
+                Some(Proposal::Writes { timestamp_ms, ops, quotas }) => {
+                    let entries = batch::pack(store, timestamp_ms, ops).map_err(|e| {
+                        crate::store::StoreError::CorruptMeta(format!(
+                            "committed Raft entry {index} cannot be sealed: {e}"
+                        ))
+                    })?;
+                    (entries, Some(quotas.to_bytes()))
+                }
             };
-            store.apply_raft(&entries, index)?;
+            store.apply_raft(&entries, index, quotas)?;
             if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
                 state.applied(first, last);
             }

@@ -38,6 +38,7 @@ mod catch_up;
 mod group;
 mod peers;
 mod proposal;
+pub mod quota;
 
 /// Most write requests gathered into one batch; the rest wait for the next window.
 pub const WRITE_REQUESTS_PER_BATCH_MAX: usize = 10_000;
@@ -74,6 +75,10 @@ pub enum WriteError {
     /// Nothing was applied.
     #[error("this root group member does not lead; {}", leader.map_or("no leader is known: retry shortly".to_string(), |l| format!("the leader is at {l}")))]
     NotLeader { leader: Option<std::net::SocketAddr> },
+    /// A root group member just elected leader, still applying what was committed before its
+    /// term: retry shortly (within a round trip between members). Nothing was applied.
+    #[error("this root group member was just elected and is applying its predecessor's last writes; retry shortly")]
+    LeaderNotReady,
     /// The leader proposed the write at Raft index `index`, but a new leader's entry took that
     /// index: the write was not applied.
     #[error("leadership changed: Raft index {index} holds another leader's entry; the write was not applied")]
@@ -167,6 +172,7 @@ pub struct RootTasks {
 
 /// Starts the committer and heartbeat tasks; returns the queue producers write into.
 pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> (WriteQueue, RootTasks) {
+    restore_quotas(&state);
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
     let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
     let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window, Sink::Store));
@@ -183,9 +189,28 @@ pub fn start_group(
 ) -> Result<(WriteQueue, RootTasks), crate::consensus::MemberError> {
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
     let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
+    restore_quotas(&state);
     let (batches, consensus) = group::start(state.clone(), root)?;
     let committer = tokio::spawn(run_committer(state, rx, root.batch_window, Sink::Group(batches)));
     Ok((queue, RootTasks { committer, heartbeat: consensus }))
+}
+
+/// Lowers the producers' buckets to what the store's last commit recorded, refilled since: a
+/// restart hands no producer a second burst. A record that does not decode is logged and
+/// ignored (the buckets start full, as they did before records were kept).
+fn restore_quotas(state: &NodeState) {
+    if state.config.planted().quotas_forgotten {
+        return; // PLANTED BUG (legacy `quotas_forgotten`)
+    }
+    let record = state.read_store(|store| store.quota_ledger());
+    match record.map(|bytes| bytes.map(|bytes| quota::Ledger::decode(&bytes).map(|(ledger, _)| ledger))) {
+        Ok(Some(Ok(ledger))) => state.quotas.adopt(&ledger, crate::clock::unix_ms()),
+        Ok(None) => {}
+        Ok(Some(Err(e))) => {
+            tracing::error!(error = %e, "the producers' quota record is damaged: their buckets start full")
+        }
+        Err(e) => tracing::error!(error = %e, "reading the producers' quota record failed: their buckets start full"),
+    }
 }
 
 /// On a root group member that does not lead now, the answer its writes get
@@ -196,8 +221,12 @@ pub fn not_leading(state: &NodeState) -> Option<WriteError> {
     let root = state.config.root.as_ref()?;
     root.member_id?;
     let view = state.raft_view();
-    if view.is_some_and(|v| v.role == crate::consensus::Role::Leader) {
-        return None;
+    match view {
+        Some(v) if v.role == crate::consensus::Role::Leader && v.serving => return None,
+        // Just elected: it takes writes (and spends quota) once it applied what was committed
+        // before its term, its predecessor's last quota ledger among it.
+        Some(v) if v.role == crate::consensus::Role::Leader => return Some(WriteError::LeaderNotReady),
+        _ => {}
     }
     let leader = view.and_then(|v| root.member(v.leader)).map(|m| m.http);
     Some(WriteError::NotLeader { leader })
@@ -318,7 +347,9 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
         let requests: Vec<&[Op]> = batch.iter().map(|r| r.ops.as_slice()).collect();
         let judged = batch::judge(state, store, &requests, |_| None);
         let entries = batch::pack(store, timestamp_ms, judged.kept.clone()).map_err(WriteError::Sealing)?;
-        store.apply(&entries).map_err(|e| match e {
+        // The buckets after the batch's requests took their tokens, committed with them.
+        let quotas = state.quotas.ledger(timestamp_ms).to_bytes();
+        store.apply_root(&entries, quotas).map_err(|e| match e {
             // Refused before anything was written.
             crate::store::StoreError::Refused(_) | crate::store::StoreError::Unsettled { .. } => {
                 WriteError::Refused(e.to_string())

@@ -4,24 +4,32 @@
 //! refuses anything else (a truncated entry, trailing bytes, an unknown kind or operation, an
 //! operation over the node's limits) as damage rather than guessing.
 
+use super::quota::Ledger;
 use crate::consensus;
 use crate::entry::Op;
 
 /// What a leader proposes: a batch of writes, or a heartbeat. Its bytes are the Raft entry's
 /// data: a kind byte (1 writes, 2 heartbeat), the timestamp (u64 LE); for writes, the count
 /// (u32 LE) and each operation — 1 set or 2 delete, the key, and for a set the value, each a
-/// u32 LE length and its bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// u32 LE length and its bytes — then the leader's quota [`Ledger`] after the writes.
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Proposal {
-    Writes { timestamp_ms: u64, ops: Vec<Op> },
-    Heartbeat { timestamp_ms: u64 },
+    /// `quotas`: what the producers' buckets held once these writes took their tokens.
+    Writes {
+        timestamp_ms: u64,
+        ops: Vec<Op>,
+        quotas: Ledger,
+    },
+    Heartbeat {
+        timestamp_ms: u64,
+    },
 }
 
 impl Proposal {
     pub(super) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
-            Proposal::Writes { timestamp_ms, ops } => {
+            Proposal::Writes { timestamp_ms, ops, quotas } => {
                 out.push(1);
                 out.extend_from_slice(&timestamp_ms.to_le_bytes());
                 out.extend_from_slice(&u32::try_from(ops.len()).expect("a batch's ops fit a u32").to_le_bytes());
@@ -42,6 +50,7 @@ impl Proposal {
                         }
                     }
                 }
+                quotas.encode(&mut out);
             }
             Proposal::Heartbeat { timestamp_ms } => {
                 out.push(2);
@@ -84,7 +93,9 @@ impl Proposal {
                     op.validate().map_err(|e| damaged(&e.to_string()))?;
                     ops.push(op);
                 }
-                Proposal::Writes { timestamp_ms, ops }
+                let (quotas, tail) = Ledger::decode(rest).map_err(|e| damaged(&e.to_string()))?;
+                rest = tail;
+                Proposal::Writes { timestamp_ms, ops, quotas }
             }
             2 => Proposal::Heartbeat { timestamp_ms },
             other => return Err(damaged(&format!("kind {other}"))),
@@ -105,6 +116,7 @@ mod tests {
         let writes = Proposal::Writes {
             timestamp_ms: 42,
             ops: vec![Op::Set { key: b"k".to_vec(), value: b"v".to_vec() }, Op::Delete { key: b"d".to_vec() }],
+            quotas: Ledger { as_of_ms: 42, tokens: vec![("producer".into(), 3.5)] },
         };
         for proposal in [writes, Proposal::Heartbeat { timestamp_ms: 7 }] {
             let bytes = proposal.encode();

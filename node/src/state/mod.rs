@@ -98,6 +98,8 @@ pub struct NodeState {
     /// A root group member's last reported term, role and leader; None before its consensus
     /// reported one, and on every other node.
     raft_view: std::sync::Mutex<Option<RaftView>>,
+    /// A root's producers and their buckets (none on a replica).
+    pub quotas: crate::root::quota::Quotas,
 }
 
 /// A root group member's view of its group, as its consensus last reported it.
@@ -107,6 +109,9 @@ pub struct RaftView {
     pub role: crate::consensus::Role,
     /// The member it knows leads (0: none known).
     pub leader: u64,
+    /// It leads and has applied everything committed before its term: it may take writes (and
+    /// spend producers' quotas) now.
+    pub serving: bool,
 }
 
 impl NodeState {
@@ -139,6 +144,7 @@ impl NodeState {
         let (applied, _) = watch::channel(store.applied_index());
         let metrics = Metrics::default();
         let connections = Connections::new(&config.connections, &metrics);
+        let quotas = crate::root::quota::Quotas::new(config.root.as_ref().map_or(&[], |root| &root.producers[..]));
         let state = Arc::new(NodeState {
             config,
             node_id,
@@ -164,6 +170,7 @@ impl NodeState {
             lifecycle: watch::Sender::new(Lifecycle::Serving),
             raft_inbox: std::sync::OnceLock::new(),
             raft_view: std::sync::Mutex::new(None),
+            quotas,
         });
         state.after_apply();
         state

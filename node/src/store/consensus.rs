@@ -20,7 +20,8 @@
 //!
 //! Keys, all under `raft/` in `meta` (integers big-endian, so bytewise order is numeric):
 //! `raft/hard_state` → encoded `HardState`; `raft/applied` → u64; `raft/entry/<index>` →
-//! encoded `Entry`; `raft/snapshot` → encoded `Snapshot`.
+//! encoded `Entry`; `raft/snapshot` → encoded `Snapshot`. And, on a root of one as on every group
+//! member, `root/quotas` → the producers' buckets as of the last commit, committed with it.
 
 use super::engine::{Table, Write};
 use super::{LogEntry, Store, StoreError};
@@ -29,6 +30,8 @@ const HARD_STATE: &[u8] = b"raft/hard_state";
 const APPLIED: &[u8] = b"raft/applied";
 const ENTRY_PREFIX: &[u8] = b"raft/entry/";
 const SNAPSHOT: &[u8] = b"raft/snapshot";
+/// A root's producers' buckets as of its last commit (`root::quota::Ledger`'s bytes).
+const QUOTAS: &[u8] = b"root/quotas";
 
 fn entry_key(index: u64) -> Vec<u8> {
     let mut key = ENTRY_PREFIX.to_vec();
@@ -167,12 +170,33 @@ impl Store {
     }
 
     /// Applies the Quicksilver `entries` that committed Raft entry `raft_index` became (none:
-    /// a batch of identical rewrites), and records `raft_index` as applied, in one commit.
-    pub fn apply_raft(&mut self, entries: &[LogEntry], raft_index: u64) -> Result<(), StoreError> {
+    /// a batch of identical rewrites), and records `raft_index` as applied and the producers'
+    /// buckets it carried (`quotas`, when it carried them), in one commit.
+    pub fn apply_raft(
+        &mut self,
+        entries: &[LogEntry],
+        raft_index: u64,
+        quotas: Option<Vec<u8>>,
+    ) -> Result<(), StoreError> {
         let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (e, None)).collect();
-        let applied =
-            Write::Put { table: Table::Meta, key: APPLIED.to_vec(), value: raft_index.to_be_bytes().to_vec() };
-        self.apply_checked(&entries, true, vec![applied])
+        let mut also =
+            vec![Write::Put { table: Table::Meta, key: APPLIED.to_vec(), value: raft_index.to_be_bytes().to_vec() }];
+        if let Some(quotas) = quotas {
+            also.push(Write::Put { table: Table::Meta, key: QUOTAS.to_vec(), value: quotas });
+        }
+        self.apply_checked(&entries, true, also)
+    }
+
+    /// A root of one's commit: `entries` (none: a batch of identical rewrites) and the
+    /// producers' buckets after the writes they hold, in one commit.
+    pub fn apply_root(&mut self, entries: &[LogEntry], quotas: Vec<u8>) -> Result<(), StoreError> {
+        let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (e, None)).collect();
+        self.apply_checked(&entries, true, vec![Write::Put { table: Table::Meta, key: QUOTAS.to_vec(), value: quotas }])
+    }
+
+    /// The producers' buckets as of the root's last commit that recorded them.
+    pub fn quota_ledger(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.engine.get(Table::Meta, QUOTAS)?)
     }
 }
 
@@ -196,14 +220,15 @@ mod tests {
         // A new leader's entry 2 overrides the follower's 2 and 3.
         store.persist_raft(&RaftWrite { entries: vec![(2, b"B".to_vec())], ..RaftWrite::default() }).unwrap();
         let entry = store.next_entry(7, vec![Op::Set { key: b"k".to_vec(), value: b"v".to_vec() }]).unwrap();
-        store.apply_raft(&[entry], 2).unwrap();
-        store.apply_raft(&[], 3).unwrap();
+        store.apply_raft(&[entry], 2, Some(b"q".to_vec())).unwrap();
+        store.apply_raft(&[], 3, None).unwrap();
         drop(store);
         let store = open(&disk);
         let records = store.raft_records().unwrap();
         assert_eq!(records.hard_state.as_deref(), Some(&b"hs1"[..]));
         assert_eq!(records.entries, vec![(1, b"a".to_vec()), (2, b"B".to_vec())]);
         assert_eq!((records.applied, store.applied_index()), (3, 1), "the empty batch moved only the Raft index");
+        assert_eq!(store.quota_ledger().unwrap().as_deref(), Some(&b"q"[..]), "the buckets committed with entry 2");
     }
 
     #[test]

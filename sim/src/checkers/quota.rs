@@ -19,6 +19,13 @@
 //! So it never blames a correct bucket, and it names a bucket that stops refilling (every
 //! producer throttled for ever after its first burst) or refills slower than configured, in
 //! every scenario whose writers send long enough after being refused.
+//!
+//! And the other way: the root lets through no more than one bucket could. Writes that were
+//! acknowledged by `t` took their tokens by `t`, and a bucket full at the run's start holds no
+//! more than `burst + rate·t` in all — so acknowledged operations past that (and the same
+//! margin) are a second burst handed out: a bucket a restart or a failover started full again
+//! when it should have remembered what it held. (A request refused or unanswered may or may not
+//! have taken tokens; only acknowledged ones count here, so the judgement errs towards the root.)
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -34,7 +41,9 @@ pub type RequestId = (u64, u64);
 pub enum Answered {
     /// Refused for its producer's quota (429): no tokens taken.
     OverQuota,
-    /// Anything else that was answered: acknowledged, or refused for another reason.
+    /// Acknowledged: its tokens were taken.
+    Acknowledged,
+    /// Refused for another reason: its tokens may have been taken.
     Other,
     /// No answer: timed out or the connection broke; its tokens may be taken at any moment.
     Unknown,
@@ -55,11 +64,23 @@ pub struct QuotaJudge {
     burst: f64,
     in_flight: BTreeMap<RequestId, (u64, u64)>,
     taken: Vec<Taken>,
+    /// Operations acknowledged so far.
+    acknowledged_ops: u64,
+    /// Whether a second burst was already reported (once is the finding; every later answer
+    /// would repeat it).
+    over_reported: bool,
 }
 
 impl QuotaJudge {
     pub fn new(rate_per_s: u64, burst: u64) -> QuotaJudge {
-        QuotaJudge { rate_per_s: rate_per_s as f64, burst: burst as f64, in_flight: BTreeMap::new(), taken: Vec::new() }
+        QuotaJudge {
+            rate_per_s: rate_per_s as f64,
+            burst: burst as f64,
+            in_flight: BTreeMap::new(),
+            taken: Vec::new(),
+            acknowledged_ops: 0,
+            over_reported: false,
+        }
     }
 
     /// A request of `ops` operations is being sent now.
@@ -72,6 +93,26 @@ impl QuotaJudge {
     pub fn answered(&mut self, id: RequestId, at_ms: u64, how: Answered) -> Option<Event> {
         let (sent_ms, ops) = self.in_flight.remove(&id)?;
         match how {
+            Answered::Acknowledged => {
+                self.taken.push(Taken { sent_ms, until_ms: Some(at_ms), ops });
+                self.acknowledged_ops += ops;
+                let most = self.burst + self.rate_per_s * (at_ms as f64 / 1000.0) + 1.0 + self.rate_per_s * 0.002;
+                if self.acknowledged_ops as f64 > most && !self.over_reported {
+                    self.over_reported = true;
+                    let message = format!(
+                        "{} writes were acknowledged by {at_ms} ms, but a bucket of {} writes refilled at {}/s, \
+                         full at the start, holds at most {most:.1} in all by then: a second burst was let through",
+                        self.acknowledged_ops, self.burst, self.rate_per_s
+                    );
+                    return Some(Event::Violation {
+                        at_ms,
+                        checker: Checker::Quota,
+                        node: "root".into(),
+                        index: 0,
+                        message,
+                    });
+                }
+            }
             Answered::Other => self.taken.push(Taken { sent_ms, until_ms: Some(at_ms), ops }),
             Answered::Unknown => self.taken.push(Taken { sent_ms, until_ms: None, ops }),
             Answered::OverQuota => {
@@ -206,6 +247,23 @@ mod tests {
         let mut next = 0;
         run(&mut judge, &mut next, 0, 125, 40, Answered::Unknown);
         assert_eq!(run(&mut judge, &mut next, 5_000, 125, 8, Answered::OverQuota), 0);
+    }
+
+    #[test]
+    fn more_acknowledged_than_one_bucket_holds_is_a_second_burst() {
+        // 10/s, burst 100: 100 at once, then 10 a second is what one bucket lets through.
+        let mut judge = QuotaJudge::new(10, 100);
+        let mut next = 0;
+        assert_eq!(run(&mut judge, &mut next, 0, 1, 100, Answered::Acknowledged), 0, "the burst");
+        assert_eq!(run(&mut judge, &mut next, 1_000, 100, 50, Answered::Acknowledged), 0, "the rate, 5 s");
+        // A failover at 6 s starts a bucket full: 100 more at once.
+        let found = run(&mut judge, &mut next, 6_010, 1, 100, Answered::Acknowledged);
+        assert_eq!(found, 1, "named once");
+        // Refusals and unanswered requests never count towards it.
+        let mut judge = QuotaJudge::new(10, 100);
+        let mut next = 0;
+        assert_eq!(run(&mut judge, &mut next, 0, 1, 300, Answered::Other), 0);
+        assert_eq!(run(&mut judge, &mut next, 0, 1, 300, Answered::Unknown), 0);
     }
 
     #[test]

@@ -131,6 +131,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         }
     };
     let quota = u32::try_from(producer_quota(scenario)).unwrap_or(u32::MAX);
+    let burst = u32::try_from(producer_burst(scenario)).unwrap_or(u32::MAX);
     let topology = &scenario.topology;
     // A root group's members, at 10.0.0.1, .2, ...; each lists them all.
     let members: Vec<MemberConfig> = if topology.root_members > 1 {
@@ -154,7 +155,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             token: PRODUCER_TOKEN.to_string(),
             prefixes: vec![KEY_PREFIX.to_string()],
             writes_per_s: quota,
-            burst: quota,
+            burst,
         }],
         ..RootConfig::default()
     };
@@ -246,6 +247,21 @@ pub const QUOTA_MIN_PER_S: f64 = 100.0;
 /// writer's drawn batches included), at least [`QUOTA_MIN_PER_S`]; the sum of the writers'
 /// `modes.quota_per_s` when any sets one (a quota below the offered rate, to exercise 429s);
 /// none to speak of with `[node] producer_quota = false`.
+/// The writers' shared producer's burst: the sum of the writers' `modes.quota_burst` when any
+/// sets one (the others counting one second of their quota), else one second of
+/// [`producer_quota`].
+pub fn producer_burst(scenario: &Scenario) -> u64 {
+    let writers = scenario.workload.iter().filter_map(|w| match w {
+        super::Workload::Writer { modes, .. } => Some(modes),
+        _ => None,
+    });
+    let bursts: Vec<f64> = writers.clone().filter_map(|m| m.quota_burst).collect();
+    if bursts.is_empty() {
+        return producer_quota(scenario);
+    }
+    writers.map(|m| m.quota_burst.or(m.quota_per_s).unwrap_or(0.0)).sum::<f64>().ceil() as u64
+}
+
 pub fn producer_quota(scenario: &Scenario) -> u64 {
     let explicit: Vec<f64> = scenario
         .workload

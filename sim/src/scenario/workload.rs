@@ -66,6 +66,10 @@ pub struct WriterModes {
     /// The producer's quota at the root, writes per second (burst: one second's worth): a
     /// writer faster than it is refused with 429 now and then. Default: no quota to speak of.
     pub quota_per_s: Option<f64>,
+    /// The producer's burst, writes (default: one second of `quota_per_s`). A burst many
+    /// seconds deep makes a bucket that was refilled when it should not have been (a failover
+    /// or restart that forgot it) show: a second burst is let through.
+    pub quota_burst: Option<f64>,
 }
 
 impl WriterModes {
@@ -97,6 +101,13 @@ impl WriterModes {
         }
         if self.quota_per_s.is_some_and(|q| !(1.0..=1e6).contains(&q)) {
             return Some(("workload.modes.quota_per_s", "must be between 1 and 1000000".into()));
+        }
+        match (self.quota_per_s, self.quota_burst) {
+            (None, Some(_)) => return Some(("workload.modes.quota_burst", "needs quota_per_s".into())),
+            (Some(_), Some(b)) if !(1.0..=1e7).contains(&b) => {
+                return Some(("workload.modes.quota_burst", "must be between 1 and 10000000".into()));
+            }
+            _ => {}
         }
         None
     }

@@ -218,7 +218,8 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             {
                 let how = match answer {
                     Answer::OverQuota => crate::checkers::quota::Answered::OverQuota,
-                    Answer::Acknowledged(_) | Answer::Refused => crate::checkers::quota::Answered::Other,
+                    Answer::Acknowledged(_) => crate::checkers::quota::Answered::Acknowledged,
+                    Answer::Refused => crate::checkers::quota::Answered::Other,
                     Answer::Unknown | Answer::Redirected(_) => crate::checkers::quota::Answered::Unknown,
                 };
                 let mut recorder = recorder.locked();

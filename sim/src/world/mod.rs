@@ -494,9 +494,9 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     // Each writer's key count, in writer order.
     let mut key_spaces: Vec<u64> = Vec::new();
     let mut writers = 0;
-    // The writers share one producer, so one bucket: writes_per_s and burst are both its quota.
+    // The writers share one producer, so one bucket.
     let quota_per_s = crate::scenario::nodes::producer_quota(&scenario);
-    let quota = crate::checkers::quota::Quota::new(quota_per_s, quota_per_s);
+    let quota = crate::checkers::quota::Quota::new(quota_per_s, crate::scenario::nodes::producer_burst(&scenario));
     for (i, workload) in scenario.workload.iter().enumerate() {
         if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
             workload.clone()

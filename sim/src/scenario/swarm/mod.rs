@@ -222,6 +222,7 @@ fn drawn_modes(seed: u64, writer: usize) -> WriterModes {
         rewrite_share: share(true, 0.1),
         outside_prefix_share: share(true, 0.02),
         quota_per_s: None,
+        quota_burst: None,
     }
 }
 
