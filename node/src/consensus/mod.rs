@@ -113,6 +113,9 @@ pub struct Output {
     /// To send, each to its `to` member.
     pub messages: Vec<Message>,
     pub events: Vec<MemberEvent>,
+    /// Bytes persisted on the member's disk to produce this (entries, hard state, a received
+    /// snapshot's record): what a disk model charges before the messages leave.
+    pub persisted_bytes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -552,6 +555,10 @@ impl Member {
                 .map(|entry| (entry.index, protobuf::Message::write_to_bytes(entry).expect("an entry encodes")))
                 .collect();
             if write != RaftWrite::default() {
+                let bytes = write.snapshot.as_ref().map_or(0, Vec::len)
+                    + write.hard_state.as_ref().map_or(0, Vec::len)
+                    + write.entries.iter().map(|(_, e)| e.len()).sum::<usize>();
+                out.persisted_bytes += bytes as u64;
                 self.disk.persist(write).map_err(MemberError::Disk)?;
             }
             if let Some(snapshot) = received {

@@ -4,9 +4,10 @@
 //! Guarantees:
 //! - Nothing unverified is installed ([`SnapshotImport::finish`] checks every file, value and
 //!   the log chain first).
-//! - Never back: a snapshot behind this store's applied index is refused as soon as its
-//!   manifest arrives, before a chunk is fetched, and its staged transfer is discarded, so the
-//!   next attempt asks for a fresh export instead of resuming the same stale one.
+//! - Never back: a snapshot behind this store's applied index — or at it, unless the store is
+//!   damaged (it would gain nothing) — is refused as soon as its manifest arrives, before a
+//!   chunk is fetched, and its staged transfer is discarded, so the next attempt asks for a
+//!   fresh export instead of resuming the same stale one.
 //! - An earlier attempt never blocks a later one: whatever a refused or crashed install left in
 //!   `<snapshots>/installing` is removed before the next `finish`, and removed again when an
 //!   install fails after it.
@@ -137,12 +138,16 @@ async fn fetch_and_install(
                     return Err(format!("snapshot is of database {} on {}", manifest.db_id, manifest.engine));
                 }
                 let ours = state.read_store(|s| s.applied_index());
-                if manifest.applied_index < ours {
-                    // Never back. What is staged is of no use either: drop it, so the next
-                    // attempt asks for a fresh export rather than resuming this one.
+                // Never back; and never to where this store already is unless it is damaged:
+                // such a snapshot gains nothing (a source no further along than this node,
+                // asked because another no longer holds the next entry, would be installed
+                // again and again). What is staged is of no use either: drop it, so the next
+                // attempt asks for a fresh export rather than resuming this one.
+                if manifest.applied_index < ours || (manifest.applied_index == ours && !state.is_damaged()) {
                     discard(&staging);
+                    let relation = if manifest.applied_index < ours { "behind" } else { "no further than" };
                     return Err(format!(
-                        "the snapshot is at index {}, behind this store's {ours}: not fetched",
+                        "the snapshot is at index {}, {relation} this store's {ours}: not fetched",
                         manifest.applied_index
                     ));
                 }

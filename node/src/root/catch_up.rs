@@ -16,6 +16,8 @@
 //!   behind the snapshot its log begins after (a crash in the middle resumes, never restarts).
 //! - **The point is checked, not trusted**: the store's chain hash at the snapshot's index must
 //!   be the snapshot's, or the member stops as damaged (its store forked from the group).
+//! - **A damaged store heals from a peer** ([`heal`]): a member whose read or scrub found a value
+//!   failing its checksum copies a peer's store the same way, at or past what it applied.
 //! - **Never past the point by the log**: the entries after it come through Raft; a store copy
 //!   may be ahead, and then the member skips the committed entries the copy already holds.
 
@@ -121,6 +123,40 @@ pub(super) async fn catch_up(
         }
     }
     unreachable!("the attempts never run out")
+}
+
+/// Replaces a store found damaged (a value failed its checksum: bit rot) with a copy of a
+/// peer's, made this member's own before it is swapped in, at or past what this store applied
+/// (the bootstrap refuses a copy behind it: the leader waits for a peer that caught up). Tries
+/// the peers in turn until one copy installs. Returns the Raft index the store then holds
+/// applied, or `None` when the node drains first.
+pub(super) async fn heal(
+    state: &Arc<NodeState>,
+    peers: &[SocketAddr],
+    own: &RaftWrite,
+    lifecycle: &mut watch::Receiver<Lifecycle>,
+) -> Result<Option<u64>, MemberError> {
+    tracing::warn!(node = %state.config.name, "the root group member's store is damaged: copying a peer's");
+    let mut attempt = 0;
+    while state.is_damaged() {
+        let peer = peers[attempt % peers.len()];
+        attempt += 1;
+        let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
+        let copied = tokio::select! {
+            biased;
+            () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
+            copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
+        };
+        if let Err(e) = copied {
+            tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
+            pause(lifecycle).await;
+        }
+    }
+    let applied = state
+        .read_store(|s| s.raft_applied())
+        .map_err(|e| MemberError::Disk(format!("reading the healed store's Raft index: {e}")))?;
+    tracing::info!(node = %state.config.name, applied, "the root group member's store was replaced by a peer's copy");
+    Ok(Some(applied))
 }
 
 async fn pause(lifecycle: &mut watch::Receiver<Lifecycle>) {

@@ -33,9 +33,8 @@
 //!   applies it, and commits it with the entries. A leader takes writes only once it applied
 //!   its term's first entry (`RaftView::serving`), so its buckets already hold its
 //!   predecessor's last committed ledger.
-//!
-//! Not yet (part of the root group's issue): the simulated disk is not charged for Raft
-//! persists.
+//! - Under the simulator, each persist of Raft state is charged to the member's disk before the
+//!   messages that vouch for it leave.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -225,7 +224,19 @@ impl Group {
                     self.waiting.push_back(batch);
                     self.propose_waiting()
                 }
-                _ = ticker.tick() => self.tick(),
+                _ = ticker.tick() => {
+                    if self.state.is_damaged() {
+                        match self.heal(&mut lifecycle).await {
+                            Ok(true) => {}
+                            Ok(false) => break,
+                            Err(e) => {
+                                tracing::error!(node = %self.state.config.name, error = %e, "the root group member cannot heal its store: it stops");
+                                break;
+                            }
+                        }
+                    }
+                    self.tick()
+                }
             };
             let handled = match stepped {
                 Ok(output) => self.handle(output, &mut lifecycle).await,
@@ -312,6 +323,25 @@ impl Group {
             Some(applied) => {
                 self.applied = applied;
                 self.state.metrics.raft_applied_index.set(applied as i64);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Replaces the damaged store with a peer's copy (see `catch_up::heal`). Its proposals in
+    /// flight are answered "outcome unknown" (the member stops answering while it copies: its
+    /// peers elect another leader). False when the node drains first.
+    async fn heal(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> Result<bool, consensus::MemberError> {
+        self.in_flight.clear();
+        self.ahead.clear();
+        let own = self.member.own_state();
+        match catch_up::heal(&self.state, &self.peers, &own, lifecycle).await? {
+            Some(applied) => {
+                // A copy past this member's applied index holds the entries up to it: they are
+                // skipped as they come out committed.
+                self.applied = self.applied.max(applied);
+                self.state.metrics.raft_applied_index.set(self.applied as i64);
                 Ok(true)
             }
             None => Ok(false),
@@ -427,6 +457,12 @@ impl Group {
         output: Output,
         lifecycle: &mut watch::Receiver<Lifecycle>,
     ) -> Result<(), consensus::MemberError> {
+        if output.persisted_bytes > 0 {
+            // The synced commit that made the Raft state durable, charged to the simulated disk
+            // (nothing on a real one) before anything that vouches for it leaves: a slow disk
+            // slows this member's votes and acknowledgements as it would in production.
+            self.state.disk_io(DiskOp::Commit { bytes: output.persisted_bytes }).await;
+        }
         for event in output.events {
             match event {
                 MemberEvent::Role { term, role, leader } => self.role_changed(term, role, leader),
@@ -596,6 +632,7 @@ const _: () = assert!(
 fn merge(into: &mut Output, more: Output) {
     into.messages.extend(more.messages);
     into.events.extend(more.events);
+    into.persisted_bytes += more.persisted_bytes;
 }
 
 #[cfg(test)]

@@ -292,9 +292,15 @@ impl NodeState {
     pub fn found_damage(&self) {
         self.metrics.checksum_failures.inc();
         self.probe(crate::observe::Probe::ChecksumFailed);
-        if self.config.role == Role::Replica {
+        if self.heals_from_others() {
             self.must_bootstrap();
         }
+    }
+
+    /// Whether a damaged store here is replaced by another node's copy: a replica's from its
+    /// sources, a root group member's from its peers. (A root of one has no one to copy.)
+    fn heals_from_others(&self) -> bool {
+        self.config.role == Role::Replica || self.config.root.as_ref().is_some_and(|root| root.is_group())
     }
 
     /// This replica has no store it could serve (a snapshot swap failed and the old store
@@ -325,7 +331,7 @@ impl NodeState {
 
     /// At start-up: takes up a damage verdict an earlier process recorded and did not heal.
     pub fn recall_damage(&self) -> bool {
-        let recorded = self.config.role == Role::Replica && self.damage_marker().exists();
+        let recorded = self.heals_from_others() && self.damage_marker().exists();
         if recorded {
             tracing::warn!(node = %self.config.name, "an earlier process found this store damaged and had not replaced it: re-bootstrapping");
             self.damaged.store(true, Ordering::Relaxed);

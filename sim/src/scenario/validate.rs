@@ -222,9 +222,9 @@ impl Scenario {
                     }
                 }
                 FaultKind::BitRot => {
-                    if crate::trace::is_root(f.target.get_ref()) {
-                        let problem = "bit_rot damages a replica: a root member is a source of truth and does not \
-                                       heal from its peers yet";
+                    if crate::trace::is_root(f.target.get_ref()) && topology.root_members == 1 {
+                        let problem = "bit_rot damages a store that heals from a copy of another's: a root of one has \
+                                       none to copy (a root group's members heal from their peers)";
                         return bad(Some(f.target.span()), "fault.target", problem.into());
                     }
                     if f.rate.is_some_and(|r| !(r > 0.0 && r <= 1.0)) {

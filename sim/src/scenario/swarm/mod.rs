@@ -108,16 +108,12 @@ impl Scenario {
         // drawn fault takes out: the run would be about nothing else).
         let group = self.topology.root_members > 1;
         let targets: Vec<String> = names.iter().filter(|n| group || !crate::trace::is_root(n)).cloned().collect();
-        let replicas: Vec<String> = names.iter().filter(|n| !crate::trace::is_root(n)).cloned().collect();
         let horizon = self.scenario.duration.as_millis() as u64;
         let count = rng.random_range(swarm.count_min..=swarm.count_max);
         for _ in 0..count {
             let kind = kinds[rng.random_range(0..kinds.len())];
             let target = if kind.is_network_wide() {
                 "network".to_string()
-            } else if kind == FaultKind::BitRot && group {
-                // A root member does not heal from its peers yet (see `validate`).
-                replicas[rng.random_range(0..replicas.len())].clone()
             } else {
                 targets[rng.random_range(0..targets.len())].clone()
             };
