@@ -105,15 +105,8 @@ pub(super) async fn catch_up(
             Err(Pull::Store(e)) => return Err(MemberError::Disk(e)),
             Err(Pull::OutOfRetention { first_retained }) => {
                 tracing::warn!(node = %state.config.name, %peer, first_retained, wanted = head + 1, "the peer no longer holds the entries this member lacks: copying its store");
-                let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
-                let copied = tokio::select! {
-                    biased;
-                    () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
-                    copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
-                };
-                if let Err(e) = copied {
-                    tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
-                    pause(lifecycle).await;
+                if !copy_peer_store(state, peer, own, lifecycle).await {
+                    return Ok(None);
                 }
             }
             Err(Pull::Failed(e)) => {
@@ -141,15 +134,8 @@ pub(super) async fn heal(
     while state.is_damaged() {
         let peer = peers[attempt % peers.len()];
         attempt += 1;
-        let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
-        let copied = tokio::select! {
-            biased;
-            () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
-            copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
-        };
-        if let Err(e) = copied {
-            tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
-            pause(lifecycle).await;
+        if !copy_peer_store(state, peer, own, lifecycle).await {
+            return Ok(None);
         }
     }
     let applied = state
@@ -157,6 +143,27 @@ pub(super) async fn heal(
         .map_err(|e| MemberError::Disk(format!("reading the healed store's Raft index: {e}")))?;
     tracing::info!(node = %state.config.name, applied, "the root group member's store was replaced by a peer's copy");
     Ok(Some(applied))
+}
+
+/// Copies `peer`'s store in place of this one, made this member's own (`own`) before the swap;
+/// a failed copy is logged and waited out. False when the node drains first.
+async fn copy_peer_store(
+    state: &NodeState,
+    peer: SocketAddr,
+    own: &RaftWrite,
+    lifecycle: &mut watch::Receiver<Lifecycle>,
+) -> bool {
+    let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
+    let copied = tokio::select! {
+        biased;
+        () = reached(lifecycle, Lifecycle::Draining) => return false,
+        copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
+    };
+    if let Err(e) = copied {
+        tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
+        pause(lifecycle).await;
+    }
+    true
 }
 
 async fn pause(lifecycle: &mut watch::Receiver<Lifecycle>) {
