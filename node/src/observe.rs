@@ -2,16 +2,19 @@
 //! snapshot bootstrap, a change of source and a persisted resume position, as [`NodeEvent`]s,
 //! and each time it passes a [`Probe`] — a named point a test run wants to know it reached.
 //!
-//! Under the simulator the watcher is the trace recorder, whose checkers judge these events; in
-//! the real binary there is none (the same facts also go to the log). Typed, so a renamed field
-//! is a compile error in the simulator, not a checker gone silently blind.
+//! Under the simulator the watcher is the trace recorder, whose checkers judge these events. The
+//! real binary has none unless it is started with `--events FILE`: then [`EventsFile`] appends
+//! each event to the file as one JSON line ([`EventLine`], with the wall-clock time), which
+//! `qsim real` merges into a run's trace. Typed, so a renamed field is a compile error in the
+//! simulator, not a checker gone silently blind; the file's lines are these same types.
 
 use std::net::SocketAddr;
 
 pub use qs_vocab::{BootstrapStage, Probe, SourceChange};
 
 /// What a node did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum NodeEvent {
     /// Entries `first..=last` were applied in one commit; `hash` is the chain hash after `last`.
     Applied { first: u64, last: u64, hash: String },
@@ -46,8 +49,22 @@ pub trait NodeObserver: Send + Sync + std::fmt::Debug {
 }
 
 /// A fault point (see `crate::fault_points`, which makes them fire).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr, strum::VariantArray)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum FaultPoint {
     /// A commit takes seconds (a disk stalled under a burst of other work).
     SlowCommit,
@@ -68,5 +85,88 @@ impl FaultPoint {
             FaultPoint::DropMidSnapshot => Probe::FaultPointDropMidSnapshot,
             FaultPoint::EarlyKeepalive => Probe::FaultPointEarlyKeepalive,
         }
+    }
+}
+
+/// One line of an events file: when (wall-clock ms since the Unix epoch), which node, what.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EventLine {
+    pub at_unix_ms: u64,
+    pub node: String,
+    pub event: NodeEvent,
+}
+
+/// The real binary's watcher with `--events FILE`: each event appended to the file as one
+/// [`EventLine`] and a newline, in a single `write` on a file opened for appending — a process
+/// killed mid-run leaves whole lines only, and a restarted one appends after them.
+#[derive(Debug)]
+pub struct EventsFile {
+    file: std::sync::Mutex<std::fs::File>,
+    path: std::path::PathBuf,
+}
+
+impl EventsFile {
+    /// Opens `path` for appending, creating it if it is missing.
+    pub fn open(path: &std::path::Path) -> std::io::Result<EventsFile> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(EventsFile { file: std::sync::Mutex::new(file), path: path.to_path_buf() })
+    }
+}
+
+impl NodeObserver for EventsFile {
+    fn observe(&self, node: &str, event: NodeEvent) {
+        use std::io::Write;
+        let at_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        let line = EventLine { at_unix_ms, node: node.to_string(), event };
+        let mut text = serde_json::to_vec(&line).expect("an event line always serializes");
+        text.push(b'\n');
+        // The lock orders lines; a poisoned one only means another writer panicked mid-line.
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(e) = file.write_all(&text) {
+            tracing::error!(path = %self.path.display(), error = %e, "cannot append to the events file: this event is lost");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of event is written as one line and read back to the same value.
+    #[test]
+    fn events_file_lines_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let events = vec![
+            NodeEvent::Applied { first: 1, last: 3, hash: "ab".into() },
+            NodeEvent::Bootstrapped { index: 9, hash: "cd".into() },
+            NodeEvent::BootstrapFailed {
+                source: "127.0.1.1:7000".parse().unwrap(),
+                stage: BootstrapStage::Manifest,
+                chunks_stored: 2,
+            },
+            NodeEvent::SourceChanged { source: "127.0.1.2:7000".parse().unwrap(), reason: SourceChange::Stale },
+            NodeEvent::CursorPersisted { index: 4 },
+            NodeEvent::Reached(Probe::LeftStaleSource),
+            NodeEvent::FaultPoint { point: FaultPoint::SlowCommit, active: true },
+            NodeEvent::RaftRole { term: 2, role: crate::consensus::Role::Leader, leader: 1 },
+        ];
+        {
+            let file = EventsFile::open(&path).unwrap();
+            for event in &events[..4] {
+                file.observe("edge-1", event.clone());
+            }
+        }
+        // A restarted process appends after the lines already there.
+        let file = EventsFile::open(&path).unwrap();
+        for event in &events[4..] {
+            file.observe("edge-1", event.clone());
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back: Vec<EventLine> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+        assert_eq!(back.iter().map(|line| line.event.clone()).collect::<Vec<_>>(), events);
+        assert!(back.iter().all(|line| line.node == "edge-1" && line.at_unix_ms > 1_600_000_000_000));
     }
 }

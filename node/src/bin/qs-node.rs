@@ -1,6 +1,6 @@
 //! `qs-node`: one node of the replicated store, on real sockets and disks.
 //!
-//! Usage: `qs-node --config node.toml [--log-format text|json]`; and `qs-node inspect --config
+//! Usage: `qs-node --config node.toml [--log-format text|json] [--events FILE]`; and `qs-node inspect --config
 //! node.toml [--verify] [--top N] [--dump CATEGORY [--out FILE]]` or `qs-node inspect --path DIR
 //! [--engine E] [--database-id ID] ...`, which opens the store read-only — beside the running
 //! node, if there is one — and prints what it holds (see `qs_node::inspect` for the report, the
@@ -58,6 +58,11 @@ struct Args {
     #[cfg(not(madsim))]
     #[arg(long, value_enum, default_value_t = qs_node::logs::LogFormat::Text)]
     log_format: qs_node::logs::LogFormat,
+    /// Append every apply, bootstrap, source change, probe and Raft role change to this file,
+    /// one JSON object a line with the wall-clock time (`qs_node::observe::EventLine`): what
+    /// `qsim real` merges into a run's trace.
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -160,6 +165,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let observer = match args.events.as_deref().map(qs_node::observe::EventsFile::open).transpose() {
+        Ok(observer) => {
+            observer.map(|file| std::sync::Arc::new(file) as std::sync::Arc<dyn qs_node::observe::NodeObserver>)
+        }
+        Err(e) => {
+            eprintln!("qs-node: opening the events file {}: {e}", args.events.as_deref().unwrap_or_default().display());
+            return ExitCode::from(2);
+        }
+    };
     #[cfg(not(madsim))]
     fit_open_files_limit(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -169,7 +183,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(config));
+    let code = runtime.block_on(run(config, observer));
     // A task stuck in a synchronous store call (a dead disk) must not keep the process alive.
     #[cfg(not(madsim))]
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -224,7 +238,7 @@ fn run_certs(command: CertsCommand) -> ExitCode {
 }
 
 /// Serves until a signal, then shuts down (see the module doc).
-async fn run(config: NodeConfig) -> ExitCode {
+async fn run(config: NodeConfig, observer: Option<std::sync::Arc<dyn qs_node::observe::NodeObserver>>) -> ExitCode {
     // Before the node starts: a signal during start-up is then handled once it runs.
     let mut signals = match Signals::new() {
         Ok(signals) => signals,
@@ -234,7 +248,9 @@ async fn run(config: NodeConfig) -> ExitCode {
         }
     };
     let node_id = uuid::Uuid::new_v4().as_u128();
-    let node = match Node::start(config, node_id).await {
+    let location = qs_node::store::StoreLocation::new(config.storage.engine, &config.storage.path);
+    let hooks = qs_node::node::SimHooks { observer, ..Default::default() };
+    let node = match Node::start_simulated(config, &location, node_id, hooks).await {
         Ok(node) => node,
         Err(e) => {
             eprintln!("qs-node: {e}");

@@ -36,6 +36,7 @@
 //! # snapshot_chunk_bytes = "1 MiB"    # the chunks this node serves snapshots in (4 KiB..16 MiB)
 //! # snapshot_timeout = "30s"          # a bootstrap's longest wait for any one step
 //! # apply_batch_entries_max = 1000    # most entries a replica applies in one commit
+//! # dial_from = "127.0.0.2"          # local address outgoing replication and Raft connections use
 //!
 //! [retention]
 //! keep_entries_min = 1000
@@ -136,7 +137,7 @@ pub const MEMORY_LIMIT_BYTES_MIN: u64 = 1 << 20;
 pub const SNAPSHOT_CHUNK_BYTES_MIN: u64 = 4 << 10;
 pub const MEMORY_LIMIT_BYTES_MAX: u64 = 1 << 46;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Takes writes from producers, numbers them, writes heartbeats.
@@ -145,12 +146,12 @@ pub enum Role {
     Replica,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
     pub name: String,
     pub role: Role,
-    #[serde(deserialize_with = "database_id")]
+    #[serde(deserialize_with = "database_id", serialize_with = "display")]
     pub database_id: DatabaseId,
     pub storage: StorageConfig,
     pub listen: ListenConfig,
@@ -235,10 +236,10 @@ pub struct LegacyConfig {
     pub quotas_forgotten: bool,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
-    #[serde(deserialize_with = "engine")]
+    #[serde(deserialize_with = "engine", serialize_with = "display")]
     pub engine: EngineKind,
     /// Store directory (ignored by the memory engine).
     #[serde(default)]
@@ -250,11 +251,11 @@ pub struct StorageConfig {
     pub memtable_bytes: Option<usize>,
     /// RocksDB only: capacity of the LRU block cache the three column families share, which
     /// also holds their index and filter blocks. Unset: [`ROCKSDB_CACHE_BYTES_DEFAULT`].
-    #[serde(default)]
+    #[serde(default, serialize_with = "exact_bytes_opt", skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<ByteSize>,
     /// RocksDB only: target size of an SST data block, the unit the cache holds and a miss
     /// reads. Unset: [`ROCKSDB_BLOCK_BYTES_DEFAULT`].
-    #[serde(default)]
+    #[serde(default, serialize_with = "exact_bytes_opt", skip_serializing_if = "Option::is_none")]
     pub block_bytes: Option<ByteSize>,
     /// RocksDB only: `use_direct_reads` (see the module doc). Unset: off.
     #[serde(default)]
@@ -300,14 +301,15 @@ impl StorageConfig {
 }
 
 /// `[memory]`: the process's memory budget (see the module doc).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
     /// Resident set size past which the node exits with code 20. Unset: no limit.
+    #[serde(serialize_with = "exact_bytes_opt", skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<ByteSize>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenConfig {
     pub replication: SocketAddr,
@@ -315,7 +317,7 @@ pub struct ListenConfig {
     pub http: SocketAddr,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReplicationConfig {
     pub primaries: Vec<SocketAddr>,
@@ -336,7 +338,14 @@ pub struct ReplicationConfig {
     pub snapshot_timeout: Duration,
     /// The size of the chunks this node serves snapshots in (each checksummed and made durable
     /// by the client before the next; a broken transfer resumes at the first missing chunk).
+    #[serde(serialize_with = "exact_bytes")]
     pub snapshot_chunk_bytes: ByteSize,
+    /// The local address this node's outgoing replication and Raft connections leave from.
+    /// Unset: the system picks it by route. On a host with several addresses it fixes which one
+    /// upstream nodes and firewalls see (`qsim real` gives each node its own loopback address,
+    /// and its partitions filter by it). Ignored under the simulator, where a node has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dial_from: Option<std::net::IpAddr>,
 }
 
 /// How long a bootstrap waits for any one step by default (`replication.snapshot_timeout`):
@@ -355,11 +364,12 @@ impl Default for ReplicationConfig {
             snapshot_chunk_bytes: ByteSize(crate::store::snapshot::CHUNK_BYTES_DEFAULT),
             apply_batch_entries_max: 1_000,
             snapshot_timeout: SNAPSHOT_TIMEOUT_DEFAULT,
+            dial_from: None,
         }
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
     pub keep_entries_min: Option<u64>,
@@ -384,7 +394,7 @@ impl RetentionConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RootConfig {
     #[serde(with = "humantime_serde", default = "default_batch_window")]
@@ -439,7 +449,7 @@ impl Default for RootConfig {
 }
 
 /// One member of a root group, as every member's configuration lists it.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct MemberConfig {
     /// Its id in the group: 1 or more, distinct, and the same in every member's list.
@@ -467,7 +477,7 @@ fn default_raft_log_keep_entries() -> u64 {
     1_000
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProducerConfig {
     pub name: String,
@@ -487,6 +497,23 @@ fn database_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DatabaseId, D::
 
 fn engine<'de, D: serde::Deserializer<'de>>(d: D) -> Result<EngineKind, D::Error> {
     String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+}
+
+/// Written as its text, which the field's parser reads back.
+fn display<S: serde::Serializer>(value: &impl std::fmt::Display, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(value)
+}
+
+/// A size written as its exact count of bytes: `ByteSize`'s own text rounds ("976.6 KiB").
+fn exact_bytes<S: serde::Serializer>(bytes: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(bytes.as_u64())
+}
+
+fn exact_bytes_opt<S: serde::Serializer>(bytes: &Option<ByteSize>, s: S) -> Result<S::Ok, S::Error> {
+    match bytes {
+        Some(bytes) => exact_bytes(bytes, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// A configuration that was refused.
@@ -557,6 +584,12 @@ impl NodeConfig {
             sync_commits: !self.planted().acknowledge_before_sync,
             ..OpenOptions::new(self.database_id)
         }
+    }
+
+    /// The configuration as a TOML file that [`NodeConfig::parse`] reads back to the same
+    /// values: how a harness hands a configuration it built in code to a real `qs-node`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a node configuration has only TOML-representable fields")
     }
 
     /// Reads and validates the file at `path`.

@@ -253,3 +253,32 @@ fn a_root_group_has_three_or_five_distinct_members_this_one_among_them() {
         assert!(err.contains(field) && err.contains(says), "expected {field}: {says}, got: {err}");
     }
 }
+
+/// `to_toml` writes what `parse` reads back to the same values — every field, sizes to the
+/// byte (a size's own text rounds: 1 000 000 bytes is "976.6 KiB") — for the shipped examples
+/// and for a configuration with every optional field set.
+#[test]
+fn to_toml_round_trips_every_field() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut configs: Vec<NodeConfig> =
+        ["root.toml", "edge.toml"].iter().filter_map(|name| NodeConfig::load(&examples.join(name)).ok()).collect();
+    assert!(!configs.is_empty(), "no example configuration in {}", examples.display());
+    let mut full = NodeConfig::parse(
+        &with_storage(
+            "rocksdb",
+            "cache_bytes = 1000000\nblock_bytes = 8192\nmemtable_bytes = 1048576\ndirect_reads = true",
+            "limit_bytes = 123456789",
+        ),
+        "full",
+    )
+    .unwrap();
+    full.replication.snapshot_chunk_bytes = ByteSize(1_000_003);
+    full.replication.dial_from = Some("127.0.3.4".parse().unwrap());
+    full.legacy.apply_without_gap_check = cfg!(feature = "sim-harness");
+    configs.push(full);
+    for config in configs {
+        let text = config.to_toml();
+        let back = NodeConfig::parse(&text, "round trip").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(format!("{back:?}"), format!("{config:?}"), "{text}");
+    }
+}

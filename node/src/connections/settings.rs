@@ -76,7 +76,7 @@ pub const TIMEOUT_MAX: Duration = Duration::from_secs(24 * 3600);
 pub const DRAIN_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 
 /// `[connections]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionsConfig {
     pub http: HttpConnections,
@@ -89,7 +89,7 @@ pub struct ConnectionsConfig {
 }
 
 /// `[connections.http]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConnections {
     pub max: usize,
@@ -108,7 +108,7 @@ pub struct HttpConnections {
 }
 
 /// `[connections.memcached]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemcachedConnections {
     pub max: usize,
@@ -121,7 +121,7 @@ pub struct MemcachedConnections {
 }
 
 /// `[connections.replication]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReplicationConnections {
     pub max: usize,

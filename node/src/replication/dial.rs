@@ -1,7 +1,7 @@
 //! Dialling a source's replication port: TCP, then TLS when `[tls]` is set — the one way the
 //! client, a snapshot bootstrap and a staleness probe reach another node.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -24,11 +24,25 @@ pub enum DialError {
     Tls(std::io::Error),
 }
 
+/// A TCP connection to `source`, from the local address `from` when one is configured.
+async fn connect(from: Option<IpAddr>, source: SocketAddr) -> std::io::Result<TcpStream> {
+    // madsim has no `TcpSocket`; a simulated node has one address, which every connection uses.
+    #[cfg(not(madsim))]
+    if let Some(ip) = from {
+        let socket = if ip.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.bind(SocketAddr::new(ip, 0))?;
+        return socket.connect(source).await;
+    }
+    #[cfg(madsim)]
+    let _ = from;
+    TcpStream::connect(source).await
+}
+
 /// Connects to `source` and, with `[tls]` set, completes the handshake — both within
 /// `deadline`.
 pub async fn dial(state: &NodeState, source: SocketAddr, deadline: Duration) -> Result<SourceStream, DialError> {
     let started = Instant::now();
-    let stream = match tokio::time::timeout(deadline, TcpStream::connect(source)).await {
+    let stream = match tokio::time::timeout(deadline, connect(state.config.replication.dial_from, source)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Err(DialError::Connect(e)),
         Err(_) => return Err(DialError::TimedOut(deadline)),

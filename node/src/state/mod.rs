@@ -37,7 +37,8 @@ impl Drop for FaultPointOver<'_> {
 /// How long a commit stalls when the `SlowCommit` fault point fires.
 const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What a simulator attaches to a node it starts; the default, nothing, is a real node.
+/// What a harness attaches to a node it starts; the default, nothing, is a plain real node. The
+/// real binary attaches only an observer (`--events`); the simulator attaches all three.
 #[derive(Clone, Debug, Default)]
 pub struct SimHooks {
     /// A disk model charging every store operation (and failing them, as the fault says).

@@ -57,7 +57,7 @@ use crate::metrics::Metrics;
 use material::{FileBytes, Material};
 
 /// `[tls]` in the node's configuration (see the module doc).
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     pub certificate: PathBuf,
