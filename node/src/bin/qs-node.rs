@@ -165,14 +165,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let observer = match args.events.as_deref().map(qs_node::observe::EventsFile::open).transpose() {
-        Ok(observer) => {
-            observer.map(|file| std::sync::Arc::new(file) as std::sync::Arc<dyn qs_node::observe::NodeObserver>)
-        }
-        Err(e) => {
-            eprintln!("qs-node: opening the events file {}: {e}", args.events.as_deref().unwrap_or_default().display());
-            return ExitCode::from(2);
-        }
+    let observer: Option<std::sync::Arc<dyn qs_node::observe::NodeObserver>> = match &args.events {
+        None => None,
+        Some(path) => match qs_node::observe::EventsFile::open(path) {
+            Ok(file) => Some(std::sync::Arc::new(file)),
+            Err(e) => {
+                eprintln!("qs-node: opening the events file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
     };
     #[cfg(not(madsim))]
     fit_open_files_limit(&config);
