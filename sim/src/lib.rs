@@ -26,6 +26,7 @@ pub mod explore;
 pub mod faults;
 #[cfg(madsim)]
 pub mod links;
+pub mod outcome;
 pub mod plan;
 pub mod resources;
 pub mod scenario;
@@ -35,7 +36,6 @@ pub mod sizing;
 pub mod sweep;
 pub mod sync;
 pub mod trace;
-#[cfg(madsim)]
 pub mod workload;
 #[cfg(madsim)]
 pub mod world;

@@ -81,7 +81,7 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
         rand_distr::Zipf::new(spec.keys.len() as f64, spec.skew).expect("validated: at least one key, skew >= 0");
     let mut connection: Option<BufReader<tokio::net::TcpStream>> = None;
     loop {
-        madsim::time::sleep(interval).await;
+        tokio::time::sleep(interval).await;
         // Zipf ranks start at 1; rank 1 is the hottest key.
         let draw = |rng: &mut ChaCha8Rng| {
             let rank = rng.sample(popularity) as usize;
@@ -97,15 +97,15 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
             }
         }
         let with_cas = shapes.random_bool(0.75);
-        let started = madsim::time::Instant::now();
+        let started = tokio::time::Instant::now();
         if connection.is_none()
-            && let Ok(Ok(stream)) = madsim::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await
+            && let Ok(Ok(stream)) = tokio::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(spec.addr)).await
         {
             connection = Some(BufReader::new(stream));
         }
         let answer = match connection.as_mut() {
             Some(conn) => {
-                madsim::time::timeout(READ_TIMEOUT, get(conn, &keys, with_cas)).await.unwrap_or(Err(GetError::Io))
+                tokio::time::timeout(READ_TIMEOUT, get(conn, &keys, with_cas)).await.unwrap_or(Err(GetError::Io))
             }
             None => Err(GetError::Io),
         };

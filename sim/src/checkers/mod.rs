@@ -27,6 +27,21 @@ use crate::trace::{Checker, Observer};
 /// readers, which feed it each read, and `fetch` with the simulated network, which feeds it every
 /// replica's reads from its sources.
 pub fn all(scenario: &Scenario, plan: &Plan, reads: &reads::Reads, fetch: &fetch::Fetch) -> Vec<Box<dyn Observer>> {
+    let mut checkers = of_nodes(scenario, plan);
+    // In this place in the list: the order checkers report one event's violations in is the
+    // trace's, and so the digest's.
+    checkers.insert(OF_NODES_BEFORE_WIRE, Box::new(fetch.clone()));
+    checkers.insert(OF_NODES_BEFORE_WIRE + 1, Box::new(reads.clone()));
+    checkers
+}
+
+/// How many of [`of_nodes`]' checkers come before `fetch` and `reads` in [`all`].
+const OF_NODES_BEFORE_WIRE: usize = 7;
+
+/// The checkers that judge what the nodes report and the faults and writes the run records:
+/// [`all`] but `fetch` (fed by a tap on the simulated network) and `reads` (fed by the readers
+/// themselves). A real run (`crate::real`) judges its merged trace with these.
+pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario, plan);
     let mut sources = paths.sources.clone();
     // A root group member's store catches up from its peers (a copy of one's store when none
@@ -47,8 +62,6 @@ pub fn all(scenario: &Scenario, plan: &Plan, reads: &reads::Reads, fetch: &fetch
         Box::new(cursor::Cursor::default()),
         Box::new(start::Start::default()),
         Box::new(installs::Installs::new(scenario.node.retention_entries, sources, names_by_ip)),
-        Box::new(fetch.clone()),
-        Box::new(reads.clone()),
         Box::new(progress::Progress::new(
             scenario.checks.lag_max.as_millis() as u64,
             scenario.workload.iter().any(|w| matches!(w, crate::scenario::Workload::Writer { .. })),

@@ -30,12 +30,12 @@ pub mod process;
 pub mod supervision;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use madsim::runtime::NodeHandle;
 use qs_node::store::MemDisk;
 
-use crate::scenario::{Fault, FaultKind};
+use crate::scenario::FaultKind;
+pub use crate::scenario::fault::{FaultStep, steps};
 use crate::sync::Locked;
 use crate::trace::{Event, FaultPhase, SharedRecorder};
 
@@ -65,32 +65,6 @@ impl std::fmt::Debug for SimNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimNode").field("name", &self.name).field("ip", &self.ip).finish_non_exhaustive()
     }
-}
-
-/// One fault's start or end, at a simulated time.
-#[derive(Clone, Debug)]
-pub struct FaultStep {
-    pub at: Duration,
-    pub fault: Fault,
-    pub start: bool,
-}
-
-/// The start and end steps of `faults`, in the order they happen (ends before starts at one
-/// instant, so back-to-back faults on a node do not overlap). Faults that wait for their
-/// target (`during`) have no fixed time: the world triggers them.
-pub fn steps(faults: &[Fault]) -> Vec<FaultStep> {
-    let mut steps: Vec<FaultStep> = faults
-        .iter()
-        .filter(|f| f.during.is_none())
-        .flat_map(|f| {
-            [
-                FaultStep { at: f.at, fault: f.clone(), start: true },
-                FaultStep { at: f.at + f.duration, fault: f.clone(), start: false },
-            ]
-        })
-        .collect();
-    steps.sort_by_key(|s| (s.at, s.start));
-    steps
 }
 
 /// Applies `step` to the cluster and records it.

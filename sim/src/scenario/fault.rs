@@ -168,3 +168,29 @@ pub struct Swarm {
 
 /// What a fault does: one definition, shared with the trace (`fault` events).
 pub use qs_reports::schema::FaultKind;
+
+/// One fault's start or end, at a time from the run's start (simulated, or the wall clock's in a real run).
+#[derive(Clone, Debug)]
+pub struct FaultStep {
+    pub at: Duration,
+    pub fault: Fault,
+    pub start: bool,
+}
+
+/// The start and end steps of `faults`, in the order they happen (ends before starts at one
+/// instant, so back-to-back faults on a node do not overlap). Faults that wait for their
+/// target (`during`) have no fixed time: the world triggers them.
+pub fn steps(faults: &[Fault]) -> Vec<FaultStep> {
+    let mut steps: Vec<FaultStep> = faults
+        .iter()
+        .filter(|f| f.during.is_none())
+        .flat_map(|f| {
+            [
+                FaultStep { at: f.at, fault: f.clone(), start: true },
+                FaultStep { at: f.at + f.duration, fault: f.clone(), start: false },
+            ]
+        })
+        .collect();
+    steps.sort_by_key(|s| (s.at, s.start));
+    steps
+}

@@ -92,7 +92,7 @@
 //! apply_without_gap_check = false
 //! ```
 
-mod fault;
+pub mod fault;
 pub mod nodes;
 pub mod swarm;
 mod validate;

@@ -121,7 +121,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
     let target: Target = Arc::new(Mutex::new(spec.roots[0]));
     let roots: Arc<[SocketAddr]> = spec.roots.clone().into();
     let mut versions: BTreeMap<String, u64> = BTreeMap::new();
-    let start = madsim::time::Instant::now();
+    let start = tokio::time::Instant::now();
     let mut preloaded = if spec.preload_rate_per_s.is_some() { 0 } else { spec.keys };
     let preload = spec.preload_rate_per_s.map(|rate| Duration::from_secs_f64(1.0 / rate));
     let modes = spec.modes;
@@ -131,7 +131,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             (Some((burst, interval)), _) if burst.on_at(start.elapsed()) => interval,
             _ => steady,
         };
-        madsim::time::sleep(interval).await;
+        tokio::time::sleep(interval).await;
         let mut ops: Vec<Operation> = Vec::new();
         for _ in 0..modes.ops_per_request() {
             let repeat = !ops.is_empty() && chance(&mut rng, modes.repeat_share);
@@ -212,7 +212,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
         let (target, roots, idle, quota) = (target.clone(), roots.clone(), idle.clone(), quota.clone());
         tokio::spawn(async move {
-            let answer = madsim::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle))
+            let answer = tokio::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle))
                 .await
                 .unwrap_or(Answer::Unknown);
             {
@@ -311,7 +311,7 @@ async fn connection(root: SocketAddr, idle: &IdleConnections) -> Option<SendRequ
             return Some(sender);
         }
     }
-    let Ok(Ok(stream)) = madsim::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await else {
+    let Ok(Ok(stream)) = tokio::time::timeout(WRITE_TIMEOUT, tokio::net::TcpStream::connect(root)).await else {
         return None;
     };
     let Ok((sender, connection)) =

@@ -37,6 +37,8 @@ use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
 use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
+pub use crate::outcome::RunOutcome;
+
 pub mod certificates;
 mod end;
 mod sampler;
@@ -57,31 +59,6 @@ const SIM_CLOCK_AHEAD: Duration = Duration::from_secs(40 * 365 * 24 * 60 * 60);
 /// How often the liveness phase looks at every node.
 const CONVERGENCE_POLL: Duration = Duration::from_millis(200);
 
-/// What one run produced.
-#[derive(Debug)]
-pub struct RunOutcome {
-    pub events: Vec<Event>,
-    /// The canonical trace of `events` (`trace.jsonl`), encoded once: the digest, the file and
-    /// the determinism check all read it.
-    pub trace: String,
-    pub digest: String,
-    /// Why the run has not converged, per node; empty when it has.
-    pub pending: Vec<String>,
-    pub simulated: Duration,
-    pub writes_acked: usize,
-    /// When the liveness phase began (faults healed, writes stopped).
-    pub liveness_from: Duration,
-    /// How long after that the cluster converged; None if it did not within the bound.
-    pub converged_after: Option<Duration>,
-    /// Per tier, the sizing formulas against the configuration (with `[resources]`).
-    pub sizing: Vec<qs_reports::schema::SizingRow>,
-    /// Messages the simulated network carried (madsim's own count of what it put on its
-    /// links), for the benchmark's cost per message.
-    pub messages: u64,
-    /// Per replica, what it read from its sources (the `fetch` checker's count), by name.
-    pub fetched: Vec<qs_reports::schema::NodeFetched>,
-}
-
 /// What the world hands back besides the trace.
 struct WorldEnd {
     sizing: Vec<qs_reports::schema::SizingRow>,
@@ -91,12 +68,6 @@ struct WorldEnd {
     liveness_from: Duration,
     converged_after: Option<Duration>,
     messages: u64,
-}
-
-impl RunOutcome {
-    pub fn violations(&self) -> impl Iterator<Item = &Event> {
-        self.events.iter().filter(|e| matches!(e, Event::Violation { .. }))
-    }
 }
 
 /// Runs `scenario` under `seed` and returns its trace and verdicts: [`Prepared::new`], then
