@@ -451,6 +451,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             .map(|n| NodeInfo { name: n.name.clone(), tier: n.tier.clone(), depth: n.depth, datacenter: None })
             .collect(),
         reproduce: format!("./qsim run scenarios/{}.toml --seed {}", opts.scenario, opts.seed),
+        real: false,
     };
     (summary, events)
 }

@@ -20,6 +20,7 @@
 //! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
 //!   scenario, its writers and readers, and the fault injectors.
 
+pub mod certificates;
 pub mod checkers;
 pub mod explore;
 #[cfg(madsim)]
@@ -28,6 +29,8 @@ pub mod faults;
 pub mod links;
 pub mod outcome;
 pub mod plan;
+#[cfg(not(madsim))]
+pub mod real;
 pub mod resources;
 pub mod scenario;
 pub mod scratch;

@@ -62,6 +62,41 @@ enum Command {
         #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
         engine: Option<qs_node::EngineKind>,
     },
+    /// Run a scenario on real qs-node processes instead of the simulator: real engines on disk,
+    /// real sockets in a network namespace of the run's own, its faults on the wall clock where a
+    /// real equivalent exists; judged by the same checkers (not deterministic: no digest). Use
+    /// ./qsim real, which builds this qsim (without --cfg madsim) and qs-node first.
+    Real {
+        /// The scenario file (TOML).
+        scenario: PathBuf,
+        /// The seed the workload and drawn faults come from (default: the scenario's `seed`, else 1).
+        #[arg(long, conflicts_with = "seeds")]
+        seed: Option<u64>,
+        /// Several seeds one after another, as a range: 1..=20 (or 1..21).
+        #[arg(long, value_parser = qs_sim::sweep::parse_seeds)]
+        seeds: Option<std::ops::Range<u64>>,
+        /// Where to write the trace, summary and report (default: runs/real/<scenario>/seed-<seed>;
+        /// with --seeds, one seed-<n> folder each inside it).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The qs-node binary (default: $QSIM_NODE_BIN, else the qs-node beside this qsim).
+        #[arg(long)]
+        node_bin: Option<PathBuf>,
+        /// Run without the faults this machine cannot inject (each named on a SKIPPED line)
+        /// instead of refusing the scenario.
+        #[arg(long)]
+        skip_unsupported: bool,
+        /// Keep the nodes' folders (stores, configurations, logs, events files) here.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+        /// Do not write report.html.
+        #[arg(long)]
+        no_report: bool,
+        /// Run every node on this engine instead of the scenario's: lmdb or rocksdb (memory, the
+        /// simulator's, becomes lmdb: a real store must outlive its process).
+        #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
+        engine: Option<qs_node::EngineKind>,
+    },
     /// Rebuild the HTML report of a run folder (or of a sweep folder) from its files.
     Report {
         /// A folder written by `qsim run` (trace.jsonl, summary.json) or `qsim sweep`.
@@ -360,6 +395,18 @@ fn main() -> ExitCode {
         Command::Merge { shards, out, known, date } => {
             let date = date.unwrap_or_else(qs_sim::sweep::merge::today);
             cmd::sweep::merge(&shards, &out, known.as_deref(), &date)
+        }
+        Command::Real { scenario, seed, seeds, out, node_bin, skip_unsupported, keep, no_report, engine } => {
+            let loaded = match cmd::load(&scenario, engine) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("qsim: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let seeds = seeds.map_or_else(|| vec![seed.or(loaded.scenario.seed).unwrap_or(1)], |range| range.collect());
+            let args = cmd::real::Args { seeds, out, node_bin, skip_unsupported, keep, write_report: !no_report };
+            cmd::real::real(loaded, args)
         }
         Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
             let loaded = match cmd::load(&scenario, engine) {

@@ -59,6 +59,25 @@ pub struct ReadWindow {
 
 pub type ReadWindows = Arc<Mutex<BTreeMap<String, ReadWindow>>>;
 
+impl ReadWindow {
+    /// The window as the `read_sample` event of edge `node` at `at_ms`.
+    pub fn into_sample(mut self, at_ms: u64, node: String) -> crate::trace::Event {
+        let (p50_us, p99_us, max_us) = percentiles(&mut self.latencies_us);
+        let (reads, misses, errors) = (self.reads, self.misses, self.errors);
+        crate::trace::Event::ReadSample { at_ms, node, reads, misses, p50_us, p99_us, max_us, errors }
+    }
+}
+
+/// The 50th and 99th percentile and the maximum of `values` (sorted in place).
+pub fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
+    if values.is_empty() {
+        return (0, 0, 0);
+    }
+    values.sort_unstable();
+    let at = |q: f64| qs_reports::series::quantile(values, q).unwrap_or(0);
+    (at(0.5), at(0.99), values[values.len() - 1])
+}
+
 /// What one reader does.
 #[derive(Clone, Debug)]
 pub struct ReaderSpec {

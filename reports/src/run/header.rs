@@ -31,11 +31,19 @@ pub(super) fn header(s: &RunSummary, facts: &RunFacts) -> Markup {
         ("engine", "engine", or_unknown(&s.engine).render()),
         ("build", "build", or_unknown(&s.build).render()),
         ("nodes", "node-count", facts.nodes.len().render()),
-        ("simulated", "simulated", secs(s.simulated_ms).render()),
+        if s.real {
+            ("real processes, wall clock", "simulated", secs(s.simulated_ms).render())
+        } else {
+            ("simulated", "simulated", secs(s.simulated_ms).render())
+        },
         ("writes acknowledged", "writes", s.writes_acked.render()),
         ("max lag", "max-lag", lag.render()),
         ("convergence", "convergence", converged.render()),
-        ("trace", "digest", html! { (s.events) " events, digest " code { (s.digest) } }),
+        if s.real {
+            ("trace", "digest", html! { (s.events) " events (a real run is not deterministic: no digest)" })
+        } else {
+            ("trace", "digest", html! { (s.events) " events, digest " code { (s.digest) } })
+        },
     ];
     html! {
         header {

@@ -135,6 +135,10 @@ pub struct RunSummary {
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
     pub reproduce: String,
+    /// The run was on real `qs-node` processes (`qsim real`): its times are the wall clock's,
+    /// and it has no digest (it is not deterministic).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub real: bool,
     /// How often nodes were sampled (lag, memory), in ms.
     #[serde(default = "one_second_ms")]
     pub sample_interval_ms: u64,

@@ -3,6 +3,7 @@
 //! returns the process's exit code (`qs_sim::exit`).
 //!
 //! - `run`: one scenario under one seed;
+//! - `real`: one scenario on real `qs-node` processes, under one seed or several;
 //! - `sweep`: `qsim sweep`, `qsim merge` and `qsim nightly`;
 //! - `explore`: `qsim explore`, a budget of runs of a swarm scenario chosen by probe rarity;
 //! - `shrink`: a failing run to the smallest scenario that fails the same way;
@@ -13,6 +14,7 @@
 pub mod diff;
 pub mod explore;
 pub mod history;
+pub mod real;
 pub mod run;
 pub mod shrink;
 pub mod sweep;

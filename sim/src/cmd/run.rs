@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[cfg(madsim)]
 use qs_reports::schema::{Checker, VerdictStatus};
 use qs_sim::exit;
 #[cfg(madsim)]
@@ -158,7 +157,26 @@ pub fn run(
         out.join("trace.jsonl").display()
     );
     let verdicts = verdicts(scenario, &outcome);
-    for v in &verdicts {
+    print_verdicts(&verdicts);
+    println!("fetched    {}", fetched_line(&outcome.fetched));
+    print_probes(&outcome);
+    print_sizing(scenario, &outcome.sizing, &verdicts);
+    write(&out, scenario, seed, &outcome, &verdicts, write_report, false);
+    let code = exit_code(&outcome, &verdicts);
+    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.trace) {
+        return ExitCode::from(code);
+    }
+    if code != exit::PASS {
+        println!("reproduce  {}", scenario.reproduce(seed));
+        return ExitCode::from(code);
+    }
+    println!("verdict    PASS");
+    ExitCode::from(exit::PASS)
+}
+
+/// Each checker's verdict, one line each.
+pub fn print_verdicts(verdicts: &[qs_reports::schema::Verdict]) {
+    for v in verdicts {
         let text = match (&v.first, v.status) {
             (_, VerdictStatus::Pass) => "pass".to_string(),
             (Some(first), _) if v.checker == Checker::Convergence => format!("FAIL: {first}"),
@@ -167,38 +185,46 @@ pub fn run(
         };
         println!("{:<10} {text}", v.checker.as_str());
     }
-    println!("fetched    {}", fetched_line(&outcome.fetched));
-    let hits = probe_hits(&outcome);
-    let reached: Vec<String> = hits.iter().map(|h| format!("{} {}", h.probe.name(), h.hits)).collect();
+}
+
+/// The probes the run reached, in one line.
+pub fn print_probes(outcome: &qs_sim::outcome::RunOutcome) {
+    let reached: Vec<String> = probe_hits(outcome).iter().map(|h| format!("{} {}", h.probe.name(), h.hits)).collect();
     println!("probes     {}", if reached.is_empty() { "none reached".to_string() } else { reached.join(", ") });
-    print_sizing(scenario, &outcome.sizing, &verdicts);
+}
+
+/// The run's exit code by its verdicts: a run that missed its probes did not show what it
+/// exists to show — a failure, not a liveness problem.
+pub fn exit_code(outcome: &qs_sim::outcome::RunOutcome, verdicts: &[qs_reports::schema::Verdict]) -> u8 {
     let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
-    // A run that missed its probes did not show what it exists to show: a failure, not a
-    // liveness problem.
     let violated = outcome.violations().next().is_some()
         || verdicts.iter().any(|v| v.checker == Checker::Coverage && v.status != VerdictStatus::Pass);
-    if let Err(e) = write_outputs(&out, scenario, seed, &outcome, &verdicts) {
+    match (failed, violated) {
+        (false, _) => exit::PASS,
+        (true, true) => exit::VIOLATION,
+        (true, false) => exit::LIVENESS,
+    }
+}
+
+/// Writes the trace and summary into `out` and, with `write_report`, the report; prints where.
+/// `real`: the run was on real processes.
+pub fn write(
+    out: &std::path::Path,
+    scenario: &Scenario,
+    seed: u64,
+    outcome: &qs_sim::outcome::RunOutcome,
+    verdicts: &[qs_reports::schema::Verdict],
+    write_report: bool,
+    real: bool,
+) {
+    if let Err(e) = write_outputs(out, scenario, seed, outcome, verdicts, real) {
         eprintln!("qsim: writing {}: {e}", out.display());
     } else if write_report {
-        match qs_reports::write_run_report(&out) {
+        match qs_reports::write_run_report(out) {
             Ok(path) => println!("report     {}", path.display()),
             Err(e) => eprintln!("qsim: writing the report: {e}"),
         }
     }
-    let code = match (failed, violated) {
-        (false, _) => exit::PASS,
-        (true, true) => exit::VIOLATION,
-        (true, false) => exit::LIVENESS,
-    };
-    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.trace) {
-        return ExitCode::from(code);
-    }
-    if failed {
-        println!("reproduce  {}", scenario.reproduce(seed));
-        return ExitCode::from(code);
-    }
-    println!("verdict    PASS");
-    ExitCode::from(exit::PASS)
 }
 
 /// The replicas' fetched work in one line: what the `fetch` checker bounds.
@@ -263,10 +289,9 @@ fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, trac
 }
 
 /// The failure's signature: the first failing checker and its first problem's shape.
-#[cfg(madsim)]
 fn signature(
     scenario: &Scenario,
-    outcome: &qs_sim::world::RunOutcome,
+    outcome: &qs_sim::outcome::RunOutcome,
     verdicts: &[qs_reports::schema::Verdict],
 ) -> Option<String> {
     use qs_sim::trace::Event;
@@ -286,8 +311,7 @@ fn signature(
 }
 
 /// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
-#[cfg(madsim)]
-fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
+pub fn verdicts(scenario: &Scenario, outcome: &qs_sim::outcome::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
     use qs_sim::trace::Event;
     qs_sim::checkers::names(scenario)
         .iter()
@@ -323,8 +347,7 @@ fn verdicts(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Vec<qs_
 }
 
 /// The probes a run reached, from its `probes` event.
-#[cfg(madsim)]
-fn probe_hits(outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::ProbeHits> {
+fn probe_hits(outcome: &qs_sim::outcome::RunOutcome) -> Vec<qs_reports::schema::ProbeHits> {
     outcome
         .events
         .iter()
@@ -337,8 +360,7 @@ fn probe_hits(outcome: &qs_sim::world::RunOutcome) -> Vec<qs_reports::schema::Pr
 }
 
 /// The `coverage` check: a scenario that names its probes fails a run that reached none.
-#[cfg(madsim)]
-fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> Option<String> {
+fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::outcome::RunOutcome) -> Option<String> {
     let wanted = &scenario.checks.probes;
     let hits = probe_hits(outcome);
     if wanted.is_empty() || hits.iter().any(|h| wanted.contains(&h.probe)) {
@@ -356,18 +378,17 @@ fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::world::RunOutcome) -> 
 }
 
 /// The build that ran a scenario: version and commit, for the report header.
-#[cfg(madsim)]
 fn build() -> String {
     format!("qsim {} ({})", env!("CARGO_PKG_VERSION"), env!("QSIM_COMMIT"))
 }
 
-#[cfg(madsim)]
 fn write_outputs(
     out: &std::path::Path,
     scenario: &Scenario,
     seed: u64,
-    outcome: &qs_sim::world::RunOutcome,
+    outcome: &qs_sim::outcome::RunOutcome,
     verdicts: &[qs_reports::schema::Verdict],
+    real: bool,
 ) -> std::io::Result<()> {
     use qs_sim::trace::Event;
     /// Violations listed in the summary (the trace has them all).
@@ -416,7 +437,12 @@ fn write_outputs(
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),
         nodes: scenario.node_infos(),
-        reproduce: scenario.reproduce(seed),
+        reproduce: if real {
+            format!("./qsim real {} --seed {seed}", scenario.path.display())
+        } else {
+            scenario.reproduce(seed)
+        },
+        real,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
 }

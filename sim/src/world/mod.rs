@@ -39,7 +39,7 @@ use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
 
 pub use crate::outcome::RunOutcome;
 
-pub mod certificates;
+pub use crate::certificates;
 mod end;
 mod sampler;
 mod wire_tap;

@@ -16,16 +16,6 @@ use crate::workload::ReadWindows;
 use super::{States, live, record};
 use crate::sync::Locked;
 
-/// The 50th and 99th percentile and the maximum of `values` (sorted in place).
-fn percentiles(values: &mut [u64]) -> (u64, u64, u64) {
-    if values.is_empty() {
-        return (0, 0, 0);
-    }
-    values.sort_unstable();
-    let at = |q: f64| qs_reports::series::quantile(values, q).unwrap_or(0);
-    (at(0.5), at(0.99), values[values.len() - 1])
-}
-
 /// The nodes whose cache and memory are modelled, and what an OOM kill does to them.
 pub(super) struct ResourceNodes {
     /// Each node's name, madsim handle and disk (which holds its models).
@@ -69,14 +59,12 @@ pub(super) async fn sampler(
                 let lag_ms = recorder.lag_ms(applied, at_ms);
                 recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
             }
-            for (node, mut window) in reads {
-                let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
-                let (reads, misses, errors) = (window.reads, window.misses, window.errors);
-                recorder.record(Event::ReadSample { at_ms, node, reads, misses, p50_us, p99_us, max_us, errors });
+            for (node, window) in reads {
+                recorder.record(window.into_sample(at_ms, node));
             }
             for (node, device) in &nodes {
                 if let Some(mut window) = device.take_window() {
-                    let (p50_us, p99_us, max_us) = percentiles(&mut window.latencies_us);
+                    let (p50_us, p99_us, max_us) = crate::workload::percentiles(&mut window.latencies_us);
                     let ops = window.latencies_us.len() as u64;
                     recorder.record(Event::DiskSample { at_ms, node: node.clone(), ops, p50_us, p99_us, max_us });
                 }

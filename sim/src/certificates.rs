@@ -1,5 +1,6 @@
 //! The run's certificates: a CA and one certificate per node, issued from the seed, written
-//! into the scratch folder for the nodes' `[tls]` before the simulation starts.
+//! into the scratch folder for the nodes' `[tls]` before the simulation starts (or, for a real
+//! run, before its processes start, for the nodes' loopback addresses).
 //!
 //! Guarantees: the files are a function of the seed and the plan alone — Ed25519 keys whose
 //! private seeds are derived from the run's seed with BLAKE3, Ed25519 signatures (deterministic),
@@ -8,6 +9,8 @@
 //! the caller's thread, outside the simulation, as the scratch folder is.
 
 use qs_node::tls::issue::{IssueError, Issued, KeySource, Validity, new_ca, node_certificate};
+
+use std::net::IpAddr;
 
 use crate::plan::Plan;
 
@@ -26,6 +29,11 @@ fn key(seed: u64, who: &str) -> KeySource {
 
 /// The CA and each node's certificate, for the nodes whose configuration has `[tls]`.
 pub fn issue(plan: &Plan) -> Result<Vec<(String, Issued)>, IssueError> {
+    issue_at(plan, |ip| ip)
+}
+
+/// [`issue`], each node certified for `address(its planned address)`.
+fn issue_at(plan: &Plan, address: impl Fn(IpAddr) -> IpAddr) -> Result<Vec<(String, Issued)>, IssueError> {
     let nodes: Vec<_> = plan.nodes.iter().filter(|p| p.config.tls.is_some()).collect();
     if nodes.is_empty() {
         return Ok(Vec::new());
@@ -34,7 +42,7 @@ pub fn issue(plan: &Plan) -> Result<Vec<(String, Issued)>, IssueError> {
     let mut issued = Vec::with_capacity(nodes.len() + 1);
     for node in nodes {
         let name = &node.config.name;
-        let certificate = node_certificate(&ca, name, &[node.ip], &[], validity(), key(plan.seed, name))?;
+        let certificate = node_certificate(&ca, name, &[address(node.ip)], &[], validity(), key(plan.seed, name))?;
         issued.push((name.clone(), certificate));
     }
     issued.push(("ca".to_string(), ca));
@@ -43,8 +51,14 @@ pub fn issue(plan: &Plan) -> Result<Vec<(String, Issued)>, IssueError> {
 
 /// Writes [`issue`]'s certificates into the scratch folder's `tls` folder.
 pub fn write(plan: &Plan) -> Result<(), String> {
+    write_at(plan, |ip| ip)
+}
+
+/// [`write`], each node certified for `address(its planned address)`: a real run's nodes listen
+/// on loopback addresses (`real::network::loopback`).
+pub fn write_at(plan: &Plan, address: impl Fn(IpAddr) -> IpAddr) -> Result<(), String> {
     let dir = crate::scenario::nodes::tls_dir(&plan.scratch);
-    for (stem, issued) in issue(plan).map_err(|e| format!("issuing the run's certificates: {e}"))? {
+    for (stem, issued) in issue_at(plan, address).map_err(|e| format!("issuing the run's certificates: {e}"))? {
         issued.write(&dir, &stem).map_err(|e| e.to_string())?;
     }
     Ok(())
