@@ -5,7 +5,10 @@
 #     clang's builtin headers beside it,
 #   - cargo itself,
 #   - with QSIM_WITH_CHROMIUM=1 (the test command sets it): headless Chromium, which
-#     reports/tests/integration/chromium.rs uses to open the HTML reports from disk and screenshot them.
+#     reports/tests/integration/chromium.rs uses to open the HTML reports from disk and screenshot them;
+#   - with QSIM_WITH_REAL=1 (`./qsim real` and the test command set it): what `qsim real` runs —
+#     `unshare` and `setpriv` (util-linux: the run's network namespace, the nodes' death signal),
+#     `ip` and `tc` (iproute2: its loopback, latency) and `nft` (nftables: partitions and loss).
 # Each check asks the way its consumer will (ci/lib/detect.sh; tested by ci/tests/detect.sh).
 # Installs with apt-get when running as root (or with passwordless sudo) on Debian/Ubuntu;
 # otherwise says exactly what to install and stops.
@@ -28,6 +31,14 @@ have_libclang || missing+=(libclang-dev)
 if [[ "${QSIM_WITH_CHROMIUM:-0}" == 1 ]]; then
   # Debian's package; Ubuntu's `chromium-browser` is a snap stub, so CHROMIUM=/path overrides.
   qsim_find_chromium >/dev/null || missing+=(chromium)
+fi
+
+if [[ "${QSIM_WITH_REAL:-0}" == 1 ]]; then
+  # Asked as qsim real runs them: by name on PATH, each answering --version.
+  for tool in unshare:util-linux setpriv:util-linux ip:iproute2 tc:iproute2 nft:nftables; do
+    "${tool%%:*}" --version >/dev/null 2>&1 || "${tool%%:*}" -V >/dev/null 2>&1 || missing+=("${tool##*:}")
+  done
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++')
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -55,7 +66,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 
-say "installing ${missing[*]} with apt-get (needed to build RocksDB and its bindings, and to test the reports)"
+say "installing ${missing[*]} with apt-get (needed to build RocksDB and its bindings, to test the reports, and for real-process runs)"
 "${apt_run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${apt_run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 qsim_have_c_compiler || { say "no working C compiler after installing gcc; set CC"; exit 1; }
@@ -63,5 +74,8 @@ qsim_have_cxx_compiler || { say "no working C++ compiler after installing g++; s
 have_libclang || { say "libclang (with clang's headers) still not found after installing libclang-dev; set LIBCLANG_PATH"; exit 1; }
 if [[ "${QSIM_WITH_CHROMIUM:-0}" == 1 ]]; then
   qsim_find_chromium >/dev/null || { say "Chromium still does not start after installing it; set CHROMIUM=/path/to/chromium"; exit 1; }
+fi
+if [[ "${QSIM_WITH_REAL:-0}" == 1 ]]; then
+  nft --version >/dev/null 2>&1 || { say "nft still not found after installing nftables"; exit 1; }
 fi
 exit 0

@@ -7,12 +7,16 @@
 #     madsim nodes and checks that one seed gives one run.
 #   - qs-reports' tests include the `chromium` module (tests/integration/chromium.rs), which opens
 #     reports in headless Chromium.
-# Set-up (system packages including Chromium, the once-per-machine RocksDB build) happens first,
-# on demand.
+#   - real processes (`./qsim real`): real-smoke on three seeds and a planted bug failing real
+#     as it fails simulated — needs root (or unprivileged user namespaces) for the run's
+#     network namespace.
+# Set-up (system packages including Chromium and real runs' util-linux, iproute2 and nftables,
+# the once-per-machine RocksDB build) happens first, on demand.
 # Strict from the first line: a failing set-up or launcher check fails the test command (they run
 # before setup.sh, which sets the same options for everything after it).
 set -euo pipefail
 export QSIM_WITH_CHROMIUM=1
+export QSIM_WITH_REAL=1
 echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)" >&2
 "$(dirname "$0")/tests/detect.sh"
 echo "== nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)" >&2
@@ -83,3 +87,22 @@ if refused=$(target/madsim/release/qsim run scenarios/rocksdb.toml --seed 1 --no
   exit 1
 fi
 echo "   $(digest "$full") in both builds; a RocksDB run refused" >&2
+
+# Real processes: the same scenario files and checkers on real qs-node processes (not
+# deterministic; see docs/sweeps.md for what they can and cannot judge). The nightly's `[real]`
+# runs the larger set.
+echo "== real processes (./qsim real): real-smoke on seeds 1..=3; bug-replay fails real by the sequence checker" >&2
+if ! ./qsim real scenarios/real-smoke.toml --seeds 1..=3 --no-report --out "$smoke/real" >"$smoke/real.log" 2>&1; then
+  tail -60 "$smoke/real.log" >&2
+  echo "real-smoke did not pass on real processes" >&2
+  exit 1
+fi
+grep -E "^real runs" "$smoke/real.log" >&2
+status=0
+./qsim real scenarios/bug-replay.toml --seed 1 --no-report --out "$smoke/real-bug" >"$smoke/real-bug.log" 2>&1 || status=$?
+if [[ $status -ne 1 ]] || ! grep -qE "^sequence +FAIL" "$smoke/real-bug.log"; then
+  tail -40 "$smoke/real-bug.log" >&2
+  echo "bug-replay on real processes: expected exit 1 with a sequence violation, got exit $status" >&2
+  exit 1
+fi
+echo "   bug-replay: $(grep -E '^sequence' "$smoke/real-bug.log")" >&2

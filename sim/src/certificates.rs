@@ -54,7 +54,7 @@ pub fn write(plan: &Plan) -> Result<(), String> {
     write_at(plan, |ip| ip)
 }
 
-/// [`write`], each node certified for `address(its planned address)`: a real run's nodes listen
+/// [`write()`], each node certified for `address(its planned address)`: a real run's nodes listen
 /// on loopback addresses (`real::network::loopback`).
 pub fn write_at(plan: &Plan, address: impl Fn(IpAddr) -> IpAddr) -> Result<(), String> {
     let dir = crate::scenario::nodes::tls_dir(&plan.scratch);

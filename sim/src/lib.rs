@@ -17,8 +17,13 @@
 //!   already ending);
 //! - [`scratch`]: where runs keep their files, and a sweep's per-run folders removed however a
 //!   run ends;
-//! - `world`, `workload`, `faults` (only with `--cfg madsim`): the madsim world that runs a
-//!   scenario, its writers and readers, and the fault injectors.
+//! - [`workload`]: the writers and readers, the same code on madsim's runtime and on tokio's;
+//! - [`outcome`]: what one run produced, simulated or real;
+//! - [`certificates`]: the run's CA and node certificates, issued from the seed;
+//! - `world`, `faults` (only with `--cfg madsim`): the madsim world that runs a scenario and
+//!   the fault injectors;
+//! - `real` (only without `--cfg madsim`): the same scenario on real `qs-node` processes, judged
+//!   by the same checkers (`qsim real`).
 
 pub mod certificates;
 pub mod checkers;

@@ -208,6 +208,10 @@ enum Command {
         /// A recent night's summary.json (a shard's or the merge's): the timings --plan uses.
         #[arg(long, requires = "plan")]
         timings: Option<PathBuf>,
+        /// Run nothing: print the definition's real-process runs (`[real]`), one `qsim real`
+        /// argument list a line, for ci/nightly-real.sh (with --first-seeds, that many seeds each).
+        #[arg(long, conflicts_with = "plan")]
+        real_commands: bool,
     },
     /// Merge the folders of a sharded sweep (`qsim sweep --shard i/n`, one per shard) into one:
     /// every run folder, summary.json, junit.xml and report.html over the whole sweep.
@@ -367,6 +371,9 @@ fn main() -> ExitCode {
                 Err(code) => return code,
             };
             cmd::sweep::sweep(cmd::sweep::SweepPlan { scenarios, seeds, shard, jobs, settings, known, out })
+        }
+        Command::Nightly { definition, real_commands: true, first_seeds, .. } => {
+            cmd::sweep::nightly_real_commands(&definition, first_seeds)
         }
         Command::Nightly { definition, plan: true, jobs, timings, .. } => {
             cmd::sweep::nightly_plan(&definition, jobs, timings.as_deref())

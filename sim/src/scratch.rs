@@ -63,7 +63,12 @@ pub struct ScratchDir(tempfile::TempDir);
 impl ScratchDir {
     /// Makes `<scratch root>/<prefix>XXXXXX`.
     pub fn new(prefix: &str) -> std::io::Result<ScratchDir> {
-        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(scratch_root())?;
+        ScratchDir::new_in(prefix, &scratch_root())
+    }
+
+    /// Makes `<root>/<prefix>XXXXXX`.
+    pub fn new_in(prefix: &str, root: &Path) -> std::io::Result<ScratchDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
         LIVE.locked().push(dir.path().to_path_buf());
         Ok(ScratchDir(dir))
     }
@@ -94,6 +99,13 @@ pub fn scratch_root() -> PathBuf {
     let shm = Path::new("/dev/shm");
     let writable = shm.is_dir() && tempfile::Builder::new().prefix("qsim-probe-").tempfile_in(shm).is_ok();
     if writable { shm.to_path_buf() } else { std::env::temp_dir() }
+}
+
+/// Where a real run (`qsim real`) keeps its nodes' folders: `QSIM_SCRATCH_DIR` if set, else the
+/// system's temporary directory — on a disk, not in memory: a real node's `fsync` is part of
+/// what a real run exercises.
+pub fn disk_root() -> PathBuf {
+    std::env::var_os("QSIM_SCRATCH_DIR").filter(|d| !d.is_empty()).map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
 /// The scratch folder of one run process, under [`scratch_root`], handed to it through

@@ -45,7 +45,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
-        note: "Sampled each simulated second while the node runs; a break is a node that was down.",
+        note: "Sampled each second of the run while the node runs; a break is a node that was down.",
     },
     NodeMetric {
         id: "lag",
@@ -70,7 +70,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
-        note: "99th percentile of memcached reads over each simulated second.",
+        note: "99th percentile of memcached reads over each second of the run.",
     },
     NodeMetric {
         id: "read_p50",
@@ -82,7 +82,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
-        note: "Median of memcached reads over each simulated second.",
+        note: "Median of memcached reads over each second of the run.",
     },
     NodeMetric {
         id: "disk_p99",
@@ -94,7 +94,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
-        note: "Store operations on nodes whose disk is slow, each simulated second the fault is on.",
+        note: "Store operations on nodes whose disk is slow, each second of the run the fault is on.",
     },
     NodeMetric {
         id: "cache_miss",

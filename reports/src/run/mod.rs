@@ -102,7 +102,8 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
         section #timeline {
             h2 { "Timeline" }
             p.note {
-                "All charts share one time axis, 0 to " (secs(facts.end_ms)) " of simulated time. "
+                "All charts share one time axis, 0 to " (secs(facts.end_ms))
+                (if summary.real { " of wall-clock time (real processes). " } else { " of simulated time. " })
                 @match facts.liveness_from_ms {
                     Some(ms) if ms < facts.end_ms => {
                         "The shaded part, from " (secs(ms)) ", is the liveness phase: faults healed, writes \

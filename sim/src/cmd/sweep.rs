@@ -202,6 +202,22 @@ fn load_nightly(
     Ok((nightly, scenarios))
 }
 
+/// `qsim nightly --real-commands`: the definition's real-process runs, one `qsim real` argument
+/// list a line (tab-separated), for ci/nightly-real.sh; nothing when it has no `[real]`.
+pub fn nightly_real_commands(definition: &Path, first_seeds: Option<u64>) -> ExitCode {
+    let nightly = match qs_sim::sweep::nightly::Nightly::load(definition) {
+        Ok(nightly) => nightly,
+        Err(e) => {
+            eprintln!("qsim nightly: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    for args in nightly.real.map(|real| real.commands(first_seeds)).unwrap_or_default() {
+        println!("{}", args.join("\t"));
+    }
+    ExitCode::from(exit::PASS)
+}
+
 /// `qsim nightly --plan`: what the definition runs and, from a recent night's timings, what a
 /// shard costs against the definition's `shard_budget`.
 pub fn nightly_plan(definition: &Path, jobs: Option<usize>, timings: Option<&Path>) -> ExitCode {

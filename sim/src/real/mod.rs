@@ -275,8 +275,8 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
             (None, keep.clone())
         }
         None => {
-            let scratch =
-                crate::scratch::ScratchDir::new("qsim-real-").map_err(|e| format!("a scratch folder: {e}"))?;
+            let scratch = crate::scratch::ScratchDir::new_in("qsim-real-", &crate::scratch::disk_root())
+                .map_err(|e| format!("a scratch folder: {e}"))?;
             let path = scratch.path().to_path_buf();
             (Some(scratch), path)
         }

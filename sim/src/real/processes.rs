@@ -130,7 +130,7 @@ impl Cluster {
         Ok(())
     }
 
-    /// SIGTERM, then waits for the node's graceful exit ([`STOP_GRACE`], then SIGKILL). Returns
+    /// SIGTERM, then waits for the node's graceful exit (15 s, then SIGKILL). Returns
     /// how it exited.
     pub fn stop(&mut self, name: &str) -> Result<String, String> {
         let paused = self.nodes.get(name).is_some_and(|n| n.paused);

@@ -50,6 +50,53 @@ struct NightlyFile {
     #[serde(default, with = "humantime_serde")]
     shard_budget: Option<Duration>,
     sweep: Vec<SweepFile>,
+    #[serde(default)]
+    real: Option<RealFile>,
+}
+
+/// `[real]`: scenarios run on real processes (`qsim real`), one after another.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RealFile {
+    scenarios: Vec<PathBuf>,
+    engines: Vec<String>,
+    seeds: String,
+    #[serde(default)]
+    skip_unsupported: bool,
+}
+
+/// The nightly's real-process runs: each (scenario, engine) pair over `seeds`, by `qsim real`
+/// (wall-clock time: one after another, never side by side).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RealRuns {
+    pub runs: Vec<(PathBuf, EngineKind)>,
+    pub seeds: std::ops::Range<u64>,
+    /// Faults the machine cannot inject are skipped with a warning rather than refusing the run.
+    pub skip_unsupported: bool,
+}
+
+impl RealRuns {
+    /// The `qsim real` argument lists, one per pair (`first_seeds`: only that many seeds each).
+    pub fn commands(&self, first_seeds: Option<u64>) -> Vec<Vec<String>> {
+        let end = first_seeds.map_or(self.seeds.end, |n| self.seeds.end.min(self.seeds.start + n));
+        self.runs
+            .iter()
+            .map(|(scenario, engine)| {
+                let mut args = vec![
+                    "real".to_string(),
+                    scenario.display().to_string(),
+                    "--engine".to_string(),
+                    engine.to_string(),
+                    "--seeds".to_string(),
+                    format!("{}..{end}", self.seeds.start),
+                ];
+                if self.skip_unsupported {
+                    args.push("--skip-unsupported".to_string());
+                }
+                args
+            })
+            .collect()
+    }
 }
 
 fn yes() -> bool {
@@ -78,6 +125,8 @@ pub struct Nightly {
     pub shard_budget: Option<Duration>,
     /// Every (scenario file, engine) pair, in the file's order.
     pub runs: Vec<(PathBuf, EngineKind)>,
+    /// The real-process runs (`[real]`), if any.
+    pub real: Option<RealRuns>,
 }
 
 /// Why a nightly definition was refused.
@@ -155,7 +204,32 @@ impl Nightly {
                 }
             }
         }
+        let real = match &file.real {
+            None => None,
+            Some(real) => {
+                let seeds = super::parse_seeds(&real.seeds).map_err(|e| invalid("real.seeds", e))?;
+                if real.scenarios.is_empty() || real.engines.is_empty() {
+                    return Err(invalid("real", "needs at least one scenario and one engine".into()));
+                }
+                let mut runs = Vec::new();
+                for scenario in &real.scenarios {
+                    Scenario::load(scenario).map_err(|e| invalid("real.scenarios", e.to_string()))?;
+                    for engine in &real.engines {
+                        let engine = parse_engine(engine).map_err(|e| invalid("real.engines", e))?;
+                        if engine == EngineKind::Memory {
+                            return Err(invalid(
+                                "real.engines",
+                                "memory is the simulator's engine: a real node's store must outlive its process".into(),
+                            ));
+                        }
+                        runs.push((scenario.clone(), engine));
+                    }
+                }
+                Some(RealRuns { runs, seeds, skip_unsupported: real.skip_unsupported })
+            }
+        };
         Ok(Nightly {
+            real,
             path: path.to_path_buf(),
             seeds,
             shards: file.shards,
@@ -261,6 +335,24 @@ mod tests {
         scenarios = ["@/scenarios/cascade.toml"]
         engines = ["rocksdb"]
     "#;
+
+    /// `[real]` lists `qsim real` commands, one per pair, its seeds cut by `first_seeds`; the
+    /// simulator's memory engine is refused there.
+    #[test]
+    fn real_runs_are_one_command_a_pair() {
+        assert_eq!(parse(GOOD).unwrap().real, None);
+        let with_real = format!(
+            "{GOOD}\n[real]\nscenarios = [\"@/scenarios/quickstart.toml\"]\nengines = [\"lmdb\", \"rocksdb\"]\nseeds = \"1..=10\"\nskip_unsupported = true\n"
+        );
+        let real = parse(&with_real).unwrap().real.unwrap();
+        let commands = real.commands(Some(2));
+        assert_eq!(commands.len(), 2);
+        assert_eq!(commands[1][2..], ["--engine", "rocksdb", "--seeds", "1..3", "--skip-unsupported"]);
+        assert!(commands[0][1].ends_with("scenarios/quickstart.toml"));
+        assert_eq!(real.commands(None)[0][5], "1..11");
+        let memory = with_real.replace("[\"lmdb\", \"rocksdb\"]", "[\"memory\"]");
+        assert!(parse(&memory).unwrap_err().contains("real.engines"), "{}", parse(&memory).unwrap_err());
+    }
 
     #[test]
     fn a_definition_lists_every_scenario_engine_pair_once() {
