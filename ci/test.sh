@@ -21,6 +21,7 @@ echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium agains
 "$(dirname "$0")/tests/detect.sh"
 echo "== nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)" >&2
 "$(dirname "$0")/tests/launchers.sh"
+# shellcheck source=ci/setup.sh
 source "$(dirname "$0")/setup.sh"
 
 if cargo fmt --version >/dev/null 2>&1; then

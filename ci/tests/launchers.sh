@@ -545,7 +545,7 @@ fi
 counted checks members Cargo.toml deploy/container/Containerfile
 
 # The scripts the launchers run, too (-x: ci/setup.sh, which the demo sources, is followed).
-own=(ci/tests/launchers.sh ci/lib/pytools.sh ci/nightly-shard.sh ci/nightly-merge.sh ci/nightly-history.sh ci/nightly-history-demo.sh)
+own=(ci/tests/launchers.sh ci/lib/pytools.sh ci/nightly-shard.sh ci/nightly-merge.sh ci/nightly-history.sh ci/nightly-history-demo.sh ci/nightly-real.sh ci/system-deps.sh ci/test.sh qsim)
 run shellcheck -x "${own[@]}"
 if ((status == 0)); then
   pass "ShellCheck: ${own[*]}"
