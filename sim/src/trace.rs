@@ -170,29 +170,36 @@ impl NodeObserver for RecorderObserver {
     fn observe(&self, node: &str, event: NodeEvent) {
         let mut recorder = self.0.locked();
         let at_ms = recorder.now_ms();
-        let node = node.to_string();
-        let event = match event {
-            NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
-            NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
-            NodeEvent::BootstrapFailed { source, stage, chunks_stored } => {
-                Event::BootstrapFailed { at_ms, node, source: source.to_string(), stage, chunks_stored }
-            }
-            NodeEvent::SourceChanged { source, reason } => {
-                Event::SourceChanged { at_ms, node, source: source.to_string(), reason }
-            }
-            NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
-            NodeEvent::RaftRole { term, role, leader } => Event::RaftRole { at_ms, node, term, role, leader },
-            NodeEvent::Reached(reached) => return recorder.reached(reached),
-            NodeEvent::FaultPoint { point, active } => Event::Fault {
-                at_ms,
-                node,
-                kind: FaultKind::FaultPoint,
-                phase: if active { FaultPhase::Start } else { FaultPhase::End },
-                detail: point.name().to_string(),
-            },
-        };
-        recorder.record(event);
+        match node_event(at_ms, node.to_string(), event) {
+            Ok(event) => recorder.record(event),
+            Err(probe) => recorder.reached(probe),
+        }
     }
+}
+
+/// A node's report as the trace records it at `at_ms`: an event, or a probe reached (counted,
+/// not traced). The one conversion, for the simulator's observer and a real run's events files.
+pub fn node_event(at_ms: u64, node: String, event: NodeEvent) -> Result<Event, Probe> {
+    Ok(match event {
+        NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
+        NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
+        NodeEvent::BootstrapFailed { source, stage, chunks_stored } => {
+            Event::BootstrapFailed { at_ms, node, source: source.to_string(), stage, chunks_stored }
+        }
+        NodeEvent::SourceChanged { source, reason } => {
+            Event::SourceChanged { at_ms, node, source: source.to_string(), reason }
+        }
+        NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
+        NodeEvent::RaftRole { term, role, leader } => Event::RaftRole { at_ms, node, term, role, leader },
+        NodeEvent::Reached(reached) => return Err(reached),
+        NodeEvent::FaultPoint { point, active } => Event::Fault {
+            at_ms,
+            node,
+            kind: FaultKind::FaultPoint,
+            phase: if active { FaultPhase::Start } else { FaultPhase::End },
+            detail: point.name().to_string(),
+        },
+    })
 }
 
 #[cfg(test)]

@@ -48,6 +48,68 @@ pub use crate::checkers::convergence::KeyFate;
 mod writer;
 pub use writer::{Judges, WriterSpec, key_name, writer};
 
+/// The scenario's writers and readers, in the order they start: a writer per writer workload,
+/// all sending to `roots` (the root's HTTP address, or a group's members'), then a reader per
+/// reader workload and edge — the last tier's nodes among `nodes` (each a name and its
+/// memcached address), in their order. The simulator and a real run start these same clients.
+pub fn specs(
+    scenario: &crate::scenario::Scenario,
+    seed: u64,
+    writer_modes: &[crate::scenario::WriterModes],
+    roots: &[SocketAddr],
+    nodes: &[(String, SocketAddr)],
+) -> (Vec<WriterSpec>, Vec<ReaderSpec>) {
+    use crate::scenario::Workload;
+    let mut writers = Vec::new();
+    // Each writer's key count, in writer order.
+    let mut key_spaces: Vec<u64> = Vec::new();
+    for (i, workload) in scenario.workload.iter().enumerate() {
+        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
+            workload.clone()
+        {
+            key_spaces.push(keys);
+            writers.push(WriterSpec {
+                writer_id: writers.len(),
+                roots: roots.to_vec(),
+                rate_per_s,
+                keys,
+                value_bytes,
+                burst,
+                preload_rate_per_s,
+                modes: writer_modes[writers.len()],
+                seed: seed + i as u64,
+            });
+        }
+    }
+    let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
+    let edges: Vec<&(String, SocketAddr)> =
+        nodes.iter().filter(|(name, _)| name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect();
+    let mut readers = Vec::new();
+    for (i, workload) in scenario.workload.iter().enumerate() {
+        let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
+        let all_keys: Vec<String> = key_spaces
+            .iter()
+            .enumerate()
+            .flat_map(|(w, keys)| (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| key_name(w, n)))
+            .collect();
+        if all_keys.is_empty() {
+            break; // nothing is ever written, so there is nothing to read
+        }
+        for (e, (edge, addr)) in edges.iter().enumerate() {
+            readers.push(ReaderSpec {
+                name: format!("reader{i}@{edge}"),
+                edge: edge.clone(),
+                addr: *addr,
+                rate_per_s,
+                skew,
+                keys: all_keys.clone(),
+                seed: seed ^ ((i as u64) << 32) ^ e as u64,
+            });
+        }
+    }
+    (writers, readers)
+}
+
 /// Reads summed over one sampling window, per edge.
 #[derive(Debug, Default, Clone)]
 pub struct ReadWindow {

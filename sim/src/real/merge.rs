@@ -45,41 +45,32 @@ pub fn read_events_file(path: &Path, start_unix_ms: u64) -> Result<NodeEvents, S
 }
 
 /// A source address as the trace names it: the simulator's address of the node.
-fn source(address: SocketAddr) -> String {
-    SocketAddr::new(super::network::simulated(address.ip()), address.port()).to_string()
+fn simulated(address: SocketAddr) -> SocketAddr {
+    SocketAddr::new(super::network::simulated(address.ip()), address.port())
 }
 
-/// One node event as a trace event, as the simulator's `RecorderObserver` makes it; a probe is
-/// counted instead.
+/// One node event as a trace event (`trace::node_event`, as the simulator's observer makes
+/// it), its addresses the simulator's; a probe is counted instead.
 fn to_trace(
     at_ms: u64,
     node: String,
     event: NodeEvent,
     probes: &mut BTreeMap<crate::trace::Probe, u64>,
 ) -> Option<Event> {
-    Some(match event {
-        NodeEvent::Applied { first, last, hash } => Event::Applied { at_ms, node, first, last, hash },
-        NodeEvent::Bootstrapped { index, hash } => Event::Bootstrapped { at_ms, node, index, hash },
-        NodeEvent::BootstrapFailed { source: from, stage, chunks_stored } => {
-            Event::BootstrapFailed { at_ms, node, source: source(from), stage, chunks_stored }
+    let event = match event {
+        NodeEvent::BootstrapFailed { source, stage, chunks_stored } => {
+            NodeEvent::BootstrapFailed { source: simulated(source), stage, chunks_stored }
         }
-        NodeEvent::SourceChanged { source: to, reason } => {
-            Event::SourceChanged { at_ms, node, source: source(to), reason }
-        }
-        NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
-        NodeEvent::RaftRole { term, role, leader } => Event::RaftRole { at_ms, node, term, role, leader },
-        NodeEvent::Reached(probe) => {
+        NodeEvent::SourceChanged { source, reason } => NodeEvent::SourceChanged { source: simulated(source), reason },
+        other => other,
+    };
+    match crate::trace::node_event(at_ms, node, event) {
+        Ok(event) => Some(event),
+        Err(probe) => {
             *probes.entry(probe).or_default() += 1;
-            return None;
+            None
         }
-        NodeEvent::FaultPoint { point, active } => Event::Fault {
-            at_ms,
-            node,
-            kind: FaultKind::FaultPoint,
-            phase: if active { FaultPhase::Start } else { FaultPhase::End },
-            detail: point.name().to_string(),
-        },
-    })
+    }
 }
 
 /// Merges the nodes' events with the harness's (both each in time order) and feeds them, with

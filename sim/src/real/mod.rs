@@ -28,10 +28,10 @@ use crate::checkers::reads::Reads;
 use crate::outcome::RunOutcome;
 use crate::plan::Plan;
 use crate::scenario::fault::FaultStep;
-use crate::scenario::{Fault, FaultKind, Scenario, Workload};
+use crate::scenario::{Fault, FaultKind, Scenario};
 use crate::sync::Locked;
 use crate::trace::{Event, FaultPhase, Recorder, RunPhase, SharedRecorder};
-use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
+use crate::workload::{Acked, ReadWindows};
 
 mod end;
 pub mod merge;
@@ -394,8 +394,8 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
     })
 }
 
-/// The scenario's writers (one producer, to the root's members) and readers (one per edge and
-/// reader workload), as the simulator starts them, on `runtime`.
+/// The scenario's writers and readers (`workload::specs`, as the simulator starts them) on
+/// `runtime`, to the nodes' loopback addresses.
 fn start_clients(
     scenario: &Scenario,
     plan: &Plan,
@@ -405,60 +405,19 @@ fn start_clients(
     acked: &Acked,
     windows: &ReadWindows,
 ) {
-    let seed = plan.seed;
     let configs = real_configs(plan);
     let roots: Vec<SocketAddr> =
         configs.iter().filter(|c| crate::trace::is_root(&c.name)).map(|c| c.listen.http).collect();
+    let memcached: Vec<(String, SocketAddr)> = configs.iter().map(|c| (c.name.clone(), c.listen.memcached)).collect();
+    let (writers, readers) = crate::workload::specs(scenario, plan.seed, &plan.draws.writer_modes, &roots, &memcached);
     let quota_per_s = crate::scenario::nodes::producer_quota(scenario);
     let quota = crate::checkers::quota::Quota::new(quota_per_s, crate::scenario::nodes::producer_burst(scenario));
-    let mut key_spaces: Vec<u64> = Vec::new();
-    for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
-            workload.clone()
-        {
-            let spec = WriterSpec {
-                writer_id: key_spaces.len(),
-                roots: roots.clone(),
-                rate_per_s,
-                keys,
-                value_bytes,
-                burst,
-                preload_rate_per_s,
-                modes: plan.draws.writer_modes[key_spaces.len()],
-                seed: seed + i as u64,
-            };
-            key_spaces.push(keys);
-            let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
-            runtime.spawn(crate::workload::writer(spec, recorder.clone(), judges));
-        }
+    for spec in writers {
+        let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
+        runtime.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
-    let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
-    let edges: Vec<&NodeConfig> =
-        configs.iter().filter(|c| c.name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect();
-    for (i, workload) in scenario.workload.iter().enumerate() {
-        let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
-        let all_keys: Vec<String> = key_spaces
-            .iter()
-            .enumerate()
-            .flat_map(|(w, keys)| {
-                (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| crate::workload::key_name(w, n))
-            })
-            .collect();
-        if all_keys.is_empty() {
-            break;
-        }
-        for (e, edge) in edges.iter().enumerate() {
-            let spec = ReaderSpec {
-                name: format!("reader{i}@{}", edge.name),
-                edge: edge.name.clone(),
-                addr: edge.listen.memcached,
-                rate_per_s,
-                skew,
-                keys: all_keys.clone(),
-                seed: seed ^ ((i as u64) << 32) ^ e as u64,
-            };
-            runtime.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
-        }
+    for spec in readers {
+        runtime.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
     }
 }
 

@@ -129,7 +129,7 @@ impl Capabilities {
                 (Namespace::Shared, _) => {
                     Some("needs a network namespace of the run's own (`unshare --net` failed or was not run)".into())
                 }
-                (_, false) => Some("needs nftables (`nft`): ci/setup-real.sh installs it".into()),
+                (_, false) => Some("needs nftables (`nft`), which `./qsim real` installs (ci/system-deps.sh)".into()),
                 _ => None,
             },
             Latency if self.namespace == Namespace::Shared => {

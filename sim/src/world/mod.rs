@@ -32,10 +32,10 @@ use crate::faults::disk::SimDisk;
 use crate::faults::supervision::Supervision;
 use crate::faults::{FaultStep, SimNode};
 use crate::plan::Plan;
+use crate::scenario::Scenario;
 use crate::scenario::nodes::{HTTP_PORT, MEMCACHED_PORT, Planned, REPLICATION_PORT};
-use crate::scenario::{Scenario, Workload};
 use crate::trace::{Event, Recorder, RecorderObserver, SharedRecorder};
-use crate::workload::{Acked, ReadWindows, ReaderSpec, WriterSpec};
+use crate::workload::{Acked, ReadWindows};
 
 pub use crate::outcome::RunOutcome;
 
@@ -462,67 +462,30 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     let handle = Handle::current();
     let producer = handle.create_node().name("producer").ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1))).build();
     let mut clients = vec![producer.id()];
-    // Each writer's key count, in writer order.
-    let mut key_spaces: Vec<u64> = Vec::new();
-    let mut writers = 0;
     // The writers share one producer, so one bucket.
     let quota_per_s = crate::scenario::nodes::producer_quota(&scenario);
     let quota = crate::checkers::quota::Quota::new(quota_per_s, crate::scenario::nodes::producer_burst(&scenario));
-    for (i, workload) in scenario.workload.iter().enumerate() {
-        if let Workload::Writer { rate_per_s, keys, value_bytes, burst, preload_rate_per_s, modes: _ } =
-            workload.clone()
-        {
-            key_spaces.push(keys);
-            let spec = WriterSpec {
-                writer_id: writers,
-                roots: root_http.clone(),
-                rate_per_s,
-                keys,
-                value_bytes,
-                burst,
-                preload_rate_per_s,
-                modes: writer_modes[writers],
-                seed: seed + i as u64,
-            };
-            let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
-            producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
-            writers += 1;
-        }
+    let memcached: Vec<(String, SocketAddr)> =
+        nodes.iter().map(|n| (n.name.clone(), SocketAddr::new(n.ip, MEMCACHED_PORT))).collect();
+    let (writers, readers) = crate::workload::specs(&scenario, seed, &writer_modes, &root_http, &memcached);
+    for spec in writers {
+        let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
+        producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
-    let edges: Vec<&SimNode> = {
-        let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
-        nodes.iter().filter(|n| n.name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect()
-    };
-    for (i, workload) in scenario.workload.iter().enumerate() {
-        let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
-        let all_keys: Vec<String> = key_spaces
-            .iter()
-            .enumerate()
-            .flat_map(|(w, keys)| {
-                (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| crate::workload::key_name(w, n))
-            })
-            .collect();
-        if all_keys.is_empty() {
-            break; // nothing is ever written, so there is nothing to read
-        }
-        for (e, edge) in edges.iter().enumerate() {
-            let host = handle
-                .create_node()
-                .name(format!("reader-{}", edge.name))
-                .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 254, (e % 250) as u8 + 1)))
-                .build();
-            clients.push(host.id());
-            let spec = ReaderSpec {
-                name: format!("reader{i}@{}", edge.name),
-                edge: edge.name.clone(),
-                addr: SocketAddr::new(edge.ip, MEMCACHED_PORT),
-                rate_per_s,
-                skew,
-                keys: all_keys.clone(),
-                seed: seed ^ ((i as u64) << 32) ^ e as u64,
-            };
-            host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
-        }
+    // Each reader on a host of its own, numbered by its edge's place among the edges.
+    let mut edges: Vec<String> = Vec::new();
+    for spec in readers {
+        let e = edges.iter().position(|edge| *edge == spec.edge).unwrap_or_else(|| {
+            edges.push(spec.edge.clone());
+            edges.len() - 1
+        });
+        let host = handle
+            .create_node()
+            .name(format!("reader-{}", spec.edge))
+            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 254, (e % 250) as u8 + 1)))
+            .build();
+        clients.push(host.id());
+        host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
     }
 
     let book = FaultBook {
