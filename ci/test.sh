@@ -107,3 +107,13 @@ if [[ $status -ne 1 ]] || ! grep -qE "^sequence +FAIL" "$smoke/real-bug.log"; th
   exit 1
 fi
 echo "   bug-replay: $(grep -E '^sequence' "$smoke/real-bug.log")" >&2
+# Everything a real run starts dies with it, also when only qsim itself is signalled.
+timeout -s TERM 12 target/real/release/qsim real scenarios/quickstart.toml --seed 1 --keep "$smoke/interrupted" \
+  --out "$smoke/interrupted-out" >"$smoke/interrupted.log" 2>&1 || true
+sleep 2
+if pgrep -f "$smoke/interrupted" >/dev/null; then
+  pgrep -af "$smoke/interrupted" >&2
+  echo "a real run signalled after 12 s left the processes above running" >&2
+  exit 1
+fi
+echo "   a real run signalled mid-run: every node process gone" >&2

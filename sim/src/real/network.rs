@@ -61,23 +61,27 @@ pub enum Namespace {
     Shared,
 }
 
-/// How `qsim real` gets its namespace: `Ok(None)` when this process is already inside one (or
-/// the caller asked for none); otherwise the exit code of this same command re-run inside a new
-/// one under `unshare --net` (with a user namespace mapping this user to root when not root, so
-/// the filters can be set without privilege where the kernel allows it).
+/// How `qsim real` gets its namespace: `Ok(None)` when this process is already inside one;
+/// otherwise the exit status of this same command re-run inside a new one under `unshare --net`
+/// (with a user namespace mapping this user to root when not root, so the filters can be set
+/// without privilege where the kernel allows it), which dies with this process.
 pub fn enter_namespace() -> Result<Option<std::process::ExitStatus>, String> {
     if std::env::var_os(INSIDE_NAMESPACE).is_some() {
         return Ok(None);
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this qsim's path: {e}"))?;
-    let mut command = Command::new("unshare");
+    // The run inside is this process's to stop: if this one dies (a signal to it alone, as
+    // `timeout` sends), the one inside gets SIGTERM, removes its scratch folder and exits, and
+    // its nodes die with it (their own death signal).
+    let mut command = Command::new("setpriv");
+    command.args(["--pdeathsig", "TERM", "--", "unshare"]);
     if !running_as_root() {
         command.args(["--user", "--map-root-user"]);
     }
     command.args(["--net", "--"]).arg(exe).args(std::env::args_os().skip(1)).env(INSIDE_NAMESPACE, "1");
     match command.status() {
         Ok(status) => Ok(Some(status)),
-        Err(e) => Err(format!("running `unshare --net` (util-linux): {e}")),
+        Err(e) => Err(format!("running `setpriv` and `unshare --net` (util-linux): {e}")),
     }
 }
 
