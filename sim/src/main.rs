@@ -86,7 +86,8 @@ enum Command {
         /// instead of refusing the scenario.
         #[arg(long)]
         skip_unsupported: bool,
-        /// Keep the nodes' folders (stores, configurations, logs, events files) here.
+        /// Make the nodes' folders (stores, configurations, logs, events files) in this new or
+        /// empty folder and keep them (by default they are in a scratch folder, removed at the end).
         #[arg(long)]
         keep: Option<PathBuf>,
         /// Do not write report.html.
