@@ -169,9 +169,8 @@ fn one(
     write_report: bool,
 ) -> u8 {
     use super::run::{exit_code, print_probes, print_verdicts, verdicts, write};
-    let scratch = std::env::temp_dir();
-    let plan = qs_sim::plan::Plan::new(scenario, seed, &scratch);
-    let (faults, skipped) = match qs_sim::real::runnable_faults(&plan, capabilities, options.skip_unsupported) {
+    let draws = qs_sim::plan::Draws::of(scenario, seed);
+    let (faults, skipped) = match qs_sim::real::runnable_faults(&draws.faults, capabilities, options.skip_unsupported) {
         Ok(kept) => kept,
         Err(e) => {
             eprintln!("qsim: {}: seed {seed}: {e}", scenario.path.display());

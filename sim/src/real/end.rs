@@ -31,13 +31,13 @@ pub struct Status {
     pub leads: bool,
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().timeout_global(Some(REQUEST_TIMEOUT)).build().into()
-}
+/// One HTTP client for the run's every request (its connections kept between polls).
+static AGENT: std::sync::LazyLock<ureq::Agent> =
+    std::sync::LazyLock::new(|| ureq::Agent::config_builder().timeout_global(Some(REQUEST_TIMEOUT)).build().into());
 
 fn get(http: SocketAddr, path: &str) -> Result<String, String> {
     let url = format!("http://{http}{path}");
-    let mut response = agent().get(&url).call().map_err(|e| format!("{url}: {e}"))?;
+    let mut response = AGENT.get(&url).call().map_err(|e| format!("{url}: {e}"))?;
     response.body_mut().read_to_string().map_err(|e| format!("{url}: {e}"))
 }
 

@@ -67,16 +67,16 @@ fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64)
 }
 
-/// The faults of the plan this machine runs, and a warning line for each it skips; an error
-/// naming the first it cannot run when skipping was not asked for.
+/// The faults of a run (its plan's draws) this machine runs, and a warning line for each it
+/// skips; an error naming the first it cannot run when skipping was not asked for.
 pub fn runnable_faults(
-    plan: &Plan,
+    faults: &[Fault],
     capabilities: &Capabilities,
     skip: bool,
 ) -> Result<(Vec<Fault>, Vec<String>), String> {
     let mut kept = Vec::new();
     let mut skipped = Vec::new();
-    for fault in &plan.draws.faults {
+    for fault in faults {
         let why = match (fault.during.is_some(), capabilities.refuses(fault.kind)) {
             (true, _) => {
                 Some("it waits for a snapshot transfer in progress, which only the simulator sees".to_string())
@@ -284,7 +284,8 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
     let plan = Plan::new(scenario, seed, &folder);
     crate::certificates::write_at(&plan, network::loopback)?;
     let names = scenario.node_names();
-    let cluster = Cluster::new(&options.node_bin, &folder, &real_configs(&plan))
+    let configs = real_configs(&plan);
+    let cluster = Cluster::new(&options.node_bin, &folder, &configs)
         .map_err(|e| format!("writing the nodes' configurations: {e}"))?;
     let start_unix_ms = unix_ms();
     let reads = Reads::default();
@@ -312,7 +313,7 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
         .map_err(|e| format!("the clients' runtime: {e}"))?;
     let acked: Acked = Arc::default();
     let windows: ReadWindows = Arc::default();
-    start_clients(scenario, &plan, &clients, &recorder, &reads, &acked, &windows);
+    start_clients(scenario, &plan, &configs, &clients, &recorder, &reads, &acked, &windows);
     clients.spawn(sample_reads(scenario.checks.sample_interval, windows, recorder.clone()));
 
     // Safety phase: faults at their times.
@@ -396,16 +397,17 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
 
 /// The scenario's writers and readers (`workload::specs`, as the simulator starts them) on
 /// `runtime`, to the nodes' loopback addresses.
+#[allow(clippy::too_many_arguments)] // the run's shared state, handed to each client
 fn start_clients(
     scenario: &Scenario,
     plan: &Plan,
+    configs: &[NodeConfig],
     runtime: &tokio::runtime::Runtime,
     recorder: &SharedRecorder,
     reads: &Reads,
     acked: &Acked,
     windows: &ReadWindows,
 ) {
-    let configs = real_configs(plan);
     let roots: Vec<SocketAddr> =
         configs.iter().filter(|c| crate::trace::is_root(&c.name)).map(|c| c.listen.http).collect();
     let memcached: Vec<(String, SocketAddr)> = configs.iter().map(|c| (c.name.clone(), c.listen.memcached)).collect();
