@@ -94,6 +94,9 @@ pub struct RunFacts {
     pub violations: Vec<ViolationRow>,
     pub key_usage: Vec<KeyUsageRow>,
     pub any_source_changes: bool,
+    /// Per summarized tier, the greatest lag any of its nodes showed (`tier_sample` events:
+    /// every node of the tier, where the trace keeps some nodes' own samples only).
+    pub tier_lag_max_ms: BTreeMap<String, u64>,
 }
 
 impl RunFacts {
@@ -176,6 +179,10 @@ impl RunFacts {
                     let n = facts.node_mut(node);
                     n.max_lag_ms = Some(n.max_lag_ms.unwrap_or(0).max(*lag_ms));
                     n.last_applied = Some(n.last_applied.unwrap_or(0).max(*applied));
+                }
+                Event::TierSample { tier, lag_max_ms, .. } => {
+                    let max = facts.tier_lag_max_ms.entry(tier.clone()).or_default();
+                    *max = (*max).max(*lag_max_ms);
                 }
                 Event::Violation { at_ms, checker, node, index, message } => {
                     facts.violations.push(ViolationRow {

@@ -87,10 +87,7 @@ pub fn spread(samples: impl IntoIterator<Item = (u64, f64)>, bucket_ms: u64, gap
     for (t, v) in samples {
         buckets.entry(t / bucket_ms).or_default().push(v);
     }
-    let gap_buckets = gap_ms.map(|g| g.div_ceil(bucket_ms).max(2));
-    let mut out: Vec<Vec<Spread>> = Vec::new();
-    let mut prev: Option<u64> = None;
-    for (b, mut values) in buckets {
+    let spreads = buckets.into_iter().map(|(b, mut values)| {
         values.sort_by(f64::total_cmp);
         let spread = Spread {
             t_ms: b * bucket_ms + bucket_ms / 2,
@@ -98,6 +95,45 @@ pub fn spread(samples: impl IntoIterator<Item = (u64, f64)>, bucket_ms: u64, gap
             median: values[values.len() / 2],
             max: values[values.len() - 1],
         };
+        (b, spread)
+    });
+    segments_of(spreads, bucket_ms, gap_ms)
+}
+
+/// Spreads per bucket of spreads already taken (a tier's summaries, each over all its nodes at
+/// one instant): the least minimum, the median of the medians and the greatest maximum, split
+/// like [`spread`].
+pub fn merge_spreads(
+    samples: impl IntoIterator<Item = Spread>,
+    bucket_ms: u64,
+    gap_ms: Option<u64>,
+) -> Vec<Vec<Spread>> {
+    assert!(bucket_ms > 0);
+    let mut buckets: BTreeMap<u64, Vec<Spread>> = BTreeMap::new();
+    for sample in samples {
+        buckets.entry(sample.t_ms / bucket_ms).or_default().push(sample);
+    }
+    let spreads = buckets.into_iter().map(|(b, samples)| {
+        let mut medians: Vec<f64> = samples.iter().map(|s| s.median).collect();
+        medians.sort_by(f64::total_cmp);
+        let spread = Spread {
+            t_ms: b * bucket_ms + bucket_ms / 2,
+            min: samples.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
+            median: medians[medians.len() / 2],
+            max: samples.iter().map(|s| s.max).fold(f64::NEG_INFINITY, f64::max),
+        };
+        (b, spread)
+    });
+    segments_of(spreads, bucket_ms, gap_ms)
+}
+
+/// Bucketed spreads in bucket order, split into segments where more than `gap_ms` (at least two
+/// buckets) has none.
+fn segments_of(spreads: impl Iterator<Item = (u64, Spread)>, bucket_ms: u64, gap_ms: Option<u64>) -> Vec<Vec<Spread>> {
+    let gap_buckets = gap_ms.map(|g| g.div_ceil(bucket_ms).max(2));
+    let mut out: Vec<Vec<Spread>> = Vec::new();
+    let mut prev: Option<u64> = None;
+    for (b, spread) in spreads {
         let split = match (prev, gap_buckets) {
             (None, _) => true,
             (Some(p), Some(g)) => b - p > g,

@@ -407,6 +407,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
         outcome: if failing.is_empty() { "pass" } else { "violation" }.into(),
         digest: "synthetic".into(),
         events: events.len() as u64,
+        events_omitted: 0,
         simulated_ms: end_ms,
         messages: 0,
         liveness_from_ms: liveness_ms,

@@ -10,6 +10,8 @@ use crate::trace::Event;
 #[derive(Debug)]
 pub struct RunOutcome {
     pub events: Vec<Event>,
+    /// Per-node series events the checkers saw and the trace left out (`crate::trace::Detail`).
+    pub events_omitted: u64,
     /// The canonical trace of `events` (`trace.jsonl`), encoded once: the digest, the file and
     /// the determinism check all read it.
     pub trace: String,

@@ -38,6 +38,69 @@ pub struct Recorder {
     root_applied: u64,
     /// Each root member's last applied index.
     root_heads: std::collections::BTreeMap<String, u64>,
+    /// The nodes whose per-node series the trace does not keep ([`Detail`]).
+    omitted_nodes: std::collections::BTreeSet<String>,
+    /// Events fed to the checkers but not kept, for those nodes.
+    omitted: u64,
+    /// Each node's largest modelled RSS, kept or not.
+    rss_max: std::collections::BTreeMap<String, u64>,
+}
+
+/// Which nodes' per-node series a trace keeps. A per-node series is one of the events a node
+/// makes steadily, every batch or every sample: [`Event::Applied`], `LagSample`, `Cursor`,
+/// `ReadSample`, `DiskSample`, `CacheSample` and `MemorySample`. Every other event (faults,
+/// source changes, bootstraps, violations, end-of-run summaries) is always kept.
+///
+/// A tree's trace keeps the series of at most `nodes_per_tier` nodes of each tier (the first by
+/// number), of every root member, and of every node a fault of the run names; a tier with more
+/// nodes is summarized each sample by a [`Event::TierSample`] over all of them. So a trace
+/// holds at most `(root members + tiers × nodes_per_tier + fault targets)` nodes' series,
+/// whatever the tree's size, and is whole (nothing omitted) for a tree with no larger tier.
+/// The checkers see every event either way.
+#[derive(Clone, Debug, Default)]
+pub struct Detail {
+    /// The nodes whose series are left out.
+    pub omitted: std::collections::BTreeSet<String>,
+    /// Each node's tier, in topology order, when any tier is summarized (else empty): what
+    /// the sampler groups its tier samples by.
+    pub tiers: Vec<(String, String)>,
+}
+
+impl Detail {
+    /// The detail of a run of `scenario` whose faults are `faults`.
+    pub fn of(scenario: &crate::scenario::Scenario, faults: &[crate::scenario::Fault]) -> Detail {
+        let per_tier = scenario.checks.trace_nodes_per_tier;
+        let named: std::collections::BTreeSet<String> = faults
+            .iter()
+            .flat_map(|f| f.group_with_target().into_iter().chain(f.peer.as_ref().map(|p| p.get_ref().clone())))
+            .collect();
+        let infos = scenario.node_infos();
+        let mut place: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        let mut omitted = std::collections::BTreeSet::new();
+        for info in &infos {
+            let n = place.entry(info.tier.as_str()).or_default();
+            *n += 1;
+            if *n > per_tier && !is_root(&info.name) && !named.contains(&info.name) {
+                omitted.insert(info.name.clone());
+            }
+        }
+        let tiers = if omitted.is_empty() { Vec::new() } else { infos.into_iter().map(|i| (i.name, i.tier)).collect() };
+        Detail { omitted, tiers }
+    }
+}
+
+/// Whether `event` is one of a node's steady series ([`Detail`]), and whose.
+fn series_node(event: &Event) -> Option<&str> {
+    match event {
+        Event::Applied { node, .. }
+        | Event::LagSample { node, .. }
+        | Event::Cursor { node, .. }
+        | Event::ReadSample { node, .. }
+        | Event::DiskSample { node, .. }
+        | Event::CacheSample { node, .. }
+        | Event::MemorySample { node, .. } => Some(node),
+        _ => None,
+    }
 }
 
 /// The node whose commits are the log (its name in every scenario).
@@ -68,7 +131,26 @@ impl Recorder {
             root_commits: Default::default(),
             root_applied: 0,
             root_heads: Default::default(),
+            omitted_nodes: Default::default(),
+            omitted: 0,
+            rss_max: Default::default(),
         }))
+    }
+
+    /// Keeps no per-node series of `detail`'s omitted nodes from now on (the checkers still
+    /// see them).
+    pub fn keep_detail(&mut self, detail: &Detail) {
+        self.omitted_nodes = detail.omitted.clone();
+    }
+
+    /// Events the checkers saw that the trace does not keep ([`Detail`]).
+    pub fn omitted(&self) -> u64 {
+        self.omitted
+    }
+
+    /// The largest modelled RSS of each node that reported one, kept in the trace or not.
+    pub fn rss_max(&self) -> &std::collections::BTreeMap<String, u64> {
+        &self.rss_max
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -109,11 +191,19 @@ impl Recorder {
         {
             self.reached(probe);
         }
+        if let Event::MemorySample { node, rss, .. } = &event {
+            let max = self.rss_max.entry(node.clone()).or_default();
+            *max = (*max).max(*rss);
+        }
         let mut found = Vec::new();
         for observer in &mut self.observers {
             found.extend(observer.observe(&event));
         }
-        self.events.push(event);
+        if series_node(&event).is_some_and(|node| self.omitted_nodes.contains(node)) {
+            self.omitted += 1;
+        } else {
+            self.events.push(event);
+        }
         self.events.extend(found);
     }
 

@@ -87,7 +87,8 @@ pub fn specs(
     let mut readers = Vec::new();
     for (i, workload) in scenario.workload.iter().enumerate() {
         let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
-        let all_keys: Vec<String> = key_spaces
+        // One list shared by every edge's reader: ten thousand edges hold one copy, not one each.
+        let all_keys: Arc<[String]> = key_spaces
             .iter()
             .enumerate()
             .flat_map(|(w, keys)| (0..hot_keys.unwrap_or(*keys).min(*keys)).map(move |n| key_name(w, n)))
@@ -148,8 +149,8 @@ pub struct ReaderSpec {
     pub addr: SocketAddr,
     pub rate_per_s: f64,
     pub skew: f64,
-    /// Every key the writers use.
-    pub keys: Vec<String>,
+    /// Every key the writers use (shared by all readers of one workload).
+    pub keys: Arc<[String]>,
     pub seed: u64,
 }
 

@@ -63,7 +63,7 @@ impl MemDisk {
     /// The keys of the KV table, in order (for choosing values to damage).
     #[cfg(any(test, feature = "sim-harness"))]
     pub fn kv_keys(&self) -> Vec<Vec<u8>> {
-        self.lock()[slot(Table::Kv)].keys().cloned().collect()
+        self.lock()[slot(Table::Kv)].keys().map(<[u8]>::to_vec).collect()
     }
 
     /// Fault injection: flips the lowest bit of the last byte stored under `key` in the KV
@@ -231,7 +231,7 @@ impl Engine for MemEngine {
                 } else {
                     std::ops::Bound::Excluded(from.as_slice())
                 };
-                tables[slot(table)].range_from(lower).take(PAGE).map(|(k, v)| (k.clone(), v.clone())).collect()
+                tables[slot(table)].range_from(lower).take(PAGE).map(|(k, v)| (k.to_vec(), v.clone())).collect()
             };
             let full = page.len() == PAGE;
             for (key, value) in &page {

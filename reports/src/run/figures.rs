@@ -312,14 +312,25 @@ pub(crate) fn metric_figure(
         }
     }
     let present: Vec<usize> = (0..per_node.len()).filter(|&i| !per_node[i].is_empty()).collect();
-    if present.is_empty() {
+    // Tiers the trace summarizes over all their nodes (it keeps some nodes' own samples only).
+    let mut summarized: std::collections::BTreeMap<&str, (Vec<series::Spread>, u64)> = Default::default();
+    if let Some(tier_spread) = metric.tier_spread {
+        for e in events {
+            if let (Some((tier, spread)), Event::TierSample { nodes, .. }) = (tier_spread(e), e) {
+                let (spreads, most) = summarized.entry(tier).or_default();
+                spreads.push(spread);
+                *most = (*most).max(*nodes);
+            }
+        }
+    }
+    if present.is_empty() && summarized.is_empty() {
         return None;
     }
     let mut marks = Vec::new();
     let mut legend = Vec::new();
     let mut note = metric.note.to_string();
     let to_s = |seg: Vec<(u64, f64)>| seg.into_iter().map(|(t, v)| (t as f64 / 1000.0, v)).collect::<Vec<_>>();
-    if present.len() <= MAX_NODE_LINES {
+    if present.len() <= MAX_NODE_LINES && summarized.is_empty() {
         let global_colors = facts.nodes.len() <= MAX_NODE_LINES;
         for (k, &i) in present.iter().enumerate() {
             let color = chart::palette(if global_colors { i } else { k });
@@ -331,13 +342,23 @@ pub(crate) fn metric_figure(
             legend.push((color, facts.nodes[i].name.clone()));
         }
     } else {
+        let any_summarized = !summarized.is_empty();
         for (k, (tier, members)) in facts.tiers().into_iter().enumerate() {
-            let samples: Vec<(u64, f64)> = members.iter().flat_map(|&i| per_node[i].iter().copied()).collect();
-            if samples.is_empty() {
-                continue;
-            }
             let color = chart::palette(k);
-            let spreads = series::spread(samples, bucket, gap_ms);
+            let (spreads, label) = match summarized.remove(tier.as_str()) {
+                Some((tier_spreads, nodes)) => (
+                    series::merge_spreads(tier_spreads, bucket, gap_ms),
+                    format!("{tier} (all {nodes} node{}): median, band min–max", if nodes == 1 { "" } else { "s" }),
+                ),
+                None => {
+                    let samples: Vec<(u64, f64)> = members.iter().flat_map(|&i| per_node[i].iter().copied()).collect();
+                    if samples.is_empty() {
+                        continue;
+                    }
+                    let n = members.iter().filter(|&&i| !per_node[i].is_empty()).count();
+                    (series::spread(samples, bucket, gap_ms), format!("{tier} ({n} nodes): median, band min–max"))
+                }
+            };
             let band = spreads
                 .iter()
                 .map(|seg| seg.iter().map(|s| (s.t_ms as f64 / 1000.0, s.min, s.max)).collect())
@@ -347,10 +368,16 @@ pub(crate) fn metric_figure(
             // Bands first, so no tier's band covers another tier's median line.
             marks.insert(0, Mark::Band { color, segments: band });
             marks.push(Mark::Line { color, width: 2, segments: median });
-            let n = members.iter().filter(|&&i| !per_node[i].is_empty()).count();
-            legend.push((color, format!("{tier} ({n} nodes): median, band min–max")));
+            legend.push((color, label));
         }
-        let _ = write!(note, " {} nodes, grouped by tier.", present.len());
+        if any_summarized {
+            let _ = write!(
+                note,
+                " Grouped by tier; a tier marked “all” is drawn from samples over every one of its nodes."
+            );
+        } else {
+            let _ = write!(note, " {} nodes, grouped by tier.", present.len());
+        }
     }
     let bound = (metric.bound)(summary);
     if let Some(y) = bound {
@@ -360,9 +387,12 @@ pub(crate) fn metric_figure(
     // Outliers (a node that never applied shows a lag of decades) would flatten everything else:
     // clip far outliers at the top edge and say so.
     let mut values: Vec<f64> = present.iter().flat_map(|&i| per_node[i].iter().map(|p| p.1)).collect();
+    if metric.tier_spread.is_some() {
+        values.extend(events.iter().filter_map(|e| metric.tier_spread.and_then(|f| f(e))).map(|(_, s)| s.max));
+    }
     values.sort_by(f64::total_cmp);
     let p99 = series::quantile(&values, 0.99).unwrap_or(0.0);
-    let max = *values.last().expect("present is non-empty");
+    let max = *values.last().expect("present or summarized is non-empty");
     let reference = p99.max(bound.unwrap_or(0.0));
     let y_top = (reference > 0.0 && max > 20.0 * reference).then_some(reference * 1.5);
     if let Some(top) = y_top {

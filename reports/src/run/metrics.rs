@@ -5,10 +5,14 @@
 //! entry the same way (and leaves out one whose events the trace lacks).
 
 use crate::schema::{Event, RunSummary};
+use crate::series::Spread;
 
 /// Per-node samples are taken once a simulated second: a longer silence means the node was not
 /// running (killed, paused), and the line breaks there instead of bridging the gap.
 const SAMPLE_GAP_MS: u64 = 2_500;
+
+/// A tier's name and spread of a value at one sample, if the event is a tier's summary.
+pub type TierSpread = fn(&Event) -> Option<(&str, Spread)>;
 
 /// A chart of one value per node over time, fed by one kind of event.
 #[derive(Debug)]
@@ -23,6 +27,10 @@ pub struct NodeMetric {
     pub bound: fn(&RunSummary) -> Option<f64>,
     /// Where to break a node's line: None for values that are only reported when they change.
     pub gap_ms: Option<u64>,
+    /// A tier's spread of this value over all its nodes at one sample, from an event that
+    /// summarizes a tier ([`Event::TierSample`]): a tier so summarized is drawn from these, not
+    /// from the few nodes whose own samples the trace keeps.
+    pub tier_spread: Option<TierSpread>,
     /// What the chart shows, one sentence.
     pub note: &'static str,
 }
@@ -45,6 +53,18 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: Some(|e| match e {
+            Event::TierSample { at_ms, tier, applied_min, applied_median, applied_max, .. } => Some((
+                tier,
+                Spread {
+                    t_ms: *at_ms,
+                    min: *applied_min as f64,
+                    median: *applied_median as f64,
+                    max: *applied_max as f64,
+                },
+            )),
+            _ => None,
+        }),
         note: "Sampled each second of the run while the node runs; a break is a node that was down.",
     },
     NodeMetric {
@@ -57,6 +77,18 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: |s| (s.lag_max_ms > 0).then(|| s.lag_max_ms as f64 / 1000.0),
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: Some(|e| match e {
+            Event::TierSample { at_ms, tier, lag_min_ms, lag_median_ms, lag_max_ms, .. } => Some((
+                tier,
+                Spread {
+                    t_ms: *at_ms,
+                    min: *lag_min_ms as f64 / 1000.0,
+                    median: *lag_median_ms as f64 / 1000.0,
+                    max: *lag_max_ms as f64 / 1000.0,
+                },
+            )),
+            _ => None,
+        }),
         note: "Age of each node's newest applied entry; the dashed red line is the scenario's bound \
                (checked while no fault is active).",
     },
@@ -70,6 +102,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: None,
         note: "99th percentile of memcached reads over each second of the run.",
     },
     NodeMetric {
@@ -82,6 +115,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: None,
         note: "Median of memcached reads over each second of the run.",
     },
     NodeMetric {
@@ -94,6 +128,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: None,
         note: "Store operations on nodes whose disk is slow, each second of the run the fault is on.",
     },
     NodeMetric {
@@ -108,6 +143,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: |s| s.miss_ratio_max.map(|r| r * 100.0),
         gap_ms: Some(SAMPLE_GAP_MS * 5),
+        tier_spread: None,
         note: "Page reads that missed the modelled cache (Redwood's PagerCacheMiss over PagerCacheHit + \
                PagerCacheMiss), each 5 s window; the dashed red line is the scenario's bound.",
     },
@@ -121,6 +157,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: |s| s.memory_limit_bytes.map(|l| l as f64 / GIB),
         gap_ms: Some(SAMPLE_GAP_MS),
+        tier_spread: None,
         note: "Base + cache + byte sample + engine structures + memtables + buffers, times the allocator's \
                overhead, at the scenario's stated scale; the dashed red line is the limit (an OOM kill past it).",
     },
@@ -134,6 +171,7 @@ pub const NODE_METRICS: &[NodeMetric] = &[
         },
         bound: no_bound,
         gap_ms: None,
+        tier_spread: None,
         note: "Where each node would resume after a restart; below the applied index means a replay.",
     },
 ];

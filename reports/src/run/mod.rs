@@ -49,6 +49,9 @@ pub const MAX_LANES: usize = 24;
 pub const MAX_VIOLATION_ROWS: usize = 50;
 /// Source changes listed per node in the node table; the rest are counted.
 pub const MAX_SOURCE_ROWS: usize = 6;
+/// Above this many nodes the node table has one row per tier, then the rows of the nodes
+/// something happened to (a fault, a failover, a bootstrap), at most this many.
+pub const MAX_NODE_ROWS: usize = 100;
 
 /// Reads `run_dir`'s summary and trace and writes `run_dir/report.html`.
 pub fn write_run_report(run_dir: &Path) -> Result<PathBuf, ReportError> {

@@ -7,11 +7,11 @@
 
 use maud::{Markup, Render, html};
 
-use crate::facts::RunFacts;
+use crate::facts::{NodeFacts, RunFacts};
 use crate::html::{bytes, duration, secs, table};
 use crate::schema::{Event, RunSummary, SourceChange};
 
-use super::MAX_SOURCE_ROWS;
+use super::{MAX_NODE_ROWS, MAX_SOURCE_ROWS};
 use super::{MAX_VIOLATION_ROWS, header::or_unknown};
 
 /// The cell of a figure that is not known.
@@ -19,62 +19,115 @@ fn dash() -> Markup {
     "—".render()
 }
 
-pub(super) fn node_table(facts: &RunFacts) -> Markup {
-    let derived = facts.nodes.iter().any(|n| n.summary.is_none());
-    let rows: Vec<Vec<Markup>> = facts
-        .nodes
-        .iter()
-        .map(|n| {
-            let history = if n.sources.is_empty() {
-                dash()
+/// Whether something happened to a node: a fault, a failover, a bootstrap, a bogus request.
+fn eventful(n: &NodeFacts) -> bool {
+    n.faults > 0
+        || n.bootstraps_seen > 0
+        || n.summary.as_ref().is_some_and(|c| c.failovers > 0 || c.bootstraps > 0 || c.bogus_requests > 0)
+        || n.sources.iter().any(|c| c.reason != SourceChange::Start)
+}
+
+fn node_row(facts: &RunFacts, n: &NodeFacts) -> Vec<Markup> {
+    let history = if n.sources.is_empty() {
+        dash()
+    } else {
+        html! {
+            @for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
+                (secs(c.at_ms)) " " (c.reason.as_str()) " → " (c.source) br;
+            }
+            @if n.sources.len() > MAX_SOURCE_ROWS {
+                "… " (n.sources.len() - MAX_SOURCE_ROWS) " more"
+            }
+        }
+    };
+    let (failovers, bootstraps, bogus, applied) = match &n.summary {
+        Some(c) => (c.failovers.render(), c.bootstraps.render(), c.bogus_requests.render(), c.applied.render()),
+        None => (
+            if facts.any_source_changes {
+                n.sources.iter().filter(|c| c.reason != SourceChange::Start).count().render()
             } else {
-                html! {
-                    @for c in n.sources.iter().take(MAX_SOURCE_ROWS) {
-                        (secs(c.at_ms)) " " (c.reason.as_str()) " → " (c.source) br;
-                    }
-                    @if n.sources.len() > MAX_SOURCE_ROWS {
-                        "… " (n.sources.len() - MAX_SOURCE_ROWS) " more"
-                    }
-                }
+                dash()
+            },
+            n.bootstraps_seen.render(),
+            dash(),
+            n.last_applied.map_or_else(dash, |a| a.render()),
+        ),
+    };
+    vec![
+        n.name.render(),
+        html! {
+            (n.tier)
+            @if let Some(dc) = n.datacenter { " · dc " (dc) }
+        },
+        history,
+        n.max_lag_ms.map_or_else(dash, |lag| duration(lag).render()),
+        failovers,
+        bootstraps,
+        bogus,
+        applied,
+        n.faults.render(),
+    ]
+}
+
+/// One row per tier: its nodes, the greatest lag any showed, failovers, bootstraps and faults
+/// summed, and the spread of applied indices at the end.
+fn tier_rows(facts: &RunFacts) -> Vec<Vec<Markup>> {
+    facts
+        .tiers()
+        .into_iter()
+        .map(|(tier, members)| {
+            let nodes: Vec<&NodeFacts> = members.iter().map(|&i| &facts.nodes[i]).collect();
+            let lag = nodes.iter().filter_map(|n| n.max_lag_ms).chain(facts.tier_lag_max_ms.get(&tier).copied()).max();
+            let counted = |f: fn(&crate::facts::NodeCounters) -> u64| -> u64 {
+                nodes.iter().filter_map(|n| n.summary.as_ref()).map(f).sum()
             };
-            let (failovers, bootstraps, bogus, applied) = match &n.summary {
-                Some(c) => (c.failovers.render(), c.bootstraps.render(), c.bogus_requests.render(), c.applied.render()),
-                None => (
-                    if facts.any_source_changes {
-                        n.sources.iter().filter(|c| c.reason != SourceChange::Start).count().render()
-                    } else {
-                        dash()
-                    },
-                    n.bootstraps_seen.render(),
-                    dash(),
-                    n.last_applied.map_or_else(dash, |a| a.render()),
-                ),
+            let applied: Vec<u64> =
+                nodes.iter().filter_map(|n| n.summary.as_ref().map(|c| c.applied).or(n.last_applied)).collect();
+            let spread = match (applied.iter().min(), applied.iter().max()) {
+                (Some(lo), Some(hi)) if lo == hi => lo.render(),
+                (Some(lo), Some(hi)) => html! { (lo) "–" (hi) },
+                _ => dash(),
             };
             vec![
-                n.name.render(),
-                html! {
-                    (n.tier)
-                    @if let Some(dc) = n.datacenter { " · dc " (dc) }
-                },
-                history,
-                n.max_lag_ms.map_or_else(dash, |lag| duration(lag).render()),
-                failovers,
-                bootstraps,
-                bogus,
-                applied,
-                n.faults.render(),
+                tier.render(),
+                nodes.len().render(),
+                lag.map_or_else(dash, |lag| duration(lag).render()),
+                counted(|c| c.failovers).render(),
+                counted(|c| c.bootstraps).render(),
+                spread,
+                nodes.iter().map(|n| n.faults).sum::<u64>().render(),
             ]
         })
-        .collect();
+        .collect()
+}
+
+pub(super) fn node_table(facts: &RunFacts) -> Markup {
+    let derived = facts.nodes.iter().any(|n| n.summary.is_none());
     let head =
         ["node", "tier", "source history", "max lag", "failovers", "bootstraps", "bogus requests", "applied", "faults"];
+    let large = facts.nodes.len() > MAX_NODE_ROWS;
+    let listed: Vec<&NodeFacts> =
+        if large { facts.nodes.iter().filter(|n| eventful(n)).collect() } else { facts.nodes.iter().collect() };
+    let rows: Vec<Vec<Markup>> = listed.iter().take(MAX_NODE_ROWS).map(|n| node_row(facts, n)).collect();
+    let tier_head = ["tier", "nodes", "max lag", "failovers", "bootstraps", "applied at the end", "faults"];
     html! {
         section #nodes-section {
             h2 { "Nodes" }
             @if facts.nodes.is_empty() {
                 p.note { "No nodes in the summary or the trace." }
             } @else {
-                (table("nodes", &head, &rows))
+                @if large {
+                    p.note {
+                        (facts.nodes.len()) " nodes: one row per tier, then the nodes with a fault, a failover, a \
+                         bootstrap or a bogus request (" (listed.len()) ")"
+                        @if listed.len() > MAX_NODE_ROWS { ", the first " (MAX_NODE_ROWS) " of them" }
+                        ". summary.json and trace.jsonl name every node."
+                    }
+                    (table("tiers", &tier_head, &tier_rows(facts)))
+                }
+                @if !rows.is_empty() {
+                    (table("nodes", &head, &rows))
+                }
                 @if derived {
                     p.note {
                         "Nodes without a node summary in the trace: failovers are counted from source changes (— \
@@ -254,9 +307,15 @@ pub(super) fn fetched_table(summary: &RunSummary) -> Markup {
             html! { strong { (n) } }
         }
     };
-    let rows: Vec<Vec<Markup>> = summary
-        .fetched
+    // A large tree lists the replicas that read something twice first, then the rest, up to
+    // the cap.
+    let mut listed: Vec<&crate::schema::NodeFetched> = summary.fetched.iter().collect();
+    if listed.len() > MAX_NODE_ROWS {
+        listed.sort_by_key(|r| std::cmp::Reverse(r.fetched.entries_again + r.fetched.chunks_again));
+    }
+    let rows: Vec<Vec<Markup>> = listed
         .iter()
+        .take(MAX_NODE_ROWS)
         .map(|r| {
             let f = r.fetched;
             vec![
@@ -281,6 +340,12 @@ pub(super) fn fetched_table(summary: &RunSummary) -> Markup {
                  disk, a transfer that ended)."
             }
             (table("fetched", &head, &rows))
+            @if summary.fetched.len() > MAX_NODE_ROWS {
+                p.note {
+                    "The first " (MAX_NODE_ROWS) " of " (summary.fetched.len()) " replicas, those that read \
+                     something they held already first; summary.json lists every one."
+                }
+            }
         }
     }
 }

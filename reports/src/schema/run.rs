@@ -107,6 +107,10 @@ pub struct RunSummary {
     pub outcome: String,
     pub digest: String,
     pub events: u64,
+    /// Per-node series events the checkers saw that the trace leaves out (`[checks]
+    /// trace_nodes_per_tier`): a large tier keeps some of its nodes' series and a summary.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_omitted: u64,
     pub simulated_ms: u64,
     /// Messages the simulated network carried (the benchmark's cost per message).
     #[serde(default)]
@@ -230,4 +234,8 @@ pub struct CategoryRow {
     pub stored_bytes: u64,
     /// Of those, the bytes in the node's cache at the end of the run.
     pub cached_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

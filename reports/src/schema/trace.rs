@@ -100,6 +100,21 @@ pub enum Event {
         buffers: u64,
         allocator_overhead: u64,
     },
+    /// One tier's running nodes at a sample, every one of them: how many, and the least,
+    /// median and greatest lag and applied index among them. Recorded only in a trace that
+    /// keeps per-node series for some nodes of a tier alone (`[trace] nodes_per_tier`), so a
+    /// tier's charts still show all its nodes.
+    TierSample {
+        at_ms: u64,
+        tier: String,
+        nodes: u64,
+        lag_min_ms: u64,
+        lag_median_ms: u64,
+        lag_max_ms: u64,
+        applied_min: u64,
+        applied_median: u64,
+        applied_max: u64,
+    },
     /// The run entered a phase.
     Phase { at_ms: u64, phase: RunPhase },
     /// `node`'s process failed to start (`reason`: the node's own error, e.g. a store it could
@@ -149,6 +164,7 @@ impl Event {
             | Event::DiskSample { at_ms, .. }
             | Event::CacheSample { at_ms, .. }
             | Event::MemorySample { at_ms, .. }
+            | Event::TierSample { at_ms, .. }
             | Event::Phase { at_ms, .. }
             | Event::StartFailed { at_ms, .. }
             | Event::BootstrapFailed { at_ms, .. }

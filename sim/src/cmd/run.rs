@@ -114,7 +114,7 @@ pub fn run(
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
         println!("buggify    on: the node's fault points may fire{origin}");
     }
-    println!("nodes      {} ({})", names.len(), names.join(", "));
+    println!("nodes      {}", nodes_line(scenario, &names));
     let topology = &scenario.topology;
     if topology.datacenters > 1 {
         println!(
@@ -156,6 +156,12 @@ pub fn run(
         outcome.digest,
         out.join("trace.jsonl").display()
     );
+    if outcome.events_omitted > 0 {
+        println!(
+            "           {} more per-node samples and applies seen by the checkers, kept for {} nodes of each tier and every fault's nodes (checks.trace_nodes_per_tier), each tier summarized per sample",
+            outcome.events_omitted, scenario.checks.trace_nodes_per_tier
+        );
+    }
     let verdicts = verdicts(scenario, &outcome);
     print_verdicts(&verdicts);
     println!("fetched    {}", fetched_line(&outcome.fetched));
@@ -411,6 +417,7 @@ fn write_outputs(
         .to_string(),
         digest: outcome.digest.clone(),
         events: outcome.events.len() as u64,
+        events_omitted: outcome.events_omitted,
         simulated_ms: outcome.simulated.as_millis() as u64,
         messages: outcome.messages,
         liveness_from_ms: outcome.liveness_from.as_millis() as u64,
@@ -420,6 +427,8 @@ fn write_outputs(
             .iter()
             .filter_map(|e| match e {
                 Event::LagSample { lag_ms, .. } => Some(*lag_ms),
+                // A summarized tier's greatest lag: its nodes' own samples may be left out.
+                Event::TierSample { lag_max_ms, .. } => Some(*lag_max_ms),
                 _ => None,
             })
             .max(),
@@ -445,4 +454,25 @@ fn write_outputs(
         real,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).expect("serializes"))
+}
+
+/// Most node names the header lists one by one; a larger tree is listed per tier.
+#[cfg(madsim)]
+const NAMES_LISTED_MAX: usize = 40;
+
+/// The header's `nodes` line: the count and every name, or for a large tree each tier's size.
+#[cfg(madsim)]
+fn nodes_line(scenario: &Scenario, names: &[String]) -> String {
+    if names.len() <= NAMES_LISTED_MAX {
+        return format!("{} ({})", names.len(), names.join(", "));
+    }
+    let mut tiers: Vec<(String, usize)> = Vec::new();
+    for info in scenario.node_infos() {
+        match tiers.last_mut() {
+            Some((tier, count)) if *tier == info.tier => *count += 1,
+            _ => tiers.push((info.tier, 1)),
+        }
+    }
+    let tiers: Vec<String> = tiers.into_iter().map(|(tier, count)| format!("{tier} {count}")).collect();
+    format!("{} (per tier: {})", names.len(), tiers.join(", "))
 }

@@ -5,7 +5,7 @@
 //! Guarantees: an event's `at_ms` is its wall-clock time less the run's start (the nodes and
 //! `qsim` read one machine's clock); events at one millisecond keep the nodes' before the
 //! harness's (a root applies an entry before its write is acknowledged), each node's in its
-//! file's order. Node addresses in events are mapped back to the simulator's (`10.0.T.N`), so
+//! file's order. Node addresses in events are mapped back to the simulator's (`10.B.T.N`), so
 //! the checkers' node names by address are the plan's. A line that does not parse is an error
 //! naming the file and line: a node's report must never be silently lost.
 

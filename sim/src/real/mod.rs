@@ -382,6 +382,7 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
     let trace = crate::trace::text(&events);
     Ok(RunOutcome {
         events,
+        events_omitted: 0,
         trace,
         digest: String::new(),
         pending,

@@ -8,7 +8,7 @@
 //!   clients and every filter live there, on its loopback device, and vanish with it. Without
 //!   one (no `unshare`, no privilege) the run uses the machine's loopback and refuses every
 //!   network fault.
-//! - **Every node has its own address**, `127.1.T.N` for the simulator's `10.0.T.N`
+//! - **Every node has its own address**, `127.(B+1).T.N` for the simulator's `10.B.T.N`
 //!   ([`loopback`]), and leaves from it (`replication.dial_from`), so a filter on an address
 //!   acts on exactly one node. Clients leave from `127.0.0.1`.
 //! - **Faults are one nftables table**, rewritten whole in one transaction from the faults
@@ -29,24 +29,27 @@ use crate::scenario::{Fault, FaultKind};
 /// Set in the environment of the `qsim` that runs inside the namespace.
 pub const INSIDE_NAMESPACE: &str = "QSIM_REAL_NAMESPACE";
 
-/// A node's loopback address for the simulator's `10.0.T.N`: `127.1.T.N`.
+/// A node's loopback address for the simulator's `10.B.T.N`: `127.(B+1).T.N` (the address
+/// plan of [`crate::scenario::nodes::ip`], moved into loopback space clear of `127.0.0.0/16`,
+/// where the clients are).
 pub fn loopback(simulated: IpAddr) -> IpAddr {
     match simulated {
         IpAddr::V4(ip) => {
-            let [_, _, tier, n] = ip.octets();
-            IpAddr::V4(Ipv4Addr::new(127, 1, tier, n))
+            let [_, block, tier, n] = ip.octets();
+            let block = block.checked_add(1).expect("the address plan's blocks stay below 255");
+            IpAddr::V4(Ipv4Addr::new(127, block, tier, n))
         }
         IpAddr::V6(_) => simulated,
     }
 }
 
 /// The simulator's address for a node's loopback one ([`loopback`]'s inverse); other addresses
-/// (the clients') unchanged.
+/// (the clients', in `127.0.0.0/16`) unchanged.
 pub fn simulated(real: IpAddr) -> IpAddr {
     match real {
-        IpAddr::V4(ip) if ip.octets()[..2] == [127, 1] => {
-            let [_, _, tier, n] = ip.octets();
-            IpAddr::V4(Ipv4Addr::new(10, 0, tier, n))
+        IpAddr::V4(ip) if ip.octets()[0] == 127 && ip.octets()[1] >= 1 => {
+            let [_, block, tier, n] = ip.octets();
+            IpAddr::V4(Ipv4Addr::new(10, block - 1, tier, n))
         }
         _ => real,
     }
@@ -275,6 +278,9 @@ mod tests {
     fn loopback_addresses_map_both_ways() {
         let sim: IpAddr = "10.0.2.7".parse().unwrap();
         assert_eq!(loopback(sim), "127.1.2.7".parse::<IpAddr>().unwrap());
+        let large: IpAddr = "10.39.4.56".parse().unwrap();
+        assert_eq!(loopback(large), "127.40.4.56".parse::<IpAddr>().unwrap());
+        assert_eq!(simulated(loopback(large)), large);
         assert_eq!(simulated(loopback(sim)), sim);
         assert_eq!(simulated("127.0.0.1".parse().unwrap()), "127.0.0.1".parse::<IpAddr>().unwrap(), "a client's");
     }

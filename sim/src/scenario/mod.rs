@@ -64,6 +64,8 @@
 //! lag_max = "35s"
 //! converge_within = "60s"
 //! sample_interval = "1s"           # lag and memory samples (longer for runs of days)
+//! trace_nodes_per_tier = 32        # per-node series kept for this many nodes of each tier;
+//!                                  # a larger tier is summarized per sample (tier_sample)
 //!
 //! [swarm]                          # optional: faults drawn from the seed
 //! kinds = ["kill", "pause", "partition"]   # the seed turns a non-empty subset on
@@ -94,6 +96,7 @@
 
 pub mod fault;
 pub mod nodes;
+pub mod resize;
 pub mod swarm;
 mod validate;
 mod workload;
@@ -116,8 +119,15 @@ pub const DATACENTERS_MAX: usize = 16;
 /// The most latency a cross-DC link may add one way (a long-haul link around the world is
 /// ~150 ms; beyond a second it is an outage, which partitions model).
 pub const CROSS_DC_LATENCY_MAX: Duration = Duration::from_secs(1);
-/// Most nodes in one scenario.
-pub const NODES_MAX: usize = 500;
+/// Most nodes in one scenario: what this machine (24 GiB) holds in one process. The `scale`
+/// scenario's ten thousand nodes peaked at 8.3 GB over 90 simulated seconds at 20 writes/s
+/// (0.8 MB a node, most of it each node's own copy of the data); twice that leaves room for the
+/// report and a busy machine. Every structure of a run holds this many: the address plan
+/// ([`nodes::ADDRESSES_PER_TIER`] per tier) and the relay ports
+/// ([`nodes::RELAY_PORT_BASE`] + one per node).
+pub const NODES_MAX: usize = 20_000;
+const _: () = assert!(NODES_MAX <= nodes::ADDRESSES_PER_TIER);
+const _: () = assert!(nodes::RELAY_PORT_BASE as usize + NODES_MAX <= u16::MAX as usize);
 /// Longest safety phase, in simulated time.
 pub const DURATION_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Most faults in one scenario file.
@@ -347,6 +357,12 @@ pub struct Checks {
     /// less often to keep its trace small.
     #[serde(default = "default_sample_interval", with = "humantime_serde")]
     pub sample_interval: Duration,
+    /// Per-node series (applies, samples, cursors) are kept in the trace for at most this many
+    /// nodes of each tier, the first by number, and for every node a fault names; a larger
+    /// tier is summarized each sample over all its nodes (`crate::trace::Detail`). The
+    /// checkers see every node's events either way.
+    #[serde(default = "default_trace_nodes_per_tier")]
+    pub trace_nodes_per_tier: usize,
     /// The probes this scenario exists to reach (`qs_reports::schema::Probe` names): the
     /// `coverage` check fails a run that reaches none of them.
     #[serde(default)]
@@ -355,6 +371,14 @@ pub struct Checks {
 
 fn default_sample_interval() -> Duration {
     Duration::from_secs(1)
+}
+
+/// Enough nodes of a tier to see its spread in a chart, few enough that a tier of thousands
+/// keeps its trace (and its report) to tens of megabytes.
+pub const TRACE_NODES_PER_TIER_DEFAULT: usize = 32;
+
+fn default_trace_nodes_per_tier() -> usize {
+    TRACE_NODES_PER_TIER_DEFAULT
 }
 
 /// The sampling interval's bounds.
@@ -499,129 +523,4 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-[scenario]
-name = "t"
-description = "d"
-duration = "1m"
-
-[topology]
-tiers = [{ name = "edge", count = 2 }]
-
-[[fault]]
-at = "10s"
-kind = "kill"
-target = "edge-1"
-duration = "5s"
-
-[checks]
-lag_max = "10s"
-converge_within = "30s"
-"#;
-
-    #[test]
-    fn a_setting_the_node_would_refuse_is_refused_at_load_with_its_line() {
-        for (node, field, line) in [
-            ("staleness_failover = \"10ms\"", "node.staleness_failover", 8),
-            ("batch_window = \"2m\"", "node.batch_window", 8),
-        ] {
-            let text = GOOD.replace("[topology]", &format!("[node]\n{node}\n\n[topology]"));
-            let err = Scenario::parse(&text, Path::new("bad.toml")).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("bad.toml:{line}: field `{field}`")), "{err}");
-            assert!(err.contains("refuses its"), "{err}");
-        }
-    }
-
-    fn refused(text: &str) -> String {
-        Scenario::parse(text, Path::new("s.toml")).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn accepts_a_small_scenario_and_names_its_nodes() {
-        let s = Scenario::parse(GOOD, Path::new("s.toml")).unwrap();
-        assert_eq!(s.node_names(), vec!["root", "edge-1", "edge-2"]);
-    }
-
-    #[test]
-    fn bursts_and_data_centers_are_checked() {
-        let writer = "[[workload]]\nkind = \"writer\"\nrate_per_s = 5\nkeys = 10\nvalue_bytes = { min = 1, max = 9 }\n";
-        let with = |burst: &str| format!("{GOOD}{writer}burst = {burst}\n");
-        let ok = Scenario::parse(&with(r#"{ every = "30s", length = "5s", rate_per_s = 100 }"#), Path::new("s.toml"))
-            .expect("a valid burst");
-        let Workload::Writer { burst: Some(burst), .. } = ok.workload[0] else { panic!("no burst") };
-        assert!(!burst.on_at(Duration::from_secs(3)), "no burst before the first period");
-        assert!(burst.on_at(Duration::from_secs(31)) && burst.on_at(Duration::from_secs(62)));
-        assert!(!burst.on_at(Duration::from_secs(36)));
-        let sizes = |distribution: &str| {
-            let text = format!(
-                "{GOOD}{}",
-                writer.replace("max = 9 }", &format!("max = 100000, distribution = \"{distribution}\" }}"))
-            );
-            let s = Scenario::parse(&text, Path::new("s.toml")).expect("a valid writer");
-            let Workload::Writer { value_bytes, .. } = s.workload[0] else { panic!("no writer") };
-            let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(7);
-            let drawn: Vec<usize> = (0..2000).map(|_| value_bytes.draw(&mut rng)).collect();
-            assert!(drawn.iter().all(|n| (1..=100_000).contains(n)));
-            drawn.iter().filter(|n| **n < 1000).count()
-        };
-        // Under 1000 bytes: about 1 % of uniform draws, about 60 % of log-uniform ones.
-        assert!(sizes("uniform") < 100 && sizes("log_uniform") > 1000);
-        let err = refused(&with(r#"{ every = "5s", length = "5s", rate_per_s = 100 }"#));
-        assert!(err.contains("workload.burst") && err.contains("length < every"), "{err}");
-        let topology = |extra: &str| GOOD.replace("count = 2 }]", &format!("count = 2 }}]\n{extra}"));
-        let ok = Scenario::parse(&topology("datacenters = 2\ncross_dc_latency = \"40ms\""), Path::new("s.toml"))
-            .expect("two data centers");
-        assert_eq!((ok.topology.datacenters, ok.topology.cross_dc_latency), (2, Duration::from_millis(40)));
-        let err = refused(&topology("cross_dc_latency = \"40ms\""));
-        assert!(err.contains("topology.cross_dc_latency") && err.contains("datacenters"), "{err}");
-        let err = refused(&topology("datacenters = 0"));
-        assert!(err.contains("topology.datacenters"), "{err}");
-    }
-
-    #[test]
-    fn an_engine_override_replaces_the_files_engine_and_is_repeated_by_the_reproduce_command() {
-        let mut scenario = Scenario::parse(GOOD, Path::new("s.toml")).expect("valid");
-        assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3");
-        let err = parse_engine("leveldb").expect_err("not an engine");
-        assert!(err.contains("leveldb") && err.contains("rocksdb"), "{err}");
-        scenario.override_engine(parse_engine("rocksdb").expect("an engine"));
-        assert_eq!(scenario.engine(), EngineKind::Rocksdb);
-        assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3 --engine rocksdb");
-        let name = scenario.scenario.name.clone();
-        assert_eq!(
-            scenario.out_dir(Path::new("runs"), 3),
-            Path::new("runs").join(format!("{name}-rocksdb")).join("seed-3")
-        );
-    }
-
-    #[test]
-    fn errors_name_the_file_the_line_and_the_field() {
-        let err = refused(&GOOD.replace("\"edge-1\"", "\"edge-9\""));
-        assert!(err.starts_with("s.toml:13: field `fault.target`"), "{err}");
-        assert!(err.contains("root, edge-1, edge-2"), "{err}");
-        let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"meteor\""));
-        assert!(err.contains("s.toml") && err.contains("line 12") && err.contains("meteor"), "{err}");
-        let err = refused(&GOOD.replace("duration = \"1m\"", "duration = \"1m\"\nengine = \"leveldb\""));
-        assert!(err.contains("line 6") && err.contains("leveldb") && err.contains("`rocksdb`"), "{err}");
-        let err = refused(&GOOD.replace("count = 2 }", "count = 2, primaries = 2 }"));
-        assert!(err.contains("topology.tiers.primaries") && err.contains(":8:"), "{err}");
-        // `oom` is a kind the trace records, never one a scenario injects.
-        let err = refused(&GOOD.replace("kind = \"kill\"", "kind = \"oom\""));
-        assert!(err.starts_with("s.toml:10: field `fault.kind`") && err.contains("memory model"), "{err}");
-    }
-
-    #[test]
-    fn a_full_disk_that_fails_reads_is_refused_and_its_default_ops_leave_reads_alone() {
-        let disk_error =
-            |settings: &str| GOOD.replace("kind = \"kill\"", &format!("kind = \"disk_error\"\n{settings}"));
-        let err = refused(&disk_error("error = \"enospc\"\nops = [\"commit\", \"read\"]"));
-        assert!(err.starts_with("s.toml:10: field `fault.ops`") && err.contains("`read` fails only with eio"), "{err}");
-        let full = Scenario::parse(&disk_error("error = \"enospc\""), Path::new("s.toml")).unwrap();
-        assert!(!full.fault[0].get_ref().failing_ops().contains(&IoOp::Read), "a full disk reads");
-        let dead = Scenario::parse(&disk_error("error = \"eio\""), Path::new("s.toml")).unwrap();
-        assert_eq!(dead.fault[0].get_ref().failing_ops(), IoOp::ALL.to_vec(), "a dead disk fails every operation");
-    }
-}
+mod tests;

@@ -36,12 +36,43 @@ pub const RELAY_PORT_BASE: u16 = 20_000;
 
 /// The relay port on a source's host for the downstream node at `position` in topology order.
 pub fn relay_port(position: usize) -> u16 {
-    RELAY_PORT_BASE + position as u16
+    let port = RELAY_PORT_BASE as usize + position;
+    assert!(port <= usize::from(u16::MAX), "relay port for topology position {position}: above {}", u16::MAX);
+    port as u16
 }
 
-pub fn ip(tier: usize, n: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, tier as u8, n as u8 + 1))
+// The address plan. Node `n` (from 0) of tier `t` (0 is the root's) is `10.B.t.L` with
+// `B = n / 255` and `L = n % 255 + 1`: a tier of up to 255 nodes sits in `10.0.t.0/24`, and
+// larger tiers take one block `B` of 255 more at a time, so a small tree's addresses (and its
+// traces) are those of every earlier qsim. Clients use the third octets no tier can have:
+// readers `10.B.254.L` (numbered like nodes), the producer `10.0.255.1`.
+
+/// Hosts in one block of the address plan (last octets 1..=255).
+const BLOCK_HOSTS: usize = 255;
+/// Most hosts of one kind (nodes of one tier, or readers) the address plan can number.
+pub const ADDRESSES_PER_TIER: usize = BLOCK_HOSTS * 256;
+/// The third octet of the readers' hosts.
+const READERS_OCTET: u8 = 254;
+
+/// The `n`th host (from 0) of the plan's row `row` (a tier, or the readers): `10.B.row.L`.
+fn numbered(row: u8, n: usize) -> IpAddr {
+    assert!(n < ADDRESSES_PER_TIER, "host {n} of row {row}: the address plan numbers {ADDRESSES_PER_TIER}");
+    IpAddr::V4(Ipv4Addr::new(10, (n / BLOCK_HOSTS) as u8, row, (n % BLOCK_HOSTS + 1) as u8))
 }
+
+/// Node `n` (from 0) of tier `tier` (0: the root or its group's members).
+pub fn ip(tier: usize, n: usize) -> IpAddr {
+    assert!(tier <= super::TIERS_MAX, "tier {tier}: at most {} below the root", super::TIERS_MAX);
+    numbered(tier as u8, n)
+}
+
+/// The host of the reader on the `n`th edge (from 0) that has one.
+pub fn reader_ip(n: usize) -> IpAddr {
+    numbered(READERS_OCTET, n)
+}
+
+/// The writers' one producer host.
+pub const PRODUCER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1));
 
 /// One node as the world starts it.
 #[derive(Debug)]

@@ -109,9 +109,13 @@ impl Scenario {
             }
             parents = t.count;
             total += t.count;
-        }
-        if total > NODES_MAX {
-            return bad(None, "topology.tiers", format!("{total} nodes; at most {NODES_MAX}"));
+            if total > NODES_MAX {
+                return bad(
+                    span,
+                    "topology.tiers.count",
+                    format!("{total} nodes up to this tier; a scenario runs at most {NODES_MAX}"),
+                );
+            }
         }
         let n = &self.node;
         if n.batch_window.is_zero() || n.heartbeat_interval < Duration::from_millis(10) {
@@ -307,6 +311,9 @@ impl Scenario {
                 "checks.sample_interval",
                 format!("must be {SAMPLE_INTERVAL_MIN:?} to {SAMPLE_INTERVAL_MAX:?}"),
             );
+        }
+        if self.checks.trace_nodes_per_tier == 0 {
+            return bad(None, "checks.trace_nodes_per_tier", "must be at least 1".into());
         }
         if self.checks.converge_within.is_zero() || self.checks.lag_max.is_zero() {
             return bad(None, "checks", "lag_max and converge_within must be above zero".into());

@@ -67,15 +67,20 @@ pub(super) fn summarize(
 /// the running member furthest ahead (on a tie, the first by name). A member behind it is then
 /// pending like any replica.
 fn reference_root(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<&NodeState> {
+    reference_root_entry(states).map(|(_, state)| state)
+}
+
+/// [`reference_root`] with its name.
+fn reference_root_entry(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<(&str, &NodeState)> {
     states
         .iter()
         .filter(|(name, _)| crate::trace::is_root(name))
-        .map(|(_, state)| (state.read_store(|s| s.applied_index()), state))
-        .fold(None, |best: Option<(u64, &std::sync::Arc<NodeState>)>, (index, state)| match best {
-            Some((best_index, _)) if best_index >= index => best,
-            _ => Some((index, state)),
+        .map(|(name, state)| (state.read_store(|s| s.applied_index()), name.as_str(), &**state))
+        .fold(None, |best: Option<(u64, &str, &NodeState)>, (index, name, state)| match best {
+            Some((best_index, _, _)) if best_index >= index => best,
+            _ => Some((index, name, state)),
         })
-        .map(|(_, state)| &**state)
+        .map(|(_, name, state)| (name, state))
 }
 
 /// The root's recent log as convergence needs it: the chain hash at each retained index, and
@@ -126,43 +131,61 @@ fn root_log(root: &NodeState) -> RootLog {
 /// Why the cluster has not converged yet: per node, what differs from the root. A node has
 /// converged when it holds every entry up to the root's newest data entry, its chain hash is
 /// the root's at its index, and its state is the root's.
+///
+/// States are compared only once every node passes the cheap checks (index and chain hash):
+/// a state digest reads the whole store, and ten thousand of them every poll while the tree is
+/// still catching up would cost more than the run.
 pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     let states = live(states);
-    let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash(), s.state_digest().ok()));
-    let Some(root) = reference_root(&states) else { return vec!["no root member is running".into()] };
+    let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash()));
+    let Some((root_name, root)) = reference_root_entry(&states) else {
+        return vec!["no root member is running".into()];
+    };
     let log = root_log(root);
-    let (_, _, root_digest) = head(root);
     let mut out = Vec::new();
     for node in nodes {
         let Some(state) = states.get(&node.name) else {
             out.push(format!("{} has not started", node.name));
             continue;
         };
-        let (index, hash, digest) = head(state);
+        let (index, hash) = head(state);
         if index < log.data_index {
             out.push(format!("{} is at index {index}, the root's newest write at {}", node.name, log.data_index));
         } else if index > log.index {
             out.push(format!("{} is at index {index}, past the root's {}", node.name, log.index));
         } else if log.hashes.get(&index).is_some_and(|root_hash| *root_hash != hash) {
             out.push(format!("{} is at index {index} with another chain hash than the root's there", node.name));
-        } else if digest != root_digest {
-            out.push(format!("{} holds every write to index {index}, but a different state than the root", node.name));
         }
     }
-    // Every acknowledged write survives (`checkers::convergence::KeyFate`).
     if out.is_empty() {
+        let digest = |state: &NodeState| state.read_store(|s| s.state_digest().ok());
+        let root_digest = digest(root);
+        for node in nodes {
+            let Some(state) = states.get(&node.name) else { continue };
+            if digest(state) != root_digest {
+                let index = state.read_store(|s| s.applied_index());
+                out.push(format!(
+                    "{} holds every write to index {index}, but a different state than the root",
+                    node.name
+                ));
+            }
+        }
+    }
+    // Every acknowledged write survives (`checkers::convergence::KeyFate`). Every node now
+    // holds the root's state (equal digests), so what the root holds, every node holds: the
+    // writes are judged there once, not once per node.
+    if out.is_empty() {
+        let everyone = if nodes.len() > 1 { " (nor does any node: all hold the root's state)" } else { "" };
         for (key, fate) in acked.locked().iter() {
-            for node in nodes {
-                let Some(state) = states.get(&node.name) else { continue };
-                match state.read_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(Lost::Missing)) => {
-                        out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name))
-                    }
-                    Ok(Err(Lost::Older)) => out
-                        .push(format!("{} holds a value of {key} older than its newest acknowledged write", node.name)),
-                    Err(e) => out.push(format!("{} cannot read {key}: {e}", node.name)),
+            match root.read_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
+                Ok(Ok(())) => {}
+                Ok(Err(Lost::Missing)) => {
+                    out.push(format!("{root_name} does not hold {key}, whose write was acknowledged{everyone}"))
                 }
+                Ok(Err(Lost::Older)) => out.push(format!(
+                    "{root_name} holds a value of {key} older than its newest acknowledged write{everyone}"
+                )),
+                Err(e) => out.push(format!("{root_name} cannot read {key}: {e}")),
             }
         }
     }
@@ -181,12 +204,11 @@ pub(super) fn sizing(
     }
     let tiers: BTreeMap<String, String> = scenario.node_infos().into_iter().map(|n| (n.name, n.tier)).collect();
     let mut rss_max: BTreeMap<String, u64> = BTreeMap::new();
-    for event in recorder.locked().events() {
-        if let Event::MemorySample { node, rss, .. } = event {
-            let tier = tiers.get(node).cloned().unwrap_or_default();
-            let max = rss_max.entry(tier).or_default();
-            *max = (*max).max(*rss);
-        }
+    // Every node's, kept in the trace or not (`crate::trace::Detail`).
+    for (node, rss) in recorder.locked().rss_max() {
+        let tier = tiers.get(node).cloned().unwrap_or_default();
+        let max = rss_max.entry(tier).or_default();
+        *max = (*max).max(*rss);
     }
     let mut rows: Vec<qs_reports::schema::SizingRow> = Vec::new();
     for info in scenario.node_infos() {

@@ -15,7 +15,7 @@
 //! [`crate::faults`].
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -146,11 +146,15 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     if let Some(blind) = blind {
         recorder.locked().record(blind);
     }
-    let events = recorder.locked().take_events();
+    let (events, events_omitted) = {
+        let mut recorder = recorder.locked();
+        (recorder.take_events(), recorder.omitted())
+    };
     let trace = crate::trace::text(&events);
     let digest = crate::trace::digest(&trace);
     RunOutcome {
         events,
+        events_omitted,
         trace,
         digest,
         pending: end.pending,
@@ -434,6 +438,10 @@ impl Triggered {
 async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: Reads, fetch: Fetch) -> WorldEnd {
     let seed = plan.seed;
     let (faults, writer_modes) = (plan.draws.faults.clone(), plan.draws.writer_modes.clone());
+    // Which nodes' steady series the trace keeps: a tree of thousands keeps a sample of each
+    // tier and every fault's nodes, and a summary of each tier.
+    let detail = crate::trace::Detail::of(&scenario, &faults);
+    recorder.locked().keep_detail(&detail);
     madsim::time::advance(SIM_CLOCK_AHEAD);
     // Every replica's reads from its sources to the `fetch` checker: from the wire, or over TLS
     // from the nodes' decrypted reads (see `wire_tap`).
@@ -460,7 +468,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
 
     // Producers and readers run on hosts of their own, as real clients are remote.
     let handle = Handle::current();
-    let producer = handle.create_node().name("producer").ip(IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1))).build();
+    let producer = handle.create_node().name("producer").ip(crate::scenario::nodes::PRODUCER_IP).build();
     let mut clients = vec![producer.id()];
     // The writers share one producer, so one bucket.
     let quota_per_s = crate::scenario::nodes::producer_quota(&scenario);
@@ -479,11 +487,8 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
             edges.push(spec.edge.clone());
             edges.len() - 1
         });
-        let host = handle
-            .create_node()
-            .name(format!("reader-{}", spec.edge))
-            .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 254, (e % 250) as u8 + 1)))
-            .build();
+        let host =
+            handle.create_node().name(format!("reader-{}", spec.edge)).ip(crate::scenario::nodes::reader_ip(e)).build();
         clients.push(host.id());
         host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
     }
@@ -500,9 +505,9 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         nodes: nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect(),
         oom_restart: spec.oom_restart,
     });
-    let interval = scenario.checks.sample_interval;
+    let sampling = sampler::Sampling { interval: scenario.checks.sample_interval, tiers: detail.tiers };
     tokio::spawn(sampler(
-        interval,
+        sampling,
         states.clone(),
         devices,
         book.down.clone(),

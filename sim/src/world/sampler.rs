@@ -24,11 +24,20 @@ pub(super) struct ResourceNodes {
     pub oom_restart: Duration,
 }
 
+/// How often the sampler samples, and what it summarizes.
+pub(super) struct Sampling {
+    pub interval: Duration,
+    /// Each node's tier in topology order, when the trace summarizes tiers
+    /// ([`crate::trace::Detail::tiers`]); empty otherwise.
+    pub tiers: Vec<(String, String)>,
+}
+
 /// Every `interval` (a simulated second by default): every running node's lag, every edge's
 /// reads, every slow disk, and the resource models (memory each time, the cache every
-/// [`CACHE_WINDOW`] or each time if the interval is longer).
+/// [`CACHE_WINDOW`] or each time if the interval is longer); with tiers to summarize, each
+/// tier's spread of lag and applied index over all its running nodes.
 pub(super) async fn sampler(
-    interval: Duration,
+    Sampling { interval, tiers }: Sampling,
     states: States,
     nodes: Vec<(String, Arc<SimDisk>)>,
     down: Arc<Mutex<BTreeSet<String>>>,
@@ -54,10 +63,17 @@ pub(super) async fn sampler(
         {
             let mut recorder = recorder.locked();
             let at_ms = recorder.now_ms();
+            let mut measured: BTreeMap<String, (u64, u64)> = BTreeMap::new();
             for (node, applied) in samples {
                 // The simulator's measurement, from the root's commits: not the node's own word.
                 let lag_ms = recorder.lag_ms(applied, at_ms);
+                if !tiers.is_empty() {
+                    measured.insert(node.clone(), (lag_ms, applied));
+                }
                 recorder.record(Event::LagSample { at_ms, node, lag_ms, applied });
+            }
+            for sample in tier_samples(at_ms, &tiers, &measured) {
+                recorder.record(sample);
             }
             for (node, window) in reads {
                 recorder.record(window.into_sample(at_ms, node));
@@ -125,6 +141,40 @@ pub(super) async fn sampler(
             }
         }
     }
+}
+
+/// One [`Event::TierSample`] per tier with a running node, in topology order: the least,
+/// median and greatest of `measured` (lag, applied index) over the tier's nodes.
+fn tier_samples(at_ms: u64, tiers: &[(String, String)], measured: &BTreeMap<String, (u64, u64)>) -> Vec<Event> {
+    let mut grouped: Vec<(&str, Vec<u64>, Vec<u64>)> = Vec::new();
+    for (node, tier) in tiers {
+        let Some(&(lag, applied)) = measured.get(node) else { continue };
+        if grouped.last().is_none_or(|(t, _, _)| *t != tier) {
+            grouped.push((tier, Vec::new(), Vec::new()));
+        }
+        let (_, lags, applieds) = grouped.last_mut().expect("pushed above");
+        lags.push(lag);
+        applieds.push(applied);
+    }
+    grouped
+        .into_iter()
+        .map(|(tier, mut lags, mut applieds)| {
+            lags.sort_unstable();
+            applieds.sort_unstable();
+            let median = |v: &[u64]| v[v.len() / 2];
+            Event::TierSample {
+                at_ms,
+                tier: tier.to_string(),
+                nodes: lags.len() as u64,
+                lag_min_ms: lags[0],
+                lag_median_ms: median(&lags),
+                lag_max_ms: lags[lags.len() - 1],
+                applied_min: applieds[0],
+                applied_median: median(&applieds),
+                applied_max: applieds[applieds.len() - 1],
+            }
+        })
+        .collect()
 }
 
 /// After a process (re)start or a snapshot bootstrap, lays the node's model pages out again if

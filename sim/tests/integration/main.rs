@@ -19,5 +19,6 @@ mod page_cache;
 mod regression;
 mod resources;
 mod runs;
+mod scale;
 mod shrink;
 mod sweeps;
