@@ -134,6 +134,30 @@ impl Plan {
     }
 }
 
+/// Which nodes' steady series the trace of a run of `scenario` with `faults` keeps
+/// ([`crate::trace::Detail`]): every node of a tier up to `[checks] trace_nodes_per_tier`, the
+/// root members, and every node a fault names (its target, group and peer); the rest of a
+/// larger tier is left out and the tiers summarized.
+pub fn trace_detail(scenario: &Scenario, faults: &[Fault]) -> crate::trace::Detail {
+    let per_tier = scenario.checks.trace_nodes_per_tier;
+    let named: BTreeSet<String> = faults
+        .iter()
+        .flat_map(|f| f.group_with_target().into_iter().chain(f.peer.as_ref().map(|p| p.get_ref().clone())))
+        .collect();
+    let infos = scenario.node_infos();
+    let mut place: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut omitted = BTreeSet::new();
+    for info in &infos {
+        let n = place.entry(info.tier.as_str()).or_default();
+        *n += 1;
+        if *n > per_tier && !crate::trace::is_root(&info.name) && !named.contains(&info.name) {
+            omitted.insert(info.name.clone());
+        }
+    }
+    let tiers = if omitted.is_empty() { Vec::new() } else { infos.into_iter().map(|i| (i.name, i.tier)).collect() };
+    crate::trace::Detail { omitted, tiers }
+}
+
 /// `text` (a node's error, say) with the run's scratch folder `scratch` written as `<scratch>`:
 /// the same in every process, as the trace must be.
 pub fn redact(scratch: &Path, text: &str) -> String {
@@ -163,5 +187,29 @@ mod tests {
                     && !redact(&plan.scratch, &error).contains(scratch.to_str().unwrap())
             );
         }
+    }
+
+    /// A tier past `trace_nodes_per_tier` keeps its first nodes' series and those of every node
+    /// a fault names, and is summarized; a tree with no such tier keeps every node's.
+    #[test]
+    fn the_trace_keeps_the_first_nodes_of_a_large_tier_and_every_faults_nodes() {
+        let text = |count: usize, per_tier: usize| {
+            format!(
+                "[scenario]\nname = \"t\"\ndescription = \"d\"\nduration = \"1m\"\n\n[topology]\n\
+                 tiers = [{{ name = \"mid\", count = 2 }}, {{ name = \"edge\", count = {count} }}]\n\n\
+                 [[fault]]\nat = \"10s\"\nkind = \"kill\"\ntarget = \"edge-{count}\"\nduration = \"5s\"\n\n\
+                 [checks]\nlag_max = \"10s\"\nconverge_within = \"30s\"\ntrace_nodes_per_tier = {per_tier}\n"
+            )
+        };
+        let large = Scenario::parse(&text(10, 4), Path::new("s.toml")).expect("valid");
+        let faults: Vec<Fault> = large.fault.iter().map(|f| f.get_ref().clone()).collect();
+        let detail = trace_detail(&large, &faults);
+        let omitted: Vec<&str> = detail.omitted.iter().map(String::as_str).collect();
+        assert_eq!(omitted, ["edge-5", "edge-6", "edge-7", "edge-8", "edge-9"], "edge-10 has a fault");
+        assert_eq!(detail.tiers.len(), 13, "every node's tier, to summarize by");
+        assert_eq!(detail.tiers[0], ("root".to_string(), "root".to_string()));
+        let small = Scenario::parse(&text(4, 4), Path::new("s.toml")).expect("valid");
+        let detail = trace_detail(&small, &faults);
+        assert!(detail.omitted.is_empty() && detail.tiers.is_empty(), "a small tree keeps everything");
     }
 }

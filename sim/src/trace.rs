@@ -56,7 +56,8 @@ pub struct Recorder {
 /// nodes is summarized each sample by a [`Event::TierSample`] over all of them. So a trace
 /// holds at most `(root members + tiers × nodes_per_tier + fault targets)` nodes' series,
 /// whatever the tree's size, and is whole (nothing omitted) for a tree with no larger tier.
-/// The checkers see every event either way.
+/// The checkers see every event either way. A run's plan derives it
+/// ([`crate::plan::trace_detail`]).
 #[derive(Clone, Debug, Default)]
 pub struct Detail {
     /// The nodes whose series are left out.
@@ -64,29 +65,6 @@ pub struct Detail {
     /// Each node's tier, in topology order, when any tier is summarized (else empty): what
     /// the sampler groups its tier samples by.
     pub tiers: Vec<(String, String)>,
-}
-
-impl Detail {
-    /// The detail of a run of `scenario` whose faults are `faults`.
-    pub fn of(scenario: &crate::scenario::Scenario, faults: &[crate::scenario::Fault]) -> Detail {
-        let per_tier = scenario.checks.trace_nodes_per_tier;
-        let named: std::collections::BTreeSet<String> = faults
-            .iter()
-            .flat_map(|f| f.group_with_target().into_iter().chain(f.peer.as_ref().map(|p| p.get_ref().clone())))
-            .collect();
-        let infos = scenario.node_infos();
-        let mut place: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-        let mut omitted = std::collections::BTreeSet::new();
-        for info in &infos {
-            let n = place.entry(info.tier.as_str()).or_default();
-            *n += 1;
-            if *n > per_tier && !is_root(&info.name) && !named.contains(&info.name) {
-                omitted.insert(info.name.clone());
-            }
-        }
-        let tiers = if omitted.is_empty() { Vec::new() } else { infos.into_iter().map(|i| (i.name, i.tier)).collect() };
-        Detail { omitted, tiers }
-    }
 }
 
 /// Whether `event` is one of a node's steady series ([`Detail`]), and whose.

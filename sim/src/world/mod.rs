@@ -440,7 +440,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     let (faults, writer_modes) = (plan.draws.faults.clone(), plan.draws.writer_modes.clone());
     // Which nodes' steady series the trace keeps: a tree of thousands keeps a sample of each
     // tier and every fault's nodes, and a summary of each tier.
-    let detail = crate::trace::Detail::of(&scenario, &faults);
+    let detail = crate::plan::trace_detail(&scenario, &faults);
     recorder.locked().keep_detail(&detail);
     madsim::time::advance(SIM_CLOCK_AHEAD);
     // Every replica's reads from its sources to the `fetch` checker: from the wire, or over TLS
