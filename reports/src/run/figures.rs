@@ -326,6 +326,8 @@ pub(crate) fn metric_figure(
     if present.is_empty() && summarized.is_empty() {
         return None;
     }
+    let summarized_maxima: Vec<f64> =
+        summarized.values().flat_map(|(spreads, _)| spreads.iter().map(|s| s.max)).collect();
     let mut marks = Vec::new();
     let mut legend = Vec::new();
     let mut note = metric.note.to_string();
@@ -387,9 +389,7 @@ pub(crate) fn metric_figure(
     // Outliers (a node that never applied shows a lag of decades) would flatten everything else:
     // clip far outliers at the top edge and say so.
     let mut values: Vec<f64> = present.iter().flat_map(|&i| per_node[i].iter().map(|p| p.1)).collect();
-    if metric.tier_spread.is_some() {
-        values.extend(events.iter().filter_map(|e| metric.tier_spread.and_then(|f| f(e))).map(|(_, s)| s.max));
-    }
+    values.extend(summarized_maxima);
     values.sort_by(f64::total_cmp);
     let p99 = series::quantile(&values, 0.99).unwrap_or(0.0);
     let max = *values.last().expect("present or summarized is non-empty");

@@ -466,13 +466,9 @@ fn nodes_line(scenario: &Scenario, names: &[String]) -> String {
     if names.len() <= NAMES_LISTED_MAX {
         return format!("{} ({})", names.len(), names.join(", "));
     }
-    let mut tiers: Vec<(String, usize)> = Vec::new();
-    for info in scenario.node_infos() {
-        match tiers.last_mut() {
-            Some((tier, count)) if *tier == info.tier => *count += 1,
-            _ => tiers.push((info.tier, 1)),
-        }
-    }
-    let tiers: Vec<String> = tiers.into_iter().map(|(tier, count)| format!("{tier} {count}")).collect();
+    let topology = &scenario.topology;
+    let tiers: Vec<String> = std::iter::once(format!("root {}", topology.root_members))
+        .chain(topology.tiers.iter().map(|t| format!("{} {}", t.get_ref().name, t.get_ref().count)))
+        .collect();
     format!("{} (per tier: {})", names.len(), tiers.join(", "))
 }

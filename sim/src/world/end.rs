@@ -42,7 +42,7 @@ pub(super) fn summarize(
             engine_bytes_written: stats.as_ref().map(|s| s.disk_bytes_written),
         });
     }
-    let Some(root) = reference_root(&states) else { return };
+    let Some((_, root)) = reference_root(&states) else { return };
     let Ok(pairs) = root.read_store(|s| s.dump()) else { return };
     let reads = reads.lock();
     // prefix -> (keys, bytes, reads, never read)
@@ -65,13 +65,8 @@ pub(super) fn summarize(
 
 /// The root whose log and state every node is judged against: the root, or in a root group
 /// the running member furthest ahead (on a tie, the first by name). A member behind it is then
-/// pending like any replica.
-fn reference_root(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<&NodeState> {
-    reference_root_entry(states).map(|(_, state)| state)
-}
-
-/// [`reference_root`] with its name.
-fn reference_root_entry(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<(&str, &NodeState)> {
+/// pending like any replica. With its name.
+fn reference_root(states: &BTreeMap<String, std::sync::Arc<NodeState>>) -> Option<(&str, &NodeState)> {
     states
         .iter()
         .filter(|(name, _)| crate::trace::is_root(name))
@@ -138,7 +133,7 @@ fn root_log(root: &NodeState) -> RootLog {
 pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
     let states = live(states);
     let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash()));
-    let Some((root_name, root)) = reference_root_entry(&states) else {
+    let Some((root_name, root)) = reference_root(&states) else {
         return vec!["no root member is running".into()];
     };
     let log = root_log(root);
