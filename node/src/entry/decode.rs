@@ -195,6 +195,11 @@ impl StoredEntry {
     }
 
     /// The stored form: what [`check`](Self::check) was given.
+    pub fn compressed(&self) -> &[u8] {
+        &self.compressed
+    }
+
+    /// The stored form: what [`check`](Self::check) was given.
     pub fn into_compressed(self) -> Vec<u8> {
         self.compressed
     }

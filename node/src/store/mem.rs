@@ -19,9 +19,9 @@
 //! binary has no way to damage its own disk.
 //!
 //! `resources` reports the key and value bytes held: the memory the engine's data takes, before
-//! the maps' own overhead, as if each store held its own. Log entries are in fact held once per
-//! process however many stores hold them ([`shared_log`]): under the simulator forty stores
-//! hold the same entries.
+//! the maps' own overhead, as if each store held its own. Log entries and values are in fact
+//! held once per process however many stores hold them ([`shared`]): under the simulator forty
+//! stores, or ten thousand, hold the same entries and values.
 
 use std::io::{Read, Write as _};
 use std::path::Path;
@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::engine::{Engine, EngineError, EngineKind, EngineResources, Found, Table, Visit, Write};
 use super::mem_table::{MemTable, Value};
-use super::shared_log;
+use super::shared::{self, SharedTable};
 
 type Tables = [MemTable; 3];
 
@@ -72,6 +72,20 @@ impl MemDisk {
     pub fn corrupt_value(&self, key: &[u8]) -> bool {
         let mut tables = self.lock();
         match tables[slot(Table::Kv)].get_mut(key).and_then(|record| record.last_mut()) {
+            Some(byte) => {
+                *byte ^= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Flips the last bit of the log entry stored under `index`; false if there is none.
+    #[cfg(test)]
+    pub(crate) fn corrupt_log_entry(&self, index: u64) -> bool {
+        let mut tables = self.lock();
+        let key = super::record::log_key(index);
+        match tables[slot(Table::Log)].get_mut(&key).and_then(|stored| stored.last_mut()) {
             Some(byte) => {
                 *byte ^= 1;
                 true
@@ -153,7 +167,7 @@ impl MemDisk {
             let key = take(key_len)?.to_vec();
             let value_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
             let value = take(value_len)?.to_vec();
-            let value = stored(table, &key, value);
+            let value = stored(Table::ALL[table], &key, value);
             tables[table].insert(key, value);
         }
         let mut disk = self.lock();
@@ -165,6 +179,7 @@ impl MemDisk {
     }
 }
 
+/// A table's place in [`Tables`]: its place in `Table::ALL`.
 fn slot(table: Table) -> usize {
     match table {
         Table::Meta => 0,
@@ -173,10 +188,14 @@ fn slot(table: Table) -> usize {
     }
 }
 
-/// `value` as the table in `slot` stores it: log entries in the allocation other stores of this
-/// process share (see [`shared_log`]).
-fn stored(slot: usize, key: &[u8], value: Vec<u8>) -> Value {
-    if slot == self::slot(Table::Log) { Value::Shared(shared_log::share(key, value)) } else { Value::Own(value) }
+/// `value` as `table` stores it: log entries and value records in the allocation other stores
+/// of this process share (see [`shared`]).
+fn stored(table: Table, key: &[u8], value: Vec<u8>) -> Value {
+    match table {
+        Table::Log => Value::Shared(shared::share(SharedTable::Log, key, value)),
+        Table::Kv => Value::Shared(shared::share(SharedTable::Kv, key, value)),
+        Table::Meta => Value::Own(value),
+    }
 }
 
 pub(crate) struct MemEngine {
@@ -225,7 +244,7 @@ impl Engine for MemEngine {
         let mut inclusive = true;
         loop {
             let page: Vec<(Vec<u8>, Value)> = {
-                let tables = self.disk.lock();
+                let mut tables = self.disk.lock();
                 let lower = if inclusive {
                     std::ops::Bound::Included(from.as_slice())
                 } else {
@@ -263,7 +282,7 @@ impl Engine for MemEngine {
             match write {
                 Write::Put { table, key, value } => {
                     self.bytes_written += (key.len() + value.len()) as u64;
-                    let value = stored(slot(table), &key, value);
+                    let value = stored(table, &key, value);
                     if journaled {
                         let before = tables[slot(table)].insert(key.clone(), value);
                         replaced(slot(table), &key, before);
@@ -315,7 +334,7 @@ impl Engine for MemEngine {
         std::fs::create_dir(dir).map_err(failed)?;
         let mut out = Vec::new();
         out.extend_from_slice(DUMP_MAGIC);
-        let tables = self.disk.lock();
+        let mut tables = self.disk.lock();
         for table in Table::ALL {
             for (key, value) in tables[slot(table)].iter() {
                 out.push(slot(table) as u8);
@@ -333,5 +352,17 @@ impl Engine for MemEngine {
 
     fn resources(&self) -> EngineResources {
         EngineResources { held_bytes: Some(self.disk.held_bytes()), ..EngineResources::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tables_slot_is_its_place_in_table_all() {
+        for (place, table) in Table::ALL.into_iter().enumerate() {
+            assert_eq!(slot(table), place, "{table:?}");
+        }
     }
 }

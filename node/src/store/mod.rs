@@ -34,7 +34,7 @@ mod record;
 mod rocks;
 #[cfg(feature = "sim-harness")]
 pub mod rot;
-mod shared_log;
+mod shared;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
@@ -118,6 +118,8 @@ pub struct Store {
     head: Head,
     logical_bytes_written: u64,
     checksum_failures: AtomicU64,
+    /// The entries the log's readers checked last (see [`log::CheckedRecently`]).
+    checked_recently: log::CheckedRecently,
     /// Where and how this store was opened, to reopen it after a failed commit (None: a
     /// read-only store, which never commits).
     opened_from: Option<(StoreLocation, OpenOptions)>,
@@ -192,6 +194,7 @@ impl Store {
             head,
             logical_bytes_written: 0,
             checksum_failures: AtomicU64::new(0),
+            checked_recently: log::CheckedRecently::default(),
             opened_from: None,
             unsettled: None,
         })

@@ -111,6 +111,7 @@ impl Store {
                 head,
                 logical_bytes_written: 0,
                 checksum_failures: AtomicU64::new(0),
+                checked_recently: Default::default(),
                 opened_from: None,
                 unsettled: None,
             };

@@ -167,8 +167,8 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
         fetched: fetch
             .lock()
             .totals()
-            .iter()
-            .map(|(node, &fetched)| qs_reports::schema::NodeFetched { node: node.clone(), fetched })
+            .into_iter()
+            .map(|(node, fetched)| qs_reports::schema::NodeFetched { node: node.to_string(), fetched })
             .collect(),
     }
 }

@@ -44,12 +44,13 @@
 //! chunks they carried, and how many of those it held already ([`FetchJudge::totals`]); one
 //! violation per connection names the first waste.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use qs_node::replication::protocol::{FrameType, Message, Want};
 use qs_node::store::snapshot::SnapshotManifest;
+use rustc_hash::FxBuildHasher;
 
 use crate::sync::Locked;
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
@@ -81,27 +82,88 @@ struct Connection {
     reported: bool,
 }
 
+/// One node as the judge follows it.
+#[derive(Debug, Default)]
+struct Followed {
+    /// Its latest applied index, from its trace (none before its first such event).
+    applied: Option<u64>,
+    /// What it holds of a snapshot transfer.
+    staged: Staged,
+    /// Its disk answers errors now (a `disk-error` fault).
+    disk_failing: bool,
+    /// What it read from its sources, once it read anything.
+    fetched: Option<Fetched>,
+}
+
+/// First entries of `Entries` frames already checked, by their bytes: each entry crosses the
+/// wire once per replica, ten thousand times in a large tree, and checking it (decompressing,
+/// parsing, hashing) every time was a twentieth of such a run. Bytes equal to checked bytes
+/// check the same. Forgotten whole when full: what matters is the entries in flight now.
+#[derive(Debug, Default)]
+struct Checked(HashMap<Box<[u8]>, u64, FxBuildHasher>);
+
+/// Entries [`Checked`] remembers: about a frame's worth of the newest entries of every chain.
+const CHECKED_ENTRIES_MAX: usize = 1024;
+
+impl Checked {
+    /// The index of `compressed` if it is a sound entry (`StoredEntry::check`).
+    fn index(&mut self, compressed: &[u8]) -> Option<u64> {
+        if let Some(&index) = self.0.get(compressed) {
+            return Some(index);
+        }
+        let index = qs_node::StoredEntry::check(compressed.to_vec()).ok()?.index();
+        if self.0.len() >= CHECKED_ENTRIES_MAX {
+            self.0.clear();
+        }
+        self.0.insert(compressed.into(), index);
+        Some(index)
+    }
+}
+
 /// The judge (see the module doc), shared by the checker and madsim's read hook.
+///
+/// Every read of every replica passes through [`read`](Self::read): nodes are followed by a
+/// number, found once per read by address, not by name in maps keyed by name.
 #[derive(Debug, Default)]
 pub struct FetchJudge {
-    names_by_ip: BTreeMap<IpAddr, String>,
+    by_ip: BTreeMap<IpAddr, usize>,
+    /// Every followed node's number, in name order (the order of [`totals`](Self::totals)).
+    by_name: BTreeMap<String, usize>,
+    /// By number: each node's name, and what the judge follows of it.
+    names: Vec<String>,
+    nodes: Vec<Followed>,
     /// The ports that serve replication: every node's replication port, and the relays'.
     serving: BTreeSet<u16>,
     /// By (the replica's address, the source's).
     connections: BTreeMap<(SocketAddr, SocketAddr), Connection>,
-    /// Each node's latest applied index, from its trace.
-    applied: BTreeMap<String, u64>,
-    /// What each replica holds of a snapshot transfer.
-    staged: BTreeMap<String, Staged>,
-    /// The nodes whose disk answers errors now (a `disk-error` fault).
-    disk_failing: BTreeSet<String>,
-    totals: BTreeMap<String, Fetched>,
+    checked: Checked,
 }
 
 impl FetchJudge {
     /// `names_by_ip`: the nodes; `serving`: the ports a source serves replication on.
     pub fn new(names_by_ip: BTreeMap<IpAddr, String>, serving: BTreeSet<u16>) -> FetchJudge {
-        FetchJudge { names_by_ip, serving, ..FetchJudge::default() }
+        let mut judge = FetchJudge { serving, ..FetchJudge::default() };
+        for (ip, name) in names_by_ip {
+            let number = judge.number(&name);
+            judge.by_ip.insert(ip, number);
+        }
+        judge
+    }
+
+    /// `name`'s number, followed from now on if it was not.
+    fn number(&mut self, name: &str) -> usize {
+        if let Some(&number) = self.by_name.get(name) {
+            return number;
+        }
+        self.names.push(name.to_string());
+        self.nodes.push(Followed::default());
+        self.by_name.insert(name.to_string(), self.nodes.len() - 1);
+        self.nodes.len() - 1
+    }
+
+    fn node(&mut self, name: &str) -> &mut Followed {
+        let number = self.number(name);
+        &mut self.nodes[number]
     }
 
     /// `bytes` read at `at_ms` by the stream `local` ← `peer`: a violation when they complete
@@ -118,14 +180,23 @@ impl FetchJudge {
                 (true, false) => (peer, local, false),
                 _ => return None,
             };
-        let node = self.names_by_ip.get(&replica.ip())?.clone();
-        let source_name = self.names_by_ip.get(&source.ip()).cloned().unwrap_or_else(|| source.to_string());
-        let totals = self.totals.entry(node.clone()).or_default();
+        let number = *self.by_ip.get(&replica.ip())?;
+        let source_address;
+        let source_name = match self.by_ip.get(&source.ip()) {
+            Some(&number) => self.names[number].as_str(),
+            None => {
+                source_address = source.to_string();
+                &source_address
+            }
+        };
+        let node = self.names[number].as_str();
+        let Followed { applied, staged, disk_failing, fetched } = &mut self.nodes[number];
+        let totals = fetched.get_or_insert_default();
         if to_replica {
             totals.bytes += bytes.len() as u64;
         }
-        let applied = self.applied.get(&node).copied().unwrap_or(0);
-        let staged = self.staged.entry(node.clone()).or_default();
+        let applied = applied.unwrap_or(0);
+        let disk_failing = *disk_failing;
         let connection = self.connections.entry((replica, source)).or_default();
         let framer = if to_replica { &mut connection.to_replica } else { &mut connection.to_source };
         let mut problems = Vec::new();
@@ -182,10 +253,9 @@ impl FetchJudge {
             match &frame.kept {
                 Kept::Entries { count, first } => {
                     totals.entries += count;
-                    let Some(first) = first.clone().and_then(|e| qs_node::StoredEntry::check(e).ok()) else {
+                    let Some(first) = first.as_deref().and_then(|e| self.checked.index(e)) else {
                         continue;
                     };
-                    let first = first.index();
                     let last = first + count.saturating_sub(1);
                     if first <= applied {
                         totals.entries_again += last.min(applied) - first + 1;
@@ -214,7 +284,6 @@ impl FetchJudge {
                         }
                         Ok(Message::SnapshotChunk(chunk)) => {
                             totals.chunks += 1;
-                            let disk_failing = self.disk_failing.contains(&node);
                             if transfer.chunk(&chunk, staged, disk_failing) == ChunkRead::Again {
                                 totals.chunks_again += 1;
                             }
@@ -245,25 +314,32 @@ impl FetchJudge {
             return None;
         }
         connection.reported = true;
-        Some(Event::Violation { at_ms, checker: Checker::Fetch, node, index, message })
+        Some(Event::Violation { at_ms, checker: Checker::Fetch, node: node.to_string(), index, message })
     }
 
     /// Per replica, what it read from its sources so far.
-    pub fn totals(&self) -> &BTreeMap<String, Fetched> {
-        &self.totals
+    pub fn totals(&self) -> BTreeMap<&str, Fetched> {
+        self.followed().filter_map(|(name, node)| Some((name, node.fetched?))).collect()
+    }
+
+    /// Every followed node with its name, in name order.
+    fn followed(&self) -> impl Iterator<Item = (&str, &Followed)> {
+        self.by_name.iter().map(|(name, &number)| (name.as_str(), &self.nodes[number]))
     }
 
     /// At the run's end: a violation if a replica holds entries yet this judge read no byte it
     /// took from a source — the judge was blind to its connections (a wire it cannot read, such
     /// as TLS without the nodes' decrypted reads), and its pass would mean nothing.
     pub fn blind(&self, at_ms: u64) -> Option<Event> {
-        let (node, &index) = self.applied.iter().find(|&(node, &index)| {
-            !crate::trace::is_root(node) && index > 0 && self.totals.get(node).is_none_or(|t| t.bytes == 0)
+        let (node, index) = self.followed().find_map(|(name, node)| {
+            let index = node.applied.filter(|&index| index > 0)?;
+            let read_nothing = node.fetched.is_none_or(|fetched| fetched.bytes == 0);
+            (!crate::trace::is_root(name) && read_nothing).then_some((name, index))
         })?;
         Some(Event::Violation {
             at_ms,
             checker: Checker::Fetch,
-            node: node.clone(),
+            node: node.to_string(),
             index,
             message: format!(
                 "{node} holds entries up to {index} yet no byte it read from a source reached this checker: \
@@ -299,25 +375,18 @@ impl Fetch {
 impl Observer for Fetch {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         match event {
-            Event::Applied { node, last, .. } => {
-                self.lock().applied.insert(node.clone(), *last);
-            }
-            Event::Bootstrapped { node, index, .. } => {
-                self.lock().applied.insert(node.clone(), *index);
-            }
+            Event::Applied { node, last, .. } => self.lock().node(node).applied = Some(*last),
+            Event::Bootstrapped { node, index, .. } => self.lock().node(node).applied = Some(*index),
             // The end of a `sigbus` fault replaces the node's disk with an empty one: it fetches
             // everything again, rightly.
             Event::Fault { node, kind: FaultKind::Sigbus, phase: FaultPhase::End, .. } => {
                 let mut judge = self.lock();
-                judge.applied.insert(node.clone(), 0);
-                judge.staged.insert(node.clone(), Staged::Nothing);
+                let node = judge.node(node);
+                node.applied = Some(0);
+                node.staged = Staged::Nothing;
             }
             Event::Fault { node, kind: FaultKind::DiskError, phase, .. } => {
-                let mut judge = self.lock();
-                match phase {
-                    FaultPhase::Start => judge.disk_failing.insert(node.clone()),
-                    FaultPhase::End => judge.disk_failing.remove(node),
-                };
+                self.lock().node(node).disk_failing = *phase == FaultPhase::Start;
             }
             _ => {}
         }

@@ -1,11 +1,12 @@
-//! Log entries shared between the memory stores of one process.
+//! Log entries and values shared between the memory stores of one process.
 //!
-//! Under the simulator forty memory stores live in one process and each holds every log entry:
-//! the same bytes, received and stored forty times, were 264 MB of a reference run's 305 MB at
-//! its peak, and fresh memory costs a run the time the kernel takes to hand it over (first
-//! touch: about 0.8 ms per MB on the machines measured). [`share`] hands back, for bytes some
-//! store in this process already holds under the same log key, that store's allocation, so each
-//! distinct entry is held once.
+//! Under the simulator forty memory stores — or ten thousand — live in one process and each
+//! holds every log entry and every value: the same bytes, received and stored once per store,
+//! were 264 MB of a reference run's 305 MB at its peak (log entries), and 3.6 GB of a
+//! ten-thousand-node run's 8.2 GB (values); fresh memory costs a run the time the kernel takes
+//! to hand it over (first touch: about 0.8 ms per MB on the machines measured). [`share`] hands
+//! back, for bytes some store in this process already holds under the same key of the same
+//! table, that store's allocation, so each distinct entry and value is held once.
 //!
 //! Only the allocation is shared. Each store still counts the bytes as its own (held bytes,
 //! bytes written), drops its reference when its log is collected, and copies a value before it
@@ -30,13 +31,22 @@ struct Registry {
     after_sweep: usize,
 }
 
-static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+/// The tables whose values are shared: the log (entries) and the key-value table (value
+/// records). The meta table's few values change on every commit and are each store's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SharedTable {
+    Log,
+    Kv,
+}
 
-/// `value`, to store under the log key `key`: the allocation of a store that holds the same
-/// bytes under that key if one does, else `value` itself, registered for the stores after it.
-pub(crate) fn share(key: &[u8], value: Vec<u8>) -> Arc<[u8]> {
+/// One registry a table: a key means different things in each.
+static REGISTRIES: [LazyLock<Mutex<Registry>>; 2] = [LazyLock::new(Mutex::default), LazyLock::new(Mutex::default)];
+
+/// `value`, to store under `key` in `table`: the allocation of a store that holds the same bytes
+/// under that key if one does, else `value` itself, registered for the stores after it.
+pub(crate) fn share(table: SharedTable, key: &[u8], value: Vec<u8>) -> Arc<[u8]> {
     // A panic while the registry was held leaves at worst a stale weak reference.
-    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).share(key, value)
+    REGISTRIES[table as usize].lock().unwrap_or_else(|poisoned| poisoned.into_inner()).share(key, value)
 }
 
 impl Registry {
@@ -69,8 +79,10 @@ mod tests {
         assert_eq!(&*second, b"entry bytes");
         // The process-wide registry does the same while a store holds the first.
         let key = b"shared-log-test-equal";
-        let held = share(key, b"x".to_vec());
-        assert!(Arc::ptr_eq(&held, &share(key, b"x".to_vec())));
+        let held = share(SharedTable::Log, key, b"x".to_vec());
+        assert!(Arc::ptr_eq(&held, &share(SharedTable::Log, key, b"x".to_vec())));
+        // Tables do not share: the same key and bytes in another table are another allocation.
+        assert!(!Arc::ptr_eq(&held, &share(SharedTable::Kv, key, b"x".to_vec())));
     }
 
     #[test]
