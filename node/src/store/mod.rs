@@ -29,6 +29,7 @@ mod log;
 mod mem;
 mod mem_table;
 mod open;
+mod read;
 mod record;
 #[cfg(feature = "rocksdb")]
 mod rocks;
@@ -48,7 +49,8 @@ pub use location::{OpenOptions, StoreLocation};
 pub(crate) use location::{describe_path, detect_engine};
 pub use log::{GcOutcome, LogRead, LogReadLimits, RetentionPolicy};
 pub use mem::MemDisk;
-use record::{Head, log_key, open_record, value_len_of_record, value_record};
+pub use read::{KeyValue, PrefixUsage, StateDigest};
+use record::{Head, log_key, value_len_of_record, value_record};
 pub use record::{STORE_FORMAT_VERSION, meta};
 pub(crate) use record::{record_value_len, verified_value};
 /// Block cache capacity when none is configured: RocksDB's own default (32 MiB), so a node
@@ -83,32 +85,6 @@ impl StoreStats {
         (self.logical_bytes_written > 0).then(|| self.disk_bytes_written as f64 / self.logical_bytes_written as f64)
     }
 }
-
-/// Keys and bytes under one key prefix (the part before the first `:`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PrefixUsage {
-    pub keys: u64,
-    pub bytes: u64,
-}
-
-/// BLAKE3 over the whole KV state in key order. Equal on two stores iff their states are equal.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StateDigest(pub [u8; 32]);
-
-impl std::fmt::Debug for StateDigest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "StateDigest({})", ChainHash(self.0).to_hex().get(..16).unwrap_or_default())
-    }
-}
-
-impl std::fmt::Display for StateDigest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&ChainHash(self.0).to_hex())
-    }
-}
-
-/// A key and its value.
-pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// One replicated database on one engine. Writes take `&mut self`, so a shared store needs a
 /// lock around it, and every read through `&self` sees one consistent commit.
@@ -384,114 +360,6 @@ impl Store {
         self.head = moved.expect("a commit that succeeded asked for the head it wrote");
         self.logical_bytes_written += logical_bytes_written;
         Ok(())
-    }
-
-    /// The value under `key`, verified against its checksum.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut held = None;
-        self.get_each(&[key], &mut |_, value| {
-            held = value.map(<[u8]>::to_vec);
-            false
-        })?;
-        Ok(held)
-    }
-
-    /// Looks up each of `keys` in order, in one view of the store, handing `found` each key's
-    /// position in `keys` and its verified value (None: absent), borrowed from the engine for the
-    /// call; stops at the first `false`. A value whose checksum fails ends the reads with
-    /// [`StoreError::Checksum`], as [`get`](Self::get) does.
-    pub fn get_each(
-        &self,
-        keys: &[&[u8]],
-        found: &mut dyn FnMut(usize, Option<&[u8]>) -> bool,
-    ) -> Result<(), StoreError> {
-        let mut damaged = None;
-        let read = self.engine.get_each(Table::Kv, keys, &mut |position, record| match record {
-            None => found(position, None),
-            Some(record) => match open_record(keys[position], record) {
-                Some(value) => found(position, Some(value)),
-                None => {
-                    damaged = Some(position);
-                    false
-                }
-            },
-        });
-        match read {
-            Err(source @ EngineError::Corruption { .. }) => {
-                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-                // The engine does not say which key it was reading.
-                let key = match keys {
-                    [key] => escape(key),
-                    keys => format!("one of {}", keys.iter().map(|key| escape(key)).collect::<Vec<_>>().join(", ")),
-                };
-                return Err(StoreError::CorruptRead { key, source });
-            }
-            Err(e) => return Err(e.into()),
-            Ok(()) => {}
-        }
-        if let Some(position) = damaged {
-            let key = escape(keys[position]);
-            self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(key = %key, location = %self.location, "value checksum mismatch");
-            return Err(StoreError::Checksum { key });
-        }
-        Ok(())
-    }
-
-    /// Digest of the whole KV state, verifying every value's checksum on the way.
-    pub fn state_digest(&self) -> Result<StateDigest, StoreError> {
-        let mut hasher = blake3::Hasher::new();
-        self.scan_values(&mut |key, value| {
-            hasher.update(&(key.len() as u64).to_le_bytes());
-            hasher.update(key);
-            hasher.update(&(value.len() as u64).to_le_bytes());
-            hasher.update(value);
-        })?;
-        Ok(StateDigest(*hasher.finalize().as_bytes()))
-    }
-
-    /// Every key and value, in key order, checksum-verified. For tests and small stores.
-    pub fn dump(&self) -> Result<Vec<KeyValue>, StoreError> {
-        let mut out = Vec::new();
-        self.scan_values(&mut |key, value| out.push((key.to_vec(), value.to_vec())))?;
-        Ok(out)
-    }
-
-    /// Visits every key and verified value in key order; stops at the first damaged value and
-    /// reports it (counted) as [`StoreError::Checksum`].
-    fn scan_values(&self, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<(), StoreError> {
-        let mut damaged = None;
-        self.engine.scan(Table::Kv, &[], &mut |key, record| match open_record(key, record) {
-            Some(value) => {
-                visit(key, value);
-                true
-            }
-            None => {
-                damaged = Some(escape(key));
-                false
-            }
-        })?;
-        match damaged {
-            Some(key) => {
-                self.checksum_failures.fetch_add(1, Ordering::Relaxed);
-                Err(StoreError::Checksum { key })
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Keys and bytes grouped by prefix (the part of the key before the first `:`; a key with
-    /// no `:` is its own group), as QSusage and MCInspector report usage.
-    pub fn usage_by_prefix(&self) -> Result<BTreeMap<String, PrefixUsage>, StoreError> {
-        let mut usage: BTreeMap<String, PrefixUsage> = BTreeMap::new();
-        self.engine.scan(Table::Kv, &[], &mut |key, record| {
-            let prefix = key.split(|b| *b == b':').next().unwrap_or(key);
-            let entry = usage.entry(String::from_utf8_lossy(prefix).into_owned()).or_default();
-            entry.keys += 1;
-            entry.bytes += key.len() as u64 + record_value_len(record);
-            true
-        })?;
-        Ok(usage)
     }
 
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
