@@ -15,7 +15,7 @@
 //! Producers authenticate with `Authorization: Bearer <token>`. Refusals: `401` unknown token,
 //! `403` a key outside the producer's prefixes (ACL), `400` a bad key or body, `408` a body that
 //! did not arrive within `connections.http.body_read_timeout`, `413` a body over
-//! [`BODY_BYTES_MAX`], `429` over quota with `Retry-After` (seconds) and `retry_after_ms` in the
+//! [`REQUEST_BODY_BYTES_MAX`], `429` over quota with `Retry-After` (seconds) and `retry_after_ms` in the
 //! body — a producer over quota is slowed down, never silently dropped — and `503` when the root
 //! is shutting down or cannot write now (the write was not applied). A `500` is a commit that
 //! failed with its outcome unknown (a disk error: it may have landed); retry it. Keys in paths
@@ -45,14 +45,13 @@ use tokio::net::TcpListener;
 use crate::config::Role;
 use crate::connections::{FlushWhenWritten, Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
+use crate::limits::REQUEST_BODY_BYTES_MAX;
 use crate::observe::Probe;
 use crate::root::WriteQueue;
 use crate::root::quota::Producer;
 use crate::state::NodeState;
 use crate::tls::Secured;
 
-/// Largest request body: one maximal value plus framing, or a batch of small writes.
-pub const BODY_BYTES_MAX: usize = 2 << 20;
 /// Most operations in one batch request (one log entry's worth).
 pub const BATCH_OPS_MAX: usize = crate::limits::OPS_PER_ENTRY_MAX;
 
@@ -382,7 +381,7 @@ impl Api {
     /// The request's body, whole, within `connections.http.body_read_timeout`.
     async fn read_body(&self, request: Request<Incoming>) -> Result<Vec<u8>, Reply> {
         let limit = self.state.config.connections.http.body_read_timeout;
-        let body = Limited::new(request.into_body(), BODY_BYTES_MAX).collect();
+        let body = Limited::new(request.into_body(), REQUEST_BODY_BYTES_MAX).collect();
         let Ok(body) = tokio::time::timeout(limit, body).await else {
             self.state.connections.gate(ListenerKind::Http).timed_out();
             let mut reply = error(
@@ -396,7 +395,7 @@ impl Api {
         match body {
             Ok(body) => Ok(body.to_bytes().to_vec()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                Err(error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {BODY_BYTES_MAX} bytes")))
+                Err(error(StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {REQUEST_BODY_BYTES_MAX} bytes")))
             }
             Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("reading the body: {e}"))),
         }

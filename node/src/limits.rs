@@ -22,6 +22,10 @@ pub const OPS_PER_ENTRY_MAX: usize = 10_000;
 /// decompression buffer. One maximal operation (key + 1 MiB value) must fit, with room to spare.
 pub const ENTRY_BYTES_MAX: usize = 4 << 20;
 
+/// Largest HTTP request body the root's API reads: one maximal value plus framing, or a batch of
+/// small writes. Within one Raft proposal (asserted beside `root::group`'s proposal limit).
+pub const REQUEST_BODY_BYTES_MAX: usize = 2 << 20;
+
 /// Most log entries one `collect_garbage` pass removes, so one pass is one bounded transaction;
 /// a store far behind on collection catches up over several passes.
 pub const GC_ENTRIES_PER_PASS_MAX: u64 = 100_000;

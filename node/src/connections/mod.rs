@@ -77,7 +77,7 @@ impl ListenerKind {
     /// rounded up from a measurement: a release `qs-node` (glibc) given 1 500 and then 3 000
     /// connections that each sent half a request and went silent, its resident size before and
     /// after divided by the connections. A connection in the middle of a large request or reply
-    /// holds more for that moment; those peaks are bounded by `http_api::BODY_BYTES_MAX`,
+    /// holds more for that moment; those peaks are bounded by `limits::REQUEST_BODY_BYTES_MAX`,
     /// `memcached::REPLY_BYTES_MAX` and `replication::server::FRAME_LIMITS`, and not charged.
     pub const fn buffer_bytes(self) -> u64 {
         match self {

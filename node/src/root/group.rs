@@ -624,7 +624,7 @@ fn split_for_proposals(batch: Vec<WriteRequest>) -> Vec<Vec<WriteRequest>> {
 /// Operation bytes gathered into one proposal.
 const PROPOSAL_OPS_BYTES_MAX: usize = 4 << 20;
 const _: () = assert!(
-    crate::http_api::BODY_BYTES_MAX <= PROPOSAL_OPS_BYTES_MAX
+    crate::limits::REQUEST_BODY_BYTES_MAX <= PROPOSAL_OPS_BYTES_MAX
         && PROPOSAL_OPS_BYTES_MAX + 64 <= consensus::PROPOSAL_BYTES_MAX,
     "a request's operations fit one proposal"
 );

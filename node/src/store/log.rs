@@ -94,12 +94,16 @@ impl CheckedRecently {
     /// bytes checked before as that entry, else by [`StoredEntry::check`] (and kept).
     fn check(&self, index: u64, stored: &[u8]) -> Result<StoredEntry, EntryError> {
         // A panic while the cache was held leaves entries that were checked: still true.
-        let mut recent = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(hit) = recent.iter().find(|e| e.index() == index && e.compressed() == stored) {
+        let lock = || self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(hit) = lock().iter().find(|e| e.index() == index && e.compressed() == stored) {
             return Ok(hit.clone());
         }
+        // Checked with the cache unlocked: the other clients' reads of a real node go on beside
+        // the check of a large entry.
         let entry = StoredEntry::check(stored.to_vec())?;
-        if entry.index() == index {
+        let mut recent = lock();
+        // Another reader may have checked the same bytes meanwhile.
+        if entry.index() == index && !recent.contains(&entry) {
             if recent.len() == CHECKED_RECENTLY_MAX {
                 recent.pop_front();
             }
