@@ -8,10 +8,10 @@
 //! --target-dir target/madsim -- [--nodes 500,2000,5000,10000] [--seed N]`).
 //!
 //! A smaller tree keeps the scenario's fan-out, workload and faults
-//! ([`qs_sim::scenario::resize`]): top-1 partitioned, and the points of presence that follow
-//! main-2 down together. At 10 000 nodes the run is the shipped scenario's. Runs go one after another, so each has the
-//! machine's two cores to itself (the simulation is one thread; the second core is the kernel's
-//! and this process's).
+//! ([`qs_sim::scenario::resize`]): top-1 partitioned, and the points of presence that follow main-2
+//! down together. At 10 000 nodes the run is the shipped scenario's. Runs go one after another, so
+//! each has the machine's two cores to itself (the simulation is one thread; the second core is
+//! the kernel's and this process's).
 
 #[cfg(madsim)]
 use qs_sim::scenario::resize;

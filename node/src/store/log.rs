@@ -2,10 +2,10 @@
 //!
 //! Guarantees: a log read returns contiguous entries from the index asked for, each checked
 //! (decoded and hash-verified) on its way out of the engine — or, for a source's reads, equal
-//! byte for byte to bytes this store checked so as that same entry moments before
-//! ([`CheckedRecently`]) — within its limits and never past the applied index; a collected index is answered as such, never with the nearest entry. A
-//! garbage-collection pass removes a contiguous prefix in one commit and never passes the
-//! applied index.
+//! byte for byte to bytes this store checked as that same entry moments before
+//! ([`CheckedRecently`]) — within its limits and never past the applied index; a collected
+//! index is answered as such, never with the nearest entry. A garbage-collection pass removes a
+//! contiguous prefix in one commit and never passes the applied index.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

@@ -28,10 +28,10 @@ use smallvec::SmallVec;
 /// ordered set's search alone a sixth of a run. Longer keys spill to the heap as before.
 type OrderedKey = SmallVec<[u8; 22]>;
 
-/// A stored value: the table's own bytes, or bytes it shares with other stores of the process
-/// (log entries and value records, see `super::shared`). Shared bytes are never changed in place: a change
-/// makes them the table's own first. Own bytes stay a plain `Vec`: replacing a value then frees
-/// it without touching it, where a shared one's reference count lives beside its cold bytes.
+/// A stored value: bytes shared with other stores of the process (log entries and value
+/// records, see `super::shared`), or the table's own (the meta table's, rewritten by every
+/// commit and equal to no other store's). Shared bytes are never changed in place: a change
+/// makes them the table's own first.
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
     Own(Vec<u8>),

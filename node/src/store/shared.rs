@@ -9,9 +9,9 @@
 //! table, that store's allocation, so each distinct entry and value is held once.
 //!
 //! Only the allocation is shared. Each store still counts the bytes as its own (held bytes,
-//! bytes written), drops its reference when its log is collected, and copies a value before it
-//! changes one (`MemTable::get_mut`). Nothing simulated depends on sharing: a value's bytes are
-//! the same either way, and bytes that differ under one key (replicas that diverged) are never
+//! bytes written), drops its reference when it collects the entry or replaces the value, and
+//! copies a value before it changes one (`MemTable::get_mut`). Nothing simulated depends on
+//! sharing: a value's bytes are the same either way, and bytes that differ under one key (replicas that diverged) are never
 //! shared. The registry holds weak references, so what no store holds any longer is freed; its
 //! dead entries are swept whenever it has doubled since the last sweep (what a sweep visits
 //! first does not matter: it only forgets).

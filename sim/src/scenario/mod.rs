@@ -120,10 +120,10 @@ pub const DATACENTERS_MAX: usize = 16;
 /// ~150 ms; beyond a second it is an outage, which partitions model).
 pub const CROSS_DC_LATENCY_MAX: Duration = Duration::from_secs(1);
 /// Most nodes in one scenario: what this machine (24 GiB) holds in one process. The `scale`
-/// scenario's ten thousand nodes peaked at 4.9 GB over 90 simulated seconds at 20 writes/s
-/// (0.5 MB a node, values and log entries held once per process); twice that, about 10 GB,
-/// leaves room for a workload with more data per node, the report and a busy machine. Every structure of a run holds this many: the address plan
-/// ([`nodes::ADDRESSES_PER_TIER`] per tier) and the relay ports
+/// scenario's ten thousand nodes peaked at 4.9 GB over 90 simulated seconds at 20 writes/s (0.5 MB
+/// a node, values and log entries held once per process); twice that, about 10 GB, leaves room for
+/// a workload with more data per node, the report and a busy machine. Every structure of a run
+/// holds this many: the address plan ([`nodes::ADDRESSES_PER_TIER`] per tier) and the relay ports
 /// ([`nodes::RELAY_PORT_BASE`] + one per node).
 pub const NODES_MAX: usize = 20_000;
 const _: () = assert!(NODES_MAX <= nodes::ADDRESSES_PER_TIER);

@@ -310,3 +310,21 @@ fn a_judge_that_read_nothing_of_a_replica_that_holds_entries_says_it_was_blind()
     assert!(fetch.lock().read(12, edge, SOURCE, &entries(5, 3)).is_none());
     assert!(fetch.lock().blind(100).is_none(), "a judge that read edge-1's stream called itself blind");
 }
+
+#[test]
+fn the_checked_first_entries_are_forgotten_whole_past_their_bound_and_still_answer_right() {
+    let mut checked = Checked::default();
+    let mut prev = ChainHash::GENESIS;
+    for index in 1..=CHECKED_ENTRIES_MAX as u64 + 1 {
+        let entry = LogEntry::seal(index, DatabaseId(7), index, prev, Vec::new()).expect("an entry");
+        prev = entry.hash;
+        let bytes = entry.compress();
+        assert_eq!(checked.index(&bytes), Some(index));
+        assert_eq!(checked.index(&bytes), Some(index), "answered again from what was checked");
+        assert!(checked.0.len() <= CHECKED_ENTRIES_MAX, "{} entries kept", checked.0.len());
+        let mut damaged = bytes;
+        *damaged.last_mut().expect("bytes") ^= 1;
+        assert_eq!(checked.index(&damaged), None, "damaged bytes are never taken for checked ones");
+    }
+    assert_eq!(checked.0.len(), 1, "cleared at the bound, then the newest kept");
+}
