@@ -45,8 +45,36 @@ fn issue_at(plan: &Plan, address: impl Fn(IpAddr) -> IpAddr) -> Result<Vec<(Stri
         let certificate = node_certificate(&ca, name, &[address(node.ip)], &[], validity(), key(plan.seed, name))?;
         issued.push((name.clone(), certificate));
     }
+    if plan.draws.faults.iter().any(|f| f.kind == crate::scenario::FaultKind::Impostor) {
+        issued.extend(impostor_credentials(plan, &ca, &address)?);
+    }
     issued.push(("ca".to_string(), ca));
     Ok(issued)
+}
+
+/// File stems of an impostor's certificates that no node holds (`faults::impostor`).
+pub const IMPOSTOR_FOREIGN_CA: &str = "impostor-foreign-ca";
+pub const IMPOSTOR_EXPIRED: &str = "impostor-expired";
+
+/// What an `impostor` fault presents besides a node's stolen certificate: one from a CA the
+/// nodes do not trust, and one the run's CA signed but that expired in 2001 — each naming
+/// every root member's address, the strongest claim either could make.
+fn impostor_credentials(
+    plan: &Plan,
+    ca: &Issued,
+    address: &impl Fn(IpAddr) -> IpAddr,
+) -> Result<Vec<(String, Issued)>, IssueError> {
+    let members: Vec<IpAddr> = plan
+        .nodes
+        .iter()
+        .filter(|p| p.config.root.as_ref().is_some_and(|r| r.member_id.is_some()))
+        .map(|p| address(p.ip))
+        .collect();
+    let foreign = new_ca("an impostor's CA", validity(), key(plan.seed, "impostor ca"))?;
+    let forged = node_certificate(&foreign, "impostor", &members, &[], validity(), key(plan.seed, "impostor"))?;
+    let expired =
+        node_certificate(ca, "impostor", &members, &[], Validity::years(2000, 2001), key(plan.seed, "impostor"))?;
+    Ok(vec![(IMPOSTOR_FOREIGN_CA.to_string(), forged), (IMPOSTOR_EXPIRED.to_string(), expired)])
 }
 
 /// Writes [`issue`]'s certificates into the scratch folder's `tls` folder.

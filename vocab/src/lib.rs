@@ -193,6 +193,7 @@ pub enum Probe {
     FaultBitRot,
     FaultPowerLoss,
     FaultDiskError,
+    FaultImpostor,
     FaultOom,
     /// A store was reopened after a failed commit (a disk error) and its head read back.
     StoreReopened,

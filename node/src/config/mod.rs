@@ -234,6 +234,10 @@ pub struct LegacyConfig {
     /// A root (of one, or a group's members) keeps producers' buckets in memory only: a
     /// restart or a failover starts them full, and a producer gets a second burst.
     pub quotas_forgotten: bool,
+    /// Root group: a member takes a Raft link from whoever the hello says it is — any peer
+    /// whose certificate chains to the CA (every replica's) can speak Raft as a member, forge
+    /// entries, depose the leader.
+    pub raft_trust_claimed_member: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
@@ -547,6 +551,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_forget_vote: false,
     raft_snapshot_without_catch_up: false,
     quotas_forgotten: false,
+    raft_trust_claimed_member: false,
 };
 
 impl NodeConfig {

@@ -37,7 +37,7 @@ use crate::observe::Probe;
 use crate::state::{DiskOp, NodeState};
 use crate::store::snapshot::{SnapshotManifest, SnapshotSource};
 use crate::store::{LogRead, LogReadLimits};
-use crate::tls::{Secured, Tapped};
+use crate::tls::{PeerIdentity, Secured, Tapped};
 
 /// Bounds on one `Entries` frame.
 pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
@@ -82,14 +82,16 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
             let stream = WriteDeadline::new(stream, idle, gate.timed_out_counter());
             let secured = async {
                 match &state.tls {
-                    None => Some(Secured::Plain(stream)),
+                    None => Some((Secured::Plain(stream), PeerIdentity::Unauthenticated(peer.ip()))),
                     // The handshake within the hello's deadline: a peer that stalls in it is
                     // a client that sends no hello.
                     Some(tls) => {
-                        tls.accept(&state.metrics, ListenerKind::Replication, peer, stream, idle).await.map(|tls| {
-                            let local = state.config.listen.replication;
-                            Secured::Tls(Box::new(Tapped::new(tls, local, peer, state.observer())))
-                        })
+                        let tls = tls.accept(&state.metrics, ListenerKind::Replication, peer, stream, idle).await?;
+                        // The replication listener requires a client certificate: a handshake
+                        // that succeeded has one.
+                        let identity = PeerIdentity::of_client(&tls).expect("mutual TLS: the client presented one");
+                        let local = state.config.listen.replication;
+                        Some((Secured::Tls(Box::new(Tapped::new(tls, local, peer, state.observer()))), identity))
                     }
                 }
             };
@@ -100,7 +102,7 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
                 () = reached(&mut lifecycle, Lifecycle::Draining) => Ok(()),
                 served = async {
                     match secured.await {
-                        Some(stream) => serve(&state, stream, &bootstraps, &exports).await,
+                        Some((stream, identity)) => serve(&state, stream, &identity, &bootstraps, &exports).await,
                         None => Ok(()),
                     }
                 } => served,
@@ -127,6 +129,7 @@ async fn refuse<S: AsyncWrite + Unpin>(
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     state: &NodeState,
     mut stream: S,
+    identity: &PeerIdentity,
     bootstraps: &Semaphore,
     exports: &Mutex<ExportCache>,
 ) -> Result<(), ProtocolError> {
@@ -179,27 +182,36 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             };
             serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
-        Want::Raft { member } => serve_raft(state, stream, member).await,
+        Want::Raft { member } => serve_raft(state, stream, identity, member).await,
     }
 }
 
 /// Hands every Raft message from root member `member` to this member's consensus, until the
-/// connection ends. A message that finds the consensus's inbox full is dropped, as the network
-/// may drop it: Raft resends what matters.
+/// connection ends — once the peer proved it is that member ([`PeerIdentity::names`] its
+/// configured replication address): a hello's member id is a claim, and any certificate the
+/// CA signed could make it. A message that finds the consensus's inbox full is dropped, as the
+/// network may drop it: Raft resends what matters.
 async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
     state: &NodeState,
     mut stream: S,
+    identity: &PeerIdentity,
     member: u64,
 ) -> Result<(), ProtocolError> {
     let root = state.config.root.as_ref();
-    let known = root.is_some_and(|root| root.member_id != Some(member) && root.member(member).is_some());
-    let Some(inbox) = state.raft_inbox.get().filter(|_| known) else {
+    let claimed = root.filter(|root| root.member_id != Some(member)).and_then(|root| root.member(member));
+    let Some((inbox, claimed)) = state.raft_inbox.get().zip(claimed) else {
         let detail = match root.and_then(|root| root.member_id) {
             Some(me) => format!("this node is member {me} of a root group without a member {member}"),
             None => "this node is not a member of a root group".to_string(),
         };
         return refuse(&mut stream, &state.metrics, RefusalReason::NotAMember, detail).await;
     };
+    if !state.config.planted().raft_trust_claimed_member
+        && let Err(why) = identity.names(claimed.replication.ip())
+    {
+        let detail = format!("a peer claiming to be root member {member} did not prove it: {why}");
+        return refuse(&mut stream, &state.metrics, RefusalReason::NotThatMember, detail).await;
+    }
     welcome(state, &mut stream).await?;
     loop {
         match read_message(&mut stream).await? {

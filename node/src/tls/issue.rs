@@ -21,7 +21,8 @@ use rustls::pki_types::PrivatePkcs8KeyDer;
 /// Where a certificate's key comes from.
 #[derive(Clone, Copy, Debug)]
 pub enum KeySource {
-    /// A new Ed25519 key from the operating system's randomness.
+    /// A new Ed25519 key from the operating system's randomness. Written, as every key here,
+    /// as a version-1 PKCS#8 (RFC 8410), which OpenSSL and every other tool reads.
     Generated,
     /// The Ed25519 key with this 32-byte seed (RFC 8032's private key): the simulator derives
     /// its nodes' keys from the run's seed.
@@ -118,7 +119,11 @@ fn set_validity(params: &mut CertificateParams, validity: Validity) {
 
 fn key_pair(source: KeySource) -> Result<KeyPair, rcgen::Error> {
     match source {
-        KeySource::Generated => KeyPair::generate_for(&PKCS_ED25519),
+        // A fresh seed written the way a seeded key is (a version-1 PKCS#8), not ring's own
+        // generated key: ring writes PKCS#8 version 2 (the public key inside), which OpenSSL
+        // 3.0 cannot read ("unsupported"), so an operator could not hand the key to
+        // `openssl s_client` or any other tool.
+        KeySource::Generated => key_pair(KeySource::Ed25519Seed(rand::random())),
         KeySource::Ed25519Seed(seed) => {
             // RFC 8410 §7: a version-1 PKCS#8 of an Ed25519 key is this fixed prefix, then the
             // 32-byte seed.

@@ -15,6 +15,9 @@
 //!   client's certificate and refuses a connection without one that chains to `tls.ca`; the
 //!   client checks that the server's chains to `tls.ca` and names the IP address it dialled. A
 //!   plaintext peer is refused too: a node never speaks unencrypted replication.
+//! - **A root group member is who its certificate says** ([`PeerIdentity`]): any certificate
+//!   the CA signed may follow the log, but a Raft link is taken only from a peer whose
+//!   certificate names the member's replication address.
 //! - **A refusal is seen.** Each failed handshake is one log line (the peer, the reason, rustls's
 //!   words) and one count in `qs_tls_handshake_failures_total{listener, side, reason}`, the
 //!   reason a [`HandshakeFailure`].
@@ -31,6 +34,7 @@
 //! randomness, nothing else) so that handshakes replay from the seed.
 
 pub mod failure;
+mod identity;
 pub mod issue;
 mod material;
 mod provider;
@@ -49,6 +53,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use failure::HandshakeFailure;
+pub use identity::PeerIdentity;
 pub use material::{MaterialError, TlsFile};
 pub use stream::{Secured, Tapped};
 

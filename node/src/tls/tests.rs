@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use rustls::pki_types::pem::PemObject;
+
 use super::issue::{Issued, KeySource, Validity, new_ca, node_certificate};
 use super::*;
 
@@ -114,4 +116,57 @@ fn failures_are_named_as_an_operator_acts_on_them() {
     let names: std::collections::BTreeSet<_> =
         <HandshakeFailure as strum::IntoEnumIterator>::iter().map(HandshakeFailure::name).collect();
     assert_eq!(names.len(), <HandshakeFailure as strum::IntoEnumIterator>::iter().count());
+}
+
+/// A root member is who its certificate says: a certificate the CA signed for one address
+/// speaks for that address only; a plaintext peer, for the address it came from.
+#[test]
+fn a_peer_identity_names_only_the_addresses_its_certificate_does() {
+    let ca = new_ca("test CA", validity(), KeySource::Ed25519Seed([7; 32])).unwrap();
+    let member: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+    let replica: std::net::IpAddr = "10.0.1.1".parse().unwrap();
+    let issued = node_certificate(&ca, "mid-1", &[replica], &[], validity(), KeySource::Ed25519Seed([8; 32])).unwrap();
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(issued.certificate_pem.as_bytes()).unwrap();
+    let identity = PeerIdentity::Certified(der);
+    assert!(identity.names(replica).is_ok());
+    let refused = identity.names(member).expect_err("a replica's certificate does not speak for a member");
+    assert!(refused.contains("does not name 10.0.0.2"), "{refused}");
+    assert!(PeerIdentity::Unauthenticated(member).names(member).is_ok());
+    let refused = PeerIdentity::Unauthenticated(replica).names(member).expect_err("another source address");
+    assert!(refused.contains("connected from 10.0.1.1"), "{refused}");
+}
+
+/// Every key `qs-node certs` writes is a version-1 PKCS#8 Ed25519 key, which OpenSSL 3.0 reads
+/// (ring's own version-2 keys it refuses as "unsupported"); where `openssl` is installed, it
+/// reads the key and finds the certificate's public key in it.
+#[test]
+fn generated_keys_are_pkcs8_version_1_and_openssl_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = new_ca("test CA", validity(), KeySource::Generated).unwrap();
+    let node =
+        node_certificate(&ca, "node", &["127.0.0.1".parse().unwrap()], &[], validity(), KeySource::Generated).unwrap();
+    for (stem, issued) in [("ca", &ca), ("node", &node)] {
+        let der = rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(issued.key_pem.as_bytes()).unwrap();
+        let der = der.secret_pkcs8_der();
+        // SEQUENCE of 46 bytes, INTEGER 0 (version 1), the Ed25519 OID, the 32-byte seed.
+        assert_eq!(der.len(), 48, "{stem}: a version-1 Ed25519 PKCS#8 is 48 bytes");
+        assert_eq!(&der[..5], &[0x30, 0x2e, 0x02, 0x01, 0x00], "{stem}: version 1");
+        issued.write(dir.path(), stem).unwrap();
+    }
+    let Ok(version) = std::process::Command::new("openssl").arg("version").output() else {
+        eprintln!("openssl is not installed: the key format is checked above, OpenSSL's reading skipped");
+        return;
+    };
+    assert!(version.status.success());
+    let key = dir.path().join("node.key");
+    let read = std::process::Command::new("openssl").args(["pkey", "-pubout", "-in"]).arg(&key).output().unwrap();
+    assert!(read.status.success(), "openssl pkey: {}", String::from_utf8_lossy(&read.stderr));
+    let certificate = dir.path().join("node.pem");
+    let public = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-pubkey", "-in"])
+        .arg(&certificate)
+        .output()
+        .unwrap();
+    assert!(public.status.success(), "openssl x509: {}", String::from_utf8_lossy(&public.stderr));
+    assert_eq!(read.stdout, public.stdout, "the key is the certificate's");
 }

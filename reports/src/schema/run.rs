@@ -42,6 +42,8 @@ pub enum Checker {
     Quota,
     /// A root group's consensus: at most one leader per term.
     Raft,
+    /// Who may speak for a root member: no impostor admitted, every refusal counted.
+    Admission,
 }
 
 impl Checker {

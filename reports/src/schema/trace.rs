@@ -120,6 +120,18 @@ pub enum Event {
     /// `node`'s process failed to start (`reason`: the node's own error, e.g. a store it could
     /// not open); its supervisor starts it again 1–10 s later.
     StartFailed { at_ms: u64, node: String, reason: String },
+    /// An impostor (an `impostor` fault) asked root member `node` to take a Raft link as member
+    /// `claimed`, with `credentials`; `admitted`: the node welcomed it; `counted`: a refusal
+    /// showed in the node's refusal counters. `detail`: the refusal or the admission in words.
+    Admission {
+        at_ms: u64,
+        node: String,
+        claimed: u64,
+        credentials: String,
+        admitted: bool,
+        counted: bool,
+        detail: String,
+    },
     /// End of run, per node.
     NodeSummary {
         at_ms: u64,
@@ -167,6 +179,7 @@ impl Event {
             | Event::TierSample { at_ms, .. }
             | Event::Phase { at_ms, .. }
             | Event::StartFailed { at_ms, .. }
+            | Event::Admission { at_ms, .. }
             | Event::BootstrapFailed { at_ms, .. }
             | Event::Probes { at_ms, .. }
             | Event::NodeSummary { at_ms, .. }
@@ -234,6 +247,12 @@ pub enum FaultKind {
     /// (open, commit, rename, write; all by default) for `duration`: the node must surface them,
     /// lose nothing acknowledged, and recover (reopen its store) or stop cleanly.
     DiskError,
+    /// A peer that is not a root group member dials the target member's replication port and
+    /// asks to speak Raft as member `member` (another member's id), with the `credentials`
+    /// it has (a replica's stolen certificate, one from another CA, an expired one, none over
+    /// plaintext); admitted, it sends a Raft message from a far later term that would depose
+    /// a leader. It tries again every second for `duration`. Every attempt must be refused.
+    Impostor,
     /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
     Oom,
     /// One of the node's fault points fired (`detail` names it): a stalled commit, a dropped
@@ -260,6 +279,7 @@ impl FaultKind {
             FaultKind::BitRot => Probe::FaultBitRot,
             FaultKind::PowerLoss => Probe::FaultPowerLoss,
             FaultKind::DiskError => Probe::FaultDiskError,
+            FaultKind::Impostor => Probe::FaultImpostor,
             FaultKind::Oom => Probe::FaultOom,
             // Each point has its own probe, counted by the node when it fires.
             FaultKind::FaultPoint => return None,

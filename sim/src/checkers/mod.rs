@@ -3,6 +3,7 @@
 //! Each checker reports a violation with the node, the simulated time, the index, and what was
 //! expected against what was found.
 
+pub mod admission;
 pub mod cache;
 pub mod chain;
 pub mod containment;
@@ -70,6 +71,9 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     if scenario.topology.root_members > 1 {
         checkers.push(Box::new(raft::Raft::default()));
     }
+    if has_impostors(scenario) {
+        checkers.push(Box::new(admission::Admission));
+    }
     if let Some(resources) = &scenario.resources {
         if let Some(bound) = resources.miss_ratio_max {
             checkers.push(Box::new(cache::Cache::new(bound)));
@@ -126,6 +130,12 @@ impl FaultQuiet {
     }
 }
 
+/// Whether `scenario` has impostors for the `admission` checker to judge (written in its
+/// faults: swarm mode never draws them).
+fn has_impostors(scenario: &Scenario) -> bool {
+    scenario.fault.iter().any(|f| f.get_ref().kind == crate::scenario::FaultKind::Impostor)
+}
+
 /// Checker names, in the order verdicts are printed. `convergence` is judged at the end of the
 /// liveness phase rather than per event.
 pub const NAMES: [Checker; 12] = [
@@ -150,6 +160,9 @@ pub fn names(scenario: &Scenario) -> Vec<Checker> {
     let mut names = NAMES.to_vec();
     if scenario.topology.root_members > 1 {
         names.push(Checker::Raft);
+    }
+    if has_impostors(scenario) {
+        names.push(Checker::Admission);
     }
     if let Some(resources) = &scenario.resources {
         if resources.miss_ratio_max.is_some() {

@@ -5,6 +5,7 @@
 //!   (SIGTERM: the node's own graceful shutdown, then a start after `duration`);
 //! - [`network`]: partition, one-way partitions, split groups, clogged links, latency, loss;
 //! - [`disk`]: slow SSD models, failing disks (SIGBUS), I/O errors (EIO, ENOSPC);
+//! - [`impostor`]: a peer that is not a root group member asks a member for a Raft link;
 //! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
 //!   once and their disks keep only what was synced — on the memory engine, commits made with
 //!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); on LMDB and
@@ -24,6 +25,7 @@
 //! start of the liveness phase.
 
 pub mod disk;
+pub mod impostor;
 pub mod network;
 pub mod page_cache;
 pub mod process;
@@ -177,6 +179,9 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
             // The disk starts failing; the running process dies at its next unlucky read.
             by_name(fault.target.get_ref()).device.set_failing(true);
         }
+        // The impostor is a client of its own, started and stopped by the world
+        // (`impostor::Impostor`); the fault event marks when it tries.
+        FaultKind::Impostor => {}
         FaultKind::Oom | FaultKind::FaultPoint => {
             unreachable!("recorded kinds are refused in a scenario at load; the models and the node record their own")
         }

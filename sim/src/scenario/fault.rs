@@ -18,9 +18,13 @@ pub struct Fault {
     pub target: Spanned<String>,
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
-    /// `clog_link`: the node at the other end of the link.
+    /// `clog_link`: the node at the other end of the link. `impostor` with `credentials =
+    /// "stolen"`: the node whose certificate and key the impostor took.
     #[serde(default)]
     pub peer: Option<Spanned<String>>,
+    /// `impostor`: what the impostor presents (`stolen` by default: `peer`'s certificate).
+    #[serde(default)]
+    pub credentials: Option<Credentials>,
     /// `split`: the nodes on the target's side; every link between them and the rest is cut.
     /// `power_loss`: the nodes that lose power with the target (a rack, a data center).
     #[serde(default)]
@@ -69,6 +73,7 @@ impl Fault {
             target: Spanned::new(0..0, target.to_string()),
             duration,
             peer: None,
+            credentials: None,
             group: Vec::new(),
             model: None,
             latency: None,
@@ -88,6 +93,12 @@ impl Fault {
             FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),
             FaultKind::Loss => format!("{:.1}% lost", self.rate.unwrap_or_default() * 100.0),
             FaultKind::Sigbus => "crash loop until the disk is replaced".into(),
+            FaultKind::Impostor => match self.credentials.unwrap_or_default() {
+                Credentials::Stolen => {
+                    format!("{}'s certificate", self.peer.as_ref().map_or("?", |p| p.get_ref().as_str()))
+                }
+                other => other.describe().to_string(),
+            },
             FaultKind::DiskError => {
                 let ops: Vec<&str> = self.failing_ops().iter().map(|op| op.as_str()).collect();
                 format!("{} on {}", self.error.unwrap_or(DiskError::Eio).as_str(), ops.join(", "))
@@ -116,6 +127,34 @@ impl Fault {
         let mut side = vec![self.target.get_ref().clone()];
         side.extend(self.group.iter().filter(|n| *n != self.target.get_ref()).cloned());
         side
+    }
+}
+
+/// What an `impostor` presents when it dials a root member.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Credentials {
+    /// A replica's own certificate and key (`peer`'s): it chains to the run's CA, as every
+    /// node's does, but names the replica's address, not a member's.
+    #[default]
+    Stolen,
+    /// A certificate for the impostor's address from a CA the nodes do not trust.
+    ForeignCa,
+    /// A certificate the run's CA signed for a member's address, expired long before the run.
+    Expired,
+    /// No TLS at all: the hello in plaintext.
+    Plaintext,
+}
+
+impl Credentials {
+    /// In words, for the trace.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Credentials::Stolen => "a replica's certificate",
+            Credentials::ForeignCa => "a certificate from another CA",
+            Credentials::Expired => "an expired certificate for a member's address",
+            Credentials::Plaintext => "no TLS",
+        }
     }
 }
 

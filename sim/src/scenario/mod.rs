@@ -101,7 +101,7 @@ pub mod swarm;
 mod validate;
 mod workload;
 
-pub use fault::{DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, LEADER, Swarm};
+pub use fault::{Credentials, DiskError, DiskModelKind, During, Fault, FaultKind, IoOp, LEADER, Swarm};
 pub use swarm::{RelatedDraw, RelatedGroup};
 pub use workload::{Burst, SizeDistribution, ValueBytes, Workload, WriterModes};
 

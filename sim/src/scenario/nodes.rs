@@ -90,7 +90,7 @@ pub fn tls_dir(scratch: &Path) -> std::path::PathBuf {
 
 /// A node's `[tls]`: its certificate and key `<name>.pem`/`.key` and the run's CA `ca.pem`,
 /// read again at the node's default interval.
-fn tls_config(scratch: &Path, name: &str) -> TlsConfig {
+pub fn tls_config(scratch: &Path, name: &str) -> TlsConfig {
     let dir = tls_dir(scratch);
     TlsConfig {
         certificate: dir.join(format!("{name}.pem")),

@@ -67,7 +67,8 @@ impl Scenario {
             && (legacy.raft_acknowledge_before_commit
                 || legacy.raft_apply_before_commit
                 || legacy.raft_forget_vote
-                || legacy.raft_snapshot_without_catch_up)
+                || legacy.raft_snapshot_without_catch_up
+                || legacy.raft_trust_claimed_member)
         {
             return bad(
                 None,
@@ -263,11 +264,15 @@ impl Scenario {
                         );
                     }
                 }
+                FaultKind::Impostor => self.check_impostor(span.clone(), f, &names)?,
                 FaultKind::Latency => {
                     needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
                 }
                 FaultKind::Loss => needs("rate", f.rate.is_some_and(|r| r > 0.0 && r < 1.0))?,
                 _ => {}
+            }
+            if f.kind != FaultKind::Impostor && f.credentials.is_some() {
+                return bad(span, "fault.credentials", format!("`credentials` are an impostor's, not a {}'s", f.kind));
             }
             if f.kind != FaultKind::DiskError && (f.error.is_some() || !f.ops.is_empty()) {
                 return bad(span, "fault.error", format!("`error` and `ops` are a disk_error's, not a {}'s", f.kind));
@@ -284,6 +289,8 @@ impl Scenario {
                 Some("kinds must name at least one fault kind")
             } else if swarm.kinds.iter().any(|k| !k.injectable()) {
                 Some(NOT_INJECTED)
+            } else if swarm.kinds.contains(&FaultKind::Impostor) {
+                Some("impostor faults are written out, not drawn: name their credentials and peer in a [[fault]]")
             } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
                 Some("needs count_min <= count_max <= 1000")
             } else if swarm.duration_min.is_zero() || swarm.duration_min > swarm.duration_max {
@@ -319,5 +326,44 @@ impl Scenario {
             return bad(None, "checks", "lag_max and converge_within must be above zero".into());
         }
         Ok(())
+    }
+}
+
+impl Scenario {
+    /// An `impostor` fault: aimed at a root group member (or its leader) over TLS, with the
+    /// certificate of another node when it steals one.
+    fn check_impostor(&self, span: Option<std::ops::Range<usize>>, f: &Fault, names: &[String]) -> Result<(), Refusal> {
+        let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
+            Err((span, field.to_string(), problem))
+        };
+        if self.topology.root_members == 1 {
+            return bad(span, "fault.kind", "an impostor claims a root group member: set topology.root_members".into());
+        }
+        let target = f.target.get_ref();
+        if target != super::LEADER && !self.topology.root_names().contains(target) {
+            let problem = format!("{target:?} is not a root group member: an impostor dials one (or \"leader\")");
+            return bad(Some(f.target.span()), "fault.target", problem);
+        }
+        if !self.node.tls && f.credentials.unwrap_or_default() != Credentials::Plaintext {
+            let problem = "without node.tls the nodes take no certificates: only credentials = \"plaintext\" applies";
+            return bad(span, "fault.credentials", problem.into());
+        }
+        match (f.credentials.unwrap_or_default(), &f.peer) {
+            (Credentials::Stolen, None) => {
+                bad(span, "fault.peer", "a stolen certificate is some node's: name it in `peer`".into())
+            }
+            (Credentials::Stolen, Some(peer)) if !names.contains(peer.get_ref()) => {
+                bad(Some(peer.span()), "fault.peer", format!("{:?} is not a node", peer.get_ref()))
+            }
+            (Credentials::Stolen, Some(peer)) if self.topology.root_names().contains(peer.get_ref()) => {
+                let problem = "a member's own certificate is a member's: steal a replica's";
+                bad(Some(peer.span()), "fault.peer", problem.into())
+            }
+            (Credentials::Stolen, Some(_)) => Ok(()),
+            (_, Some(peer)) => {
+                bad(Some(peer.span()), "fault.peer", "only stolen credentials name the node they came from".into())
+            }
+            (_, None) => Ok(()),
+        }
     }
 }

@@ -397,6 +397,70 @@ impl FaultBook {
     }
 }
 
+/// What the run's impostors need of the plan: the root members (id, replication address) by
+/// name, the database, and where the run's certificates are.
+struct ImpostorBase {
+    members: BTreeMap<String, (u64, SocketAddr)>,
+    database_id: qs_node::DatabaseId,
+    scratch: std::path::PathBuf,
+    tls: bool,
+}
+
+impl ImpostorBase {
+    /// Empty `members` when the run has no impostor fault.
+    fn of(plan: &Plan) -> ImpostorBase {
+        let any = plan.draws.faults.iter().any(|f| f.kind == crate::scenario::FaultKind::Impostor);
+        let members = plan
+            .nodes
+            .iter()
+            .filter(|_| any)
+            .filter_map(|p| {
+                let id = p.config.root.as_ref()?.member_id?;
+                Some((p.config.name.clone(), (id, p.config.listen.replication)))
+            })
+            .collect();
+        let database_id = plan.nodes.first().expect("a plan has a root").config.database_id;
+        let tls = plan.nodes.iter().any(|p| p.config.tls.is_some());
+        ImpostorBase { members, database_id, scratch: plan.scratch.clone(), tls }
+    }
+
+    /// The impostor of `fault` (its target resolved): it claims the lowest-numbered other
+    /// member.
+    fn impostor(
+        &self,
+        fault: &crate::scenario::Fault,
+        states: &States,
+        recorder: &SharedRecorder,
+    ) -> crate::faults::impostor::Impostor {
+        use crate::scenario::Credentials;
+        let target = fault.target.get_ref().clone();
+        let &(target_id, address) = self.members.get(&target).expect("validated: an impostor targets a member");
+        let claimed = self.members.values().map(|&(id, _)| id).filter(|&id| id != target_id).min();
+        let credentials = fault.credentials.unwrap_or_default();
+        let stem = match credentials {
+            Credentials::Stolen => {
+                Some(fault.peer.as_ref().expect("validated: a stolen certificate's node").get_ref().clone())
+            }
+            Credentials::ForeignCa => Some(crate::certificates::IMPOSTOR_FOREIGN_CA.to_string()),
+            Credentials::Expired => Some(crate::certificates::IMPOSTOR_EXPIRED.to_string()),
+            Credentials::Plaintext => None,
+        };
+        let tls = stem.filter(|_| self.tls).map(|stem| crate::scenario::nodes::tls_config(&self.scratch, &stem));
+        let (states, name) = (states.clone(), target.clone());
+        crate::faults::impostor::Impostor {
+            target,
+            target_id,
+            address,
+            claimed: claimed.expect("a root group has two members or more"),
+            credentials,
+            tls,
+            database_id: self.database_id,
+            recorder: recorder.clone(),
+            state: Box::new(move || states.locked().get(&name).and_then(std::sync::Weak::upgrade)),
+        }
+    }
+}
+
 /// A fault that waits for its target to be in the middle of something (`Fault::during`).
 struct Triggered {
     fault: crate::scenario::Fault,
@@ -456,6 +520,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         fetch,
         relayed: relayed.clone(),
     });
+    let impostors = ImpostorBase::of(&plan);
     let nodes = Arc::new(start_nodes(&scenario, plan, &states, &supervision, &observer, &relayed));
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     // The nodes a fault holds down: shared by the fault book and the supervisor.
@@ -493,6 +558,12 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
     }
 
+    // The impostors' host, when the run has any: a client, killed when the liveness phase begins.
+    let impostor_host = (!impostors.members.is_empty()).then(|| {
+        let host = handle.create_node().name("impostor").ip(crate::faults::impostor::IMPOSTOR_IP).build();
+        clients.push(host.id());
+        host
+    });
     let book = FaultBook {
         nodes: nodes.clone(),
         recorder: recorder.clone(),
@@ -529,6 +600,11 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         }
         madsim::time::sleep_until(start + step.at).await;
         book.apply(&step);
+        if step.start && step.fault.kind == crate::scenario::FaultKind::Impostor {
+            let impostor = impostors.impostor(&book.resolve(&step).fault, &states, &recorder);
+            let host = impostor_host.as_ref().expect("made for a run with impostor faults");
+            host.spawn(impostor.run(step.fault.duration));
+        }
     }
     madsim::time::sleep_until(start + scenario.scenario.duration).await;
 

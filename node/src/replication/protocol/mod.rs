@@ -251,7 +251,8 @@ pub enum Want {
     Snapshot { resume_chunk: u64, manifest_fingerprint: Option<String> },
     /// To send Raft messages: the client is root member `member` of the server's root group,
     /// and every frame after the welcome is a [`Message::Raft`] from it. A server that is not
-    /// in a root group with that member refuses ([`RefusalReason::NotAMember`]).
+    /// in a root group with that member refuses ([`RefusalReason::NotAMember`]); one whose peer
+    /// did not prove it is that member, [`RefusalReason::NotThatMember`].
     Raft { member: u64 },
 }
 
@@ -320,6 +321,10 @@ pub enum RefusalReason {
     /// A Raft hello to a node that is not a root member, or from a member it does not know.
     #[strum(serialize = "not a member")]
     NotAMember = 7,
+    /// A Raft hello claiming a member the peer did not prove it is: its certificate does not
+    /// name that member's replication address.
+    #[strum(serialize = "not that member")]
+    NotThatMember = 8,
 }
 
 impl RefusalReason {

@@ -92,7 +92,7 @@ fn every_refusal_reason_round_trips_and_codes_are_distinct() {
         assert_eq!(decode(&message.encode()).unwrap(), message);
     }
     assert_eq!(RefusalReason::from_u8(0), None);
-    assert_eq!(RefusalReason::from_u8(8), None);
+    assert_eq!(RefusalReason::from_u8(9), None);
     let mut frame = Message::Refused { reason: RefusalReason::ShuttingDown, detail: "x".into() }.encode();
     frame[5] = 8;
     let err = decode(&frame).unwrap_err();
