@@ -24,6 +24,9 @@ use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole};
 
 use crate::entry::ChainHash;
+
+mod adopt;
+pub use adopt::own_state_over_copy;
 pub use crate::store::RaftWrite;
 
 /// Ticks without a leader's heartbeat before a follower campaigns (raft-rs randomizes it into

@@ -153,7 +153,17 @@ async fn copy_peer_store(
     own: &RaftWrite,
     lifecycle: &mut watch::Receiver<Lifecycle>,
 ) -> bool {
-    let prepare = |store: &mut crate::store::Store| store.adopt_raft(own);
+    let voters: Vec<u64> = state.config.root.iter().flat_map(|root| root.members.iter().map(|m| m.id)).collect();
+    // The copy may have applied past the end of this member's own log: its state then gains a
+    // snapshot record at the copy's applied index, so it restarts from the copy (see
+    // `consensus::own_state_over_copy`).
+    let prepare = |store: &mut crate::store::Store| {
+        let copy = store.raft_records()?;
+        let point = StorePoint { log_index: store.applied_index(), hash: store.chain_hash() };
+        let own = crate::consensus::own_state_over_copy(own, &copy, &voters, point)
+            .map_err(|e| crate::store::StoreError::CorruptMeta(e.to_string()))?;
+        store.adopt_raft(&own)
+    };
     let copied = tokio::select! {
         biased;
         () = reached(lifecycle, Lifecycle::Draining) => return false,
