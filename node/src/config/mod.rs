@@ -416,11 +416,13 @@ pub struct RootConfig {
     pub members: Vec<MemberConfig>,
     /// A group member snapshots its state and compacts its Raft log once it applied this many
     /// entries since its last snapshot (a member further behind than the log reaches catches
-    /// up from the snapshot). Unused by a root of one.
+    /// up from the snapshot). 1 to 1 000 000; unused by a root of one.
     #[serde(default = "default_raft_snapshot_entries")]
     pub raft_snapshot_entries: u64,
-    /// Entries a compaction keeps before the snapshot, so a member a little behind catches up
-    /// from the log rather than from a snapshot.
+    /// Entries a compaction keeps, the one its snapshot is at and those before it, so a member
+    /// a little behind catches up from the log rather than from a snapshot. 1 to 1 000 000: at
+    /// least the snapshot's own entry, whose term raft-rs reads to append the next ones (0
+    /// would panic it). At or above `raft_snapshot_entries` is allowed: the log holds more.
     #[serde(default = "default_raft_log_keep_entries")]
     pub raft_log_keep_entries: u64,
 }

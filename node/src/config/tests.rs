@@ -282,3 +282,41 @@ fn to_toml_round_trips_every_field() {
         assert_eq!(format!("{back:?}"), format!("{config:?}"), "{text}");
     }
 }
+
+/// A group member with `settings` added to its `[root]`.
+fn member_with(settings: &str) -> String {
+    group(Some(1), &[1, 2, 3]).replacen("[root]\n", &format!("[root]\n{settings}\n"), 1)
+}
+
+/// The root group's Raft log settings: the shipped defaults and runnable combinations at the
+/// edges are accepted (a keep at or above the interval among them); a value a member cannot run
+/// with is refused at start, naming the field, the value and why — not found out at the first
+/// compaction (raft-rs panics on a log compacted to nothing).
+#[test]
+fn a_root_group_refuses_raft_log_settings_it_cannot_run() {
+    let root = NodeConfig::parse(&group(Some(1), &[1, 2, 3]), "member.toml").unwrap().root.unwrap();
+    assert_eq!((root.raft_snapshot_entries, root.raft_log_keep_entries), (10_000, 1_000), "the shipped defaults");
+    for (snapshot, keep) in [(10_000, 1_000), (1, 1), (100, 100), (100, 1_000), (1_000_000, 1_000_000)] {
+        let text = member_with(&format!("raft_snapshot_entries = {snapshot}\nraft_log_keep_entries = {keep}"));
+        let root = NodeConfig::parse(&text, "member.toml")
+            .unwrap_or_else(|e| panic!("snapshot {snapshot}, keep {keep}: {e}"))
+            .root
+            .unwrap();
+        assert_eq!((root.raft_snapshot_entries, root.raft_log_keep_entries), (snapshot, keep));
+    }
+    for (setting, field, says) in [
+        ("raft_log_keep_entries = 0", "root.raft_log_keep_entries", "0 is out of range; allowed 1 to 1000000"),
+        ("raft_log_keep_entries = 0", "root.raft_log_keep_entries", "keep at least the entry its snapshot is at"),
+        ("raft_snapshot_entries = 0", "root.raft_snapshot_entries", "0 is out of range; allowed 1 to 1000000"),
+        ("raft_snapshot_entries = 1000001", "root.raft_snapshot_entries", "1000001 is out of range"),
+        ("raft_log_keep_entries = 1000001", "root.raft_log_keep_entries", "1000001 is out of range"),
+        // The largest a TOML integer goes.
+        ("raft_snapshot_entries = 9223372036854775807", "root.raft_snapshot_entries", "out of range"),
+    ] {
+        let Err(err) = NodeConfig::parse(&member_with(setting), "bad.toml") else {
+            panic!("{setting} was accepted: a member cannot run with it");
+        };
+        let err = err.to_string();
+        assert!(err.contains("bad.toml") && err.contains(field) && err.contains(says), "{setting}: {err}");
+    }
+}

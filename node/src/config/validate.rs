@@ -251,8 +251,44 @@ fn validate_group(root: &super::RootConfig) -> Result<(), (&'static str, String)
     if root.member(me).is_none() {
         return Err(("root.member_id", format!("{me} is not among the members' ids {ids:?}")));
     }
-    if root.raft_snapshot_entries == 0 {
-        return Err(("root.raft_snapshot_entries", "must be at least 1".into()));
+    validate_raft_log(root)
+}
+
+/// Largest `root.raft_snapshot_entries` and `root.raft_log_keep_entries`. A member holds its
+/// Raft log in memory (raft-rs's) as well as on disk: up to both settings' entries together
+/// between two snapshots. A million entries is a hundred times the default interval (days of
+/// a busy root's batches): past any useful bound, a larger figure is a unit mistake (and near
+/// `u64::MAX` the index of the next snapshot would overflow).
+const RAFT_LOG_ENTRIES_MAX: u64 = 1_000_000;
+
+/// The root group's Raft log settings, as `root::group` (`compact_if_due`) and
+/// `consensus::Member::compact` use them: every `raft_snapshot_entries` applied entries a
+/// member snapshots at the entry it just applied and keeps the last `raft_log_keep_entries`
+/// entries up to it. Any pair in range runs: a keep at or above the interval only means the log
+/// holds more entries (up to both together), never that it is not compacted.
+fn validate_raft_log(root: &super::RootConfig) -> Result<(), (&'static str, String)> {
+    let max = RAFT_LOG_ENTRIES_MAX;
+    let entries = root.raft_snapshot_entries;
+    if !(1..=max).contains(&entries) {
+        let why = if entries == 0 {
+            "it is how many entries a member applies between two snapshots of its Raft log, and 0 is no interval"
+        } else {
+            "a member holds up to raft_snapshot_entries + raft_log_keep_entries Raft entries in memory, and past \
+             the maximum that is no longer a bound"
+        };
+        return Err(("root.raft_snapshot_entries", format!("{entries} is out of range; allowed 1 to {max}: {why}")));
+    }
+    let keep = root.raft_log_keep_entries;
+    if !(1..=max).contains(&keep) {
+        let why = if keep == 0 {
+            "a compaction must keep at least the entry its snapshot is at, whose term raft-rs reads to append \
+             the entries after it; 0 compacts that entry away too (the whole log, once all of it was applied), \
+             and raft-rs panics appending the next entry (\"after 0 is out of range\")"
+        } else {
+            "a member holds up to raft_snapshot_entries + raft_log_keep_entries Raft entries in memory, and past \
+             the maximum that is no longer a bound"
+        };
+        return Err(("root.raft_log_keep_entries", format!("{keep} is out of range; allowed 1 to {max}: {why}")));
     }
     Ok(())
 }

@@ -114,7 +114,7 @@ mod tests {
             };
             Member::restore(3, &voters, restored, Box::new(Volatile))
         };
-        let kept = restart(&own).err().expect("its own log does not reach the copy's applied entry");
+        let Err(kept) = restart(&own) else { panic!("its own log does not reach the copy's applied entry") };
         assert!(kept.to_string().contains("entry 6 was applied, but the Raft log ends at 3"), "{kept}");
 
         let adopted = own_state_over_copy(&own, &copy, &voters, point).unwrap();

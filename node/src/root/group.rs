@@ -21,7 +21,12 @@
 //!   answered "outcome unknown" (it may still commit under the next leader); one whose index
 //!   came out holding another leader's entry is answered "not applied".
 //! - Heartbeats: the leader proposes an empty entry when nothing was written for the heartbeat
-//!   interval, so replicas can measure their lag as below a root of one.
+//!   interval, so replicas can measure their lag as below a root of one. **At most one
+//!   heartbeat is outstanding**: the next is proposed once this member applied the last one
+//!   (or stopped waiting for it: it stopped leading, or its store was restarted, caught up or
+//!   healed), an interval after the later of the newest applied entry and the last heartbeat
+//!   proposed. A heartbeat slow to commit (a slow disk, slow peers) is not followed by another
+//!   at every tick, each an empty entry every replica down the tree would log.
 //!
 //! - **The Raft log is bounded.** Every `raft_snapshot_entries` applied entries a member
 //!   snapshots at the entry it just applied (Raft's metadata and its store's head: the store is
@@ -96,6 +101,8 @@ pub(super) fn start(
         peers,
         in_flight: BTreeMap::new(),
         ahead: BTreeMap::new(),
+        heartbeat: None,
+        heartbeat_proposed_ms: 0,
         waiting: VecDeque::new(),
         outboxes,
     };
@@ -183,6 +190,12 @@ struct Group {
     /// By key: the value its newest in-flight proposal leaves (None: deleted), and that
     /// proposal's index.
     ahead: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>,
+    /// The Raft index of the heartbeat this member proposed as leader and has not applied: no
+    /// other is proposed while it is outstanding. Cleared wherever `in_flight` is (this member
+    /// stopped leading, or stopped waiting for what it proposed).
+    heartbeat: Option<u64>,
+    /// When this member last proposed a heartbeat (Unix ms; 0: never).
+    heartbeat_proposed_ms: u64,
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,
     outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
@@ -271,8 +284,7 @@ impl Group {
     /// the batches waiting are refused when the member next finds it does not lead. False when
     /// the node drains first.
     async fn recover(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> bool {
-        self.in_flight.clear();
-        self.ahead.clear();
+        self.forget_proposals();
         loop {
             tokio::select! {
                 biased;
@@ -316,8 +328,7 @@ impl Group {
         });
         let Some(target) = target else { return Ok(true) };
         // A follower's proposals were never its own; nothing it leads waits on a snapshot.
-        self.in_flight.clear();
-        self.ahead.clear();
+        self.forget_proposals();
         let own = self.member.own_state();
         match catch_up::catch_up(&self.state, &self.peers, target, &own, lifecycle).await? {
             Some(applied) => {
@@ -333,8 +344,7 @@ impl Group {
     /// flight are answered "outcome unknown" (the member stops answering while it copies: its
     /// peers elect another leader). False when the node drains first.
     async fn heal(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> Result<bool, consensus::MemberError> {
-        self.in_flight.clear();
-        self.ahead.clear();
+        self.forget_proposals();
         let own = self.member.own_state();
         match catch_up::heal(&self.state, &self.peers, &own, lifecycle).await? {
             Some(applied) => {
@@ -364,14 +374,26 @@ impl Group {
 
     fn tick(&mut self) -> Result<Output, consensus::MemberError> {
         let mut output = self.member.tick()?;
-        let idle_ms = crate::clock::unix_ms().saturating_sub(self.state.newest_entry_ms());
+        if let Some(index) = self.heartbeat {
+            assert!(index > self.applied, "the heartbeat at {index} was applied ({}) but is outstanding", self.applied);
+        }
+        // Idle since the newest entry applied or the last heartbeat proposed, whichever is
+        // later: a heartbeat this member stopped waiting for (it stopped leading) holds the
+        // next back for an interval too.
+        let now = crate::clock::unix_ms();
+        let idle_ms = now.saturating_sub(self.state.newest_entry_ms().max(self.heartbeat_proposed_ms));
         if self.in_flight.is_empty()
+            && self.heartbeat.is_none()
             && self.member.leads_with_committed_state(self.applied)
             && idle_ms >= self.heartbeat_interval.as_millis() as u64
         {
-            let proposal = Proposal::Heartbeat { timestamp_ms: crate::clock::unix_ms() };
+            let proposal = Proposal::Heartbeat { timestamp_ms: now };
             match self.member.propose(proposal.encode()) {
-                Ok((_, more)) => merge(&mut output, more),
+                Ok((index, more)) => {
+                    self.heartbeat = Some(index);
+                    self.heartbeat_proposed_ms = now;
+                    merge(&mut output, more);
+                }
                 Err(ProposeError::Stopped(e)) => return Err(e),
                 Err(e) => tracing::debug!(error = %e, "heartbeat not proposed"),
             }
@@ -438,7 +460,16 @@ impl Group {
                 self.in_flight.insert(index, InFlight { term: self.member.term(), requests, judged });
                 Ok(output)
             }
-            Err(ProposeError::Stopped(e)) => Err(e),
+            Err(ProposeError::Stopped(e)) => {
+                // The persist of the proposal failed, and a failed commit may have reached the
+                // disk: the member restarts from its store with the entry in its log, and may
+                // lead again and commit it. Not "not applied": unknown.
+                let why = format!("persisting the proposal failed ({e}); it may have landed and may still commit");
+                for request in batch {
+                    let _ = request.reply.send(Err(WriteError::Unknown(why.clone())));
+                }
+                Err(e)
+            }
             Err(e) => {
                 let leader = self.leader_http();
                 tracing::debug!(error = %e, "a batch was not proposed");
@@ -508,9 +539,17 @@ impl Group {
         self.state.report(crate::observe::NodeEvent::RaftRole { term, role, leader });
         if role != Role::Leader {
             // Answered "outcome unknown" as they drop: they may commit under the new leader.
-            self.in_flight.clear();
-            self.ahead.clear();
+            self.forget_proposals();
         }
+    }
+
+    /// Stops waiting for what this member proposed: its requests in flight are answered
+    /// "outcome unknown" (see [`InFlight`]), and the heartbeat it proposed no longer holds the
+    /// next back — once it leads again, the next is an interval after the last one proposed.
+    fn forget_proposals(&mut self) {
+        self.in_flight.clear();
+        self.ahead.clear();
+        self.heartbeat = None;
     }
 
     /// Publishes the member's term, role, leader and whether it may take writes (the HTTP API
@@ -577,6 +616,11 @@ impl Group {
         self.applied = index;
         self.state.metrics.raft_applied_index.set(index as i64);
         self.ahead.retain(|_, (proposed_at, _)| *proposed_at > index);
+        // Applied — the heartbeat, or another leader's entry in its place: either way it is
+        // no longer outstanding.
+        if self.heartbeat.is_some_and(|at| at <= index) {
+            self.heartbeat = None;
+        }
         if let Some(mut in_flight) = self.in_flight.remove(&index) {
             let requests = std::mem::take(&mut in_flight.requests);
             if in_flight.term == term {
@@ -668,5 +712,223 @@ mod tests {
         assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1, 1]);
         // Small requests share one proposal.
         assert_eq!(split_for_proposals((0..1000).map(|_| request(3, 100)).collect()).len(), 1);
+    }
+
+    /// Member 1 of a group of three, on a memory store: what its peers send it and what it
+    /// sends them is delivered by the test, or not at all (a peer cut off, or a slow one).
+    #[cfg(not(madsim))]
+    mod driven {
+        use super::*;
+        use crate::config::NodeConfig;
+        use crate::consensus::ELECTION_TICKS;
+        use crate::store::{MemDisk, Store, StoreLocation};
+
+        const MEMBER_1: &str = r#"
+            name = "member-1"
+            role = "root"
+            database_id = "2a"
+            [storage]
+            engine = "memory"
+            [listen]
+            replication = "127.0.0.1:7001"
+            memcached = "127.0.0.1:11001"
+            http = "127.0.0.1:8001"
+            [root]
+            member_id = 1
+            [[root.members]]
+            id = 1
+            replication = "127.0.0.1:7001"
+            http = "127.0.0.1:8001"
+            [[root.members]]
+            id = 2
+            replication = "127.0.0.1:7002"
+            http = "127.0.0.1:8002"
+            [[root.members]]
+            id = 3
+            replication = "127.0.0.1:7003"
+            http = "127.0.0.1:8003"
+        "#;
+
+        struct Driven {
+            group: Group,
+            peers: Vec<Member>,
+            /// What member 1 sent each peer, not delivered yet.
+            sent: BTreeMap<u64, mpsc::Receiver<Vec<u8>>>,
+            lifecycle: watch::Receiver<Lifecycle>,
+        }
+
+        impl Driven {
+            /// Member 1 with `heartbeat_interval`, its store empty (its newest entry is
+            /// "never", so a heartbeat is due as soon as it leads).
+            fn new(heartbeat_interval: Duration) -> Driven {
+                let config = NodeConfig::parse(MEMBER_1, "member-1.toml").unwrap();
+                let root = config.root.clone().unwrap();
+                let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
+                let state = NodeState::new(config, store, 1);
+                let voters = vec![1, 2, 3];
+                let mut outboxes = BTreeMap::new();
+                let mut sent = BTreeMap::new();
+                for peer in [2, 3] {
+                    let (tx, rx) = mpsc::channel(OUTBOX_DEPTH);
+                    outboxes.insert(peer, tx);
+                    sent.insert(peer, rx);
+                }
+                let group = Group {
+                    member: Member::new(1, &voters).unwrap(),
+                    applied: 0,
+                    me: 1,
+                    voters: voters.clone(),
+                    leaders_http: root.members.iter().map(|m| (m.id, m.http)).collect(),
+                    heartbeat_interval,
+                    snapshot_entries: root.raft_snapshot_entries,
+                    log_keep_entries: root.raft_log_keep_entries,
+                    peers: Vec::new(),
+                    in_flight: BTreeMap::new(),
+                    ahead: BTreeMap::new(),
+                    heartbeat: None,
+                    heartbeat_proposed_ms: 0,
+                    waiting: VecDeque::new(),
+                    outboxes,
+                    state,
+                };
+                let lifecycle = group.state.lifecycle();
+                let peers = [2, 3].iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
+                Driven { group, peers, sent, lifecycle }
+            }
+
+            /// One tick of member 1 (its peers do not tick: they never campaign).
+            async fn tick(&mut self) {
+                let output = self.group.tick().unwrap();
+                self.group.handle(output, &mut self.lifecycle).await.unwrap();
+            }
+
+            /// Delivers every message member 1 sent and every answer, until the group is
+            /// quiet.
+            async fn deliver(&mut self) {
+                loop {
+                    let mut messages = Vec::new();
+                    for sent in self.sent.values_mut() {
+                        while let Ok(bytes) = sent.try_recv() {
+                            messages.push(consensus::decode(&bytes).unwrap());
+                        }
+                    }
+                    if messages.is_empty() {
+                        return;
+                    }
+                    while let Some(message) = messages.pop() {
+                        if message.to == 1 {
+                            let output = self.group.member.receive(message).unwrap();
+                            self.group.handle(output, &mut self.lifecycle).await.unwrap();
+                        } else {
+                            let peer = self.peers.iter_mut().find(|p| p.id() == message.to).unwrap();
+                            messages.extend(peer.receive(message).unwrap().messages);
+                        }
+                    }
+                }
+            }
+
+            /// Drops whatever member 1 sent and nobody received: its peers are cut off.
+            fn lose(&mut self) {
+                for sent in self.sent.values_mut() {
+                    while sent.try_recv().is_ok() {}
+                }
+            }
+
+            /// Ticks member 1 until it leads and applied its term's first entry.
+            async fn elect(&mut self) {
+                for _ in 0..3 * ELECTION_TICKS {
+                    if self.group.member.leads_with_committed_state(self.group.applied) {
+                        return;
+                    }
+                    self.tick().await;
+                    self.deliver().await;
+                }
+                panic!("member 1 was not elected: {:?}", self.group.member);
+            }
+
+            /// The Raft indexes of the heartbeats in member 1's log past `after`.
+            fn heartbeats_after(&self, after: u64) -> Vec<u64> {
+                let log = self.group.member.own_state().entries;
+                log.iter()
+                    .filter(|(index, _)| *index > after)
+                    .filter(|(_, bytes)| {
+                        let entry: raft::prelude::Entry = protobuf::Message::parse_from_bytes(bytes).unwrap();
+                        !entry.data.is_empty()
+                            && matches!(Proposal::decode(&entry.data).unwrap(), Proposal::Heartbeat { .. })
+                    })
+                    .map(|(index, _)| *index)
+                    .collect()
+            }
+        }
+
+        /// A heartbeat that does not commit (its peers slow, or cut off) is not followed by
+        /// another at every tick: at most one is outstanding, and the next is proposed only
+        /// once it was applied. Ticks are calls here, not time: the property holds however
+        /// slow this machine is.
+        #[tokio::test]
+        async fn a_leader_has_at_most_one_heartbeat_outstanding() {
+            // An hour's interval: due at once (the store holds no entry), and not again in
+            // this test unless the interval is measured from the wrong moment.
+            let mut driven = Driven::new(Duration::from_secs(3600));
+            driven.elect().await;
+            let applied = driven.group.applied;
+            assert_eq!(driven.heartbeats_after(0), Vec::<u64>::new(), "no heartbeat before the first tick as leader");
+            // Cut off: nothing member 1 proposes commits. Fewer ticks than check_quorum takes to
+            // depose it, so it leads throughout.
+            for _ in 0..ELECTION_TICKS / 2 {
+                driven.tick().await;
+                driven.lose();
+                assert!(driven.group.member.is_leader());
+            }
+            let outstanding = driven.heartbeats_after(applied);
+            assert_eq!(
+                outstanding.len(),
+                1,
+                "a heartbeat proposed while one is uncommitted: heartbeats at {outstanding:?}"
+            );
+            assert_eq!(driven.group.applied, applied, "nothing committed while cut off");
+            // Back in touch: the one heartbeat commits and is applied, as the store's newest
+            // entry; the next is an interval after it.
+            driven.tick().await;
+            driven.deliver().await;
+            assert_eq!(driven.group.applied, outstanding[0], "the heartbeat was applied");
+            assert_eq!(driven.group.state.read_store(|s| s.applied_index()), 1, "as one (empty) entry");
+            for _ in 0..3 {
+                driven.tick().await;
+                driven.deliver().await;
+            }
+            assert_eq!(driven.heartbeats_after(outstanding[0]), Vec::<u64>::new(), "not due for an hour");
+            // Due at once: the applied heartbeat no longer holds the next back.
+            driven.group.heartbeat_interval = Duration::ZERO;
+            driven.tick().await;
+            driven.tick().await;
+            let next = driven.heartbeats_after(outstanding[0]);
+            assert_eq!(next.len(), 1, "the next heartbeat, once the first was applied, and one only: {next:?}");
+            driven.deliver().await;
+            assert_eq!(driven.group.applied, next[0]);
+        }
+
+        /// The smallest Raft log settings validation accepts run: a snapshot at every entry
+        /// applied, keeping only the snapshot's own entry (whose term raft-rs reads to append
+        /// after it), and the leader goes on proposing and committing. So does a keep above the
+        /// interval: the log is compacted all the same, and holds more.
+        #[tokio::test]
+        async fn the_smallest_raft_log_settings_accepted_run() {
+            for (snapshot_entries, keep) in [(1, 1), (2, 5)] {
+                let mut driven = Driven::new(Duration::ZERO);
+                driven.group.snapshot_entries = snapshot_entries;
+                driven.group.log_keep_entries = keep;
+                driven.elect().await;
+                for _ in 0..12 {
+                    driven.tick().await;
+                    driven.deliver().await;
+                }
+                let applied = driven.group.applied;
+                assert_eq!(applied, 13, "the term's first entry and a heartbeat a tick");
+                let (snapshot, _) = driven.group.member.snapshot().expect("the log was compacted");
+                assert!(applied - snapshot < snapshot_entries, "a snapshot every {snapshot_entries}: {snapshot}");
+                assert_eq!(driven.group.member.first_index(), snapshot + 1 - keep, "the last {keep} entries kept");
+            }
+        }
     }
 }
