@@ -7,7 +7,9 @@
 //!
 //! For a read of key `k` returning version `v` by reader `r` with last-seen index `L` (the
 //! largest token `r` has seen, this read's included):
-//! - `v` must be a version some writer sent for `k` (never an invented value);
+//! - `v` must be a version some writer sent for `k` (never an invented value), and not one the
+//!   root refused (400, 403, 429, or a 503 — each says nothing in the request was applied, so
+//!   a refused value that becomes visible later is a write the node lied about);
 //! - `v` must not be older than a version `r` read before for `k` (monotonic reads);
 //! - no acknowledged write of `k` with a newer version may have landed at a root index `<= L`
 //!   (the edge had applied it by then, so returning an older version is a stale read);
@@ -51,6 +53,8 @@ struct History {
     deletes: std::collections::BTreeSet<u64>,
     /// Acknowledged writes: (root index, version, whether a delete), in acknowledgement order.
     acked: Vec<(u64, u64, bool)>,
+    /// Versions whose request the root refused: none of them ever landed.
+    refused: std::collections::BTreeSet<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -88,11 +92,21 @@ impl ReadState {
         history.deletes.insert(version);
     }
 
-    /// The root refused `version` of `key` (it never landed).
+    /// The root refused `version` of `key` (it never landed) — unless that version was
+    /// acknowledged before: a rewrite of a key's settled value carries the version of the write
+    /// that set it, and refusing the rewrite says nothing of the write that landed.
     pub fn refused(&mut self, key: &str, version: u64) {
         if let Some(history) = self.keys.get_mut(key) {
             history.deletes.remove(&version);
+            if !history.acked.iter().any(|&(_, acked, _)| acked == version) {
+                history.refused.insert(version);
+            }
         }
+    }
+
+    /// Whether the root refused `version` of `key` (so it must never be found anywhere).
+    pub fn was_refused(&self, key: &str, version: u64) -> bool {
+        self.keys.get(key).is_some_and(|h| h.refused.contains(&version))
     }
 
     /// Checks one read; returns the violation it shows, if any.
@@ -137,6 +151,11 @@ impl ReadState {
         };
         if history.is_none_or(|h| version > h.sent_max) {
             return Some(violation(format!("returned version {version}, which no writer ever sent")));
+        }
+        if history.is_some_and(|h| h.refused.contains(&version)) {
+            return Some(violation(format!(
+                "returned version {version}, whose write the root refused: it said nothing of it was applied"
+            )));
         }
         let previous = session.1.insert(read.key.to_string(), version).unwrap_or(0);
         if version < previous {
@@ -260,5 +279,24 @@ mod tests {
         // Refused (a 403 or 429): it never landed, and explains nothing.
         check.lock().refused("k", 4);
         assert!(check.lock().read(read("r7", "k", None, 12)).is_some());
+    }
+
+    /// A refused write (400, 403, 429, 503) never landed: its value read later, at any index
+    /// and by any reader, is a write the root said it did not apply.
+    #[test]
+    fn a_refused_write_is_never_read() {
+        let mut check = Reads::default();
+        check.lock().sent("k", 1);
+        check.observe(&Event::WriteAcked { at_ms: 0, key: "k".into(), index: 3, version: 1, deleted: false });
+        check.lock().sent("k", 2);
+        check.lock().refused("k", 2);
+        let v1 = versioned_value(1, b"a");
+        assert!(check.lock().read(read("r1", "k", Some(&v1), 5)).is_none());
+        let found = check.lock().read(read("r2", "k", Some(&versioned_value(2, b"b")), 5));
+        let Some(Event::Violation { message, .. }) = found else { panic!("{found:?}") };
+        assert!(message.contains("whose write the root refused"), "{message}");
+        // A refused rewrite of the settled value (version 1 again) takes nothing back.
+        check.lock().refused("k", 1);
+        assert!(check.lock().read(read("r3", "k", Some(&v1), 5)).is_none(), "version 1 was acknowledged");
     }
 }

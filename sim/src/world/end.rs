@@ -42,7 +42,8 @@ pub(super) fn summarize(
             engine_bytes_written: stats.as_ref().map(|s| s.disk_bytes_written),
         });
     }
-    let Some((_, root)) = reference_root(&states) else { return };
+    let Some((root_name, root)) = reference_root(&states) else { return };
+    refused_never_logged(root_name, root, reads, recorder);
     let Ok(pairs) = root.read_store(|s| s.dump()) else { return };
     let reads = reads.lock();
     // prefix -> (keys, bytes, reads, never read)
@@ -60,6 +61,55 @@ pub(super) fn summarize(
     drop(reads);
     for (prefix, (keys, bytes, reads, never_read)) in usage {
         record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
+    }
+}
+
+/// A refused write never landed, so no entry of the root's log holds it: every retained
+/// entry's operations are read, and a value whose version the root refused (400, 403, 429, a
+/// 503 that said nothing was applied) is a `reads` violation at the entry's index — whether or
+/// not a reader ever read it before it was overwritten.
+fn refused_never_logged(root_name: &str, root: &NodeState, reads: &Reads, recorder: &SharedRecorder) {
+    let reads = reads.lock();
+    let mut found = Vec::new();
+    root.with_store(|store| {
+        let limits = qs_node::store::LogReadLimits { entries_max: 500, bytes_max: usize::MAX };
+        let mut after = 0;
+        loop {
+            match store.read_log_after(after, limits) {
+                Ok(qs_node::store::LogRead::Entries(entries)) if !entries.is_empty() => {
+                    for entry in &entries {
+                        for op in &entry.ops {
+                            let qs_node::Op::Set { key, value } = op else { continue };
+                            let key = String::from_utf8_lossy(key);
+                            let Some(version) = crate::checkers::reads::version_of(value) else { continue };
+                            if reads.was_refused(&key, version) {
+                                found.push((entry.index, key.into_owned(), version));
+                            }
+                        }
+                    }
+                    after = entries.last().map_or(after, |e| e.index);
+                }
+                Ok(qs_node::store::LogRead::Collected { first_retained }) if first_retained > after + 1 => {
+                    after = first_retained - 1;
+                }
+                _ => break,
+            }
+        }
+    });
+    drop(reads);
+    for (index, key, version) in found {
+        let message = format!(
+            "the root's log holds version {version} of {key} at index {index}, though the root refused that write: \
+             it said nothing of it was applied"
+        );
+        let node = root_name.to_string();
+        record(recorder, |at_ms| Event::Violation {
+            at_ms,
+            checker: crate::trace::Checker::Reads,
+            node,
+            index,
+            message,
+        });
     }
 }
 
