@@ -8,7 +8,7 @@
 //! | `PUT /v1/keys/{key}` (body: the value) | producer | `200 {"index":N,"identical_dropped":0}` once durable |
 //! | `DELETE /v1/keys/{key}` | producer | same |
 //! | `POST /v1/batch` `{"ops":[{"op":"set","key":K,"value":V},{"op":"delete","key":K}]}` | producer | same, for all ops |
-//! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write), or `404` |
+//! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write: a root group member that does not lead redirects it to the leader, `307`, as a write), or `404` |
 //! | `GET /v1/status` | anyone | JSON: name, role, applied index, chain hash, state digest, lag |
 //! | `GET /metrics` | anyone | Prometheus text format |
 //!
@@ -276,6 +276,12 @@ impl Api {
                 };
                 if let Err(reply) = self.check_acl(producer, &key) {
                     return reply;
+                }
+                // Read-your-write: a root group member that does not lead may not have applied
+                // what the leader acknowledged, so the read goes where the write went (307 to
+                // the leader, or 503 while none is known or the new one catches up).
+                if let Some(redirect) = crate::root::not_leading(&self.state) {
+                    return self.write_refused(redirect, path);
                 }
                 return match self.state.read_store(|store| store.get(&key)) {
                     Ok(Some(value)) => Response::new(Full::new(Bytes::from(value))),

@@ -63,6 +63,11 @@ pub struct WriterModes {
     /// The share of operations on keys outside the producer's prefixes: the root refuses the
     /// request (403), all of it.
     pub outside_prefix_share: f64,
+    /// The share of acknowledged single `PUT`s the producer reads back at once (`GET
+    /// /v1/keys/{key}`), from a root member drawn at random, following its redirect: it must
+    /// read what it wrote (read-your-write), or a `reads` violation names the member. Drawn
+    /// from a stream of its own, so the other draws stay as they were.
+    pub read_back_share: f64,
     /// The producer's quota at the root, writes per second (burst: one second's worth): a
     /// writer faster than it is refused with 429 now and then. Default: no quota to speak of.
     pub quota_per_s: Option<f64>,
@@ -91,6 +96,7 @@ impl WriterModes {
             ("workload.modes.delete_share", self.delete_share),
             ("workload.modes.rewrite_share", self.rewrite_share),
             ("workload.modes.outside_prefix_share", self.outside_prefix_share),
+            ("workload.modes.read_back_share", self.read_back_share),
         ] {
             if !(0.0..=1.0).contains(&share) {
                 return Some((field, format!("{share} is not a share between 0 and 1")));

@@ -114,6 +114,8 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
     let Judges { acked, reads, quota } = judges;
     let mut requests = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
+    // The read-backs' own stream: turning them on leaves every other draw as it was.
+    let mut read_back_rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7265_6164_6261_636b);
     let steady = Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let bursting = spec.burst.map(|b| (b, Duration::from_secs_f64(1.0 / b.rate_per_s)));
     let in_flight: Arc<Mutex<BTreeSet<String>>> = Arc::default();
@@ -205,6 +207,13 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                 }
             }
         }
+        // A single PUT acknowledged is read back from a member drawn now (see `read_back`).
+        let read_back = match ops.as_slice() {
+            [op] if op.written.is_some() && chance(&mut read_back_rng, modes.read_back_share) => {
+                Some(spec.roots[read_back_rng.random_range(0..spec.roots.len())])
+            }
+            _ => None,
+        };
         requests += 1;
         let request = (spec.writer_id as u64, requests);
         let sent_ms = recorder.locked().now_ms();
@@ -230,22 +239,36 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             }
             match answer {
                 Answer::Acknowledged(index) => {
-                    let mut recorder = recorder.locked();
-                    let at_ms = recorder.now_ms();
-                    for op in last.values() {
-                        recorder.record(Event::WriteAcked {
-                            at_ms,
-                            key: op.key.clone(),
-                            index,
-                            version: op.version,
-                            deleted: op.written.is_none(),
-                        });
+                    {
+                        let mut recorder = recorder.locked();
+                        let at_ms = recorder.now_ms();
+                        for op in last.values() {
+                            recorder.record(Event::WriteAcked {
+                                at_ms,
+                                key: op.key.clone(),
+                                index,
+                                version: op.version,
+                                deleted: op.written.is_none(),
+                            });
+                        }
                     }
-                    drop(recorder);
                     // Acknowledged: nothing sent before it may be the final value any more.
-                    let mut fates = acked.locked();
-                    for op in last.values() {
-                        fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
+                    {
+                        let mut fates = acked.locked();
+                        for op in last.values() {
+                            fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
+                        }
+                    }
+                    // Before the key leaves `in_flight`: no newer write of it is sent meanwhile.
+                    if let (Some(member), [op]) = (read_back, ops.as_slice()) {
+                        let found = read_back_judged(member, op, index, &idle).await;
+                        if let Some(message) = found {
+                            let mut recorder = recorder.locked();
+                            let at_ms = recorder.now_ms();
+                            let node = member.to_string();
+                            let checker = crate::trace::Checker::Reads;
+                            recorder.record(Event::Violation { at_ms, checker, node, index, message });
+                        }
                     }
                 }
                 Answer::Refused | Answer::OverQuota => {
@@ -295,6 +318,69 @@ async fn send_to_leader(target: &Target, roots: &[SocketAddr], ops: &[Operation]
         }
     }
     Answer::Unknown
+}
+
+/// What a producer's read-back found.
+enum ReadBack {
+    Value(Vec<u8>),
+    Missing,
+    Redirected(SocketAddr),
+    /// Another answer (a 503 while leadership moves, a broken connection): says nothing.
+    Other,
+}
+
+/// Reads `op`'s key back from `member` right after its write was acknowledged at `index`,
+/// following redirects to the leader: the producer must read what it wrote or a newer version
+/// (read-your-write, as the HTTP API promises). The violation in words, if any.
+async fn read_back_judged(member: SocketAddr, op: &Operation, index: u64, idle: &IdleConnections) -> Option<String> {
+    let mut to = member;
+    for _ in 0..=REDIRECTS_MAX {
+        let found = tokio::time::timeout(WRITE_TIMEOUT, read_back(to, &op.key, idle)).await;
+        let verdict = match found.unwrap_or(ReadBack::Other) {
+            ReadBack::Redirected(leader) => {
+                to = leader;
+                continue;
+            }
+            ReadBack::Other => None,
+            ReadBack::Missing => Some("no such key".to_string()),
+            ReadBack::Value(value) => match version_of(&value) {
+                Some(version) if version >= op.version => None,
+                Some(version) => Some(format!("version {version}")),
+                None => Some(format!("{:?}", String::from_utf8_lossy(&value))),
+            },
+        };
+        return verdict.map(|found| {
+            format!(
+                "the producer's GET of {} from {to} (asked of {member}) answered {found} right after version {} was \
+                 acknowledged at index {index}: not read-your-write",
+                op.key, op.version
+            )
+        });
+    }
+    None
+}
+
+/// One `GET /v1/keys/{key}` to `root`.
+async fn read_back(root: SocketAddr, key: &str, idle: &IdleConnections) -> ReadBack {
+    let Some(mut sender) = connection(root, idle).await else { return ReadBack::Other };
+    let mut request =
+        hyper::Request::get(format!("http://{root}/v1/keys/{key}")).body(Full::new(Bytes::new())).expect("a request");
+    let headers = request.headers_mut();
+    headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
+    headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
+    let Ok(response) = sender.send_request(request).await else { return ReadBack::Other };
+    let status = response.status();
+    let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let Ok(body) = response.into_body().collect().await else { return ReadBack::Other };
+    idle.locked().push((root, sender));
+    match status {
+        hyper::StatusCode::OK => ReadBack::Value(body.to_bytes().to_vec()),
+        hyper::StatusCode::NOT_FOUND => ReadBack::Missing,
+        hyper::StatusCode::TEMPORARY_REDIRECT => location
+            .and_then(|l| l.strip_prefix("http://")?.split('/').next()?.parse().ok())
+            .map_or(ReadBack::Other, ReadBack::Redirected),
+        _ => ReadBack::Other,
+    }
 }
 
 /// An idle connection to `root` that is still open, or else a new one.

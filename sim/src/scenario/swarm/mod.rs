@@ -217,6 +217,7 @@ fn drawn_modes(seed: u64, writer: usize) -> WriterModes {
         delete_share: share(true, 0.1),
         rewrite_share: share(true, 0.1),
         outside_prefix_share: share(true, 0.02),
+        read_back_share: 0.0,
         quota_per_s: None,
         quota_burst: None,
     }
