@@ -513,7 +513,7 @@ impl NodeState {
     /// lag is within `staleness_failover`.
     pub fn upstream_status(&self) -> UpstreamStatus {
         if self.config.role == Role::Root {
-            return UpstreamStatus::Healthy;
+            return self.member_status();
         }
         let quiet = crate::clock::unix_ms().saturating_sub(self.source_heard_ms.load(Ordering::Relaxed))
             > SOURCE_QUIET.as_millis() as u64;
@@ -528,6 +528,28 @@ impl NodeState {
         } else {
             UpstreamStatus::Healthy
         }
+    }
+
+    /// A root's status for its downstream. A root of one is the head of the log: healthy. A
+    /// root group member is healthy while it leads, or follows a leader it knows and its
+    /// newest applied entry is younger than `staleness_failover` (the leader writes a heartbeat
+    /// every `heartbeat_interval`, so an older one means it is not being kept up to date). A
+    /// member that knows no leader (an election, a partition it cannot hear across) or has
+    /// fallen behind says it is recovering, so the tier below its replicas waits for them
+    /// rather than moving too — the containment a replica below a recovering source keeps.
+    fn member_status(&self) -> UpstreamStatus {
+        if !self.config.root.as_ref().is_some_and(crate::config::RootConfig::is_group) {
+            return UpstreamStatus::Healthy;
+        }
+        let Some(view) = self.raft_view() else {
+            return UpstreamStatus::Recovering { hops: 1 }; // starting: it has not heard its group yet
+        };
+        let following = view.role == crate::consensus::Role::Leader
+            || (view.role == crate::consensus::Role::Follower && view.leader != 0);
+        let age_ms = crate::clock::unix_ms().saturating_sub(self.newest_entry_ms().max(self.started_ms));
+        let current = view.role == crate::consensus::Role::Leader
+            || age_ms <= self.config.replication.staleness_failover.as_millis() as u64;
+        if following && current { UpstreamStatus::Healthy } else { UpstreamStatus::Recovering { hops: 1 } }
     }
 
     /// PLANTED BUG support (legacy): whether this node refuses to serve downstream now — only
