@@ -148,9 +148,16 @@ impl Node {
             ..config.store_options()
         };
         let (store, damaged_at_open) = match Store::open(location, &options) {
-            Err(e) if e.is_damage() && config.role == Role::Replica => {
+            Err(e)
+                if e.is_damage()
+                    && (config.role == Role::Replica || config.root.as_ref().is_some_and(|r| r.is_group())) =>
+            {
                 // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
-                // replacing any earlier one) and start empty, to re-bootstrap from a source.
+                // replacing any earlier one) and start empty, to re-bootstrap from a source. A
+                // root group member's too, its Raft state with it: it starts as a member whose
+                // disk was replaced — fresh, abstaining from votes until it has heard the group
+                // (so it never votes twice in a term it forgot) — and is sent the log or a
+                // snapshot, catching its store up from a peer's.
                 let kept = set_aside_damaged_store(location, &options).map_err(StartError::Store)?;
                 tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");
                 (Store::open(location, &options)?, true)

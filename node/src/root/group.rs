@@ -144,7 +144,12 @@ impl RaftDisk for StoreDisk {
         if self.forget_vote {
             write.hard_state = None;
         }
-        self.state.with_store(|store| store.persist_raft(&write)).map_err(|e| e.to_string())
+        self.state.with_store(|store| store.persist_raft(&write)).map_err(|e| {
+            if e.is_damage() {
+                self.state.found_damage(); // healed from a peer's copy, not by a reopen (`recover`)
+            }
+            e.to_string()
+        })
     }
 
     fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
@@ -291,7 +296,25 @@ impl Group {
                 () = reached(lifecycle, Lifecycle::Draining) => return false,
                 () = tokio::time::sleep(RECOVER_AFTER) => {}
             }
-            let settled = self.state.with_store(|store| self.state.settle(store));
+            // A damaged store stays damaged however often it is reopened: copy a peer's, made
+            // this member's own from the state it holds in memory, then restart from it.
+            if self.state.is_damaged() {
+                match self.heal(lifecycle).await {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(e) => {
+                        tracing::warn!(node = %self.state.config.name, error = %e, "the root group member cannot heal yet");
+                        continue;
+                    }
+                }
+            }
+            let settled = self.state.with_store(|store| {
+                let settled = self.state.settle(store);
+                if settled.as_ref().is_err_and(crate::store::StoreError::is_damage) {
+                    self.state.found_damage();
+                }
+                settled
+            });
             let restored = settled
                 .map_err(|e| e.to_string())
                 .and_then(|()| restore(&self.state, self.me, &self.voters).map_err(|e| e.to_string()));
@@ -610,6 +633,11 @@ impl Group {
             Ok(head) => head,
             Err(e) => {
                 self.state.after_apply();
+                if e.is_damage() {
+                    // Damage (a block failing RocksDB's checksum in a compaction, say) is not
+                    // cured by reopening: the member heals from a peer's copy (see `recover`).
+                    self.state.found_damage();
+                }
                 return Err(consensus::MemberError::Disk(format!("applying committed Raft entry {index}: {e}")));
             }
         };
