@@ -26,8 +26,8 @@ use raft::{Config, RawNode, StateRole};
 use crate::entry::ChainHash;
 
 mod adopt;
-pub use adopt::own_state_over_copy;
 pub use crate::store::RaftWrite;
+pub use adopt::own_state_over_copy;
 
 /// Ticks without a leader's heartbeat before a follower campaigns (raft-rs randomizes it into
 /// `ELECTION_TICKS..2 * ELECTION_TICKS`). With the node's tick of [`TICK`], a leader is
