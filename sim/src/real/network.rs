@@ -149,6 +149,7 @@ impl Capabilities {
             SlowDisk | DiskError | Sigbus => Some("a disk fault: real runs use the machine's disk as it is".into()),
             PowerLoss => Some("power loss has no equivalent a process can inject on its own machine".into()),
             BitRot => Some("bit rot is injected into a stopped node's files by the simulator only".into()),
+            Impostor => Some("an impostor is a client of the simulator's own; real runs do not start one".into()),
             Oom | FaultPoint => Some("recorded by the simulator, never injected".into()),
         }
     }
