@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::process::{NodeProcess, Ports, Role, TOKEN, write_config};
+use crate::common::process::{MemcachedConnection, NodeProcess, Ports, Role, TOKEN, write_config};
 
 const ENV: &[(&str, &str)] = &[("QS_LOG", "info")];
 
@@ -68,10 +68,19 @@ fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
     }
 }
 
-fn get(http: SocketAddr, key: &str) -> Option<String> {
+/// A producer's `GET` of `key` from `http`, redirects not followed: the status, the body, and
+/// the `Location` of a redirect.
+fn get(http: SocketAddr, key: &str) -> (u16, String, Option<String>) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
     let url = format!("http://{http}/v1/keys/{key}");
-    let mut response = ureq::get(&url).header("authorization", &format!("Bearer {TOKEN}")).call().ok()?;
-    response.body_mut().read_to_string().ok()
+    let mut response = agent.get(&url).header("authorization", &format!("Bearer {TOKEN}")).call().unwrap();
+    let location = response.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+    (response.status().as_u16(), response.body_mut().read_to_string().unwrap_or_default(), location)
 }
 
 #[test]
@@ -160,9 +169,26 @@ fn the_group_keeps_every_acknowledged_write_when_its_leader_is_killed() {
         assert!(Instant::now() < deadline, "the members did not converge: {now:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // What each member holds, read from its own store (its memcached port serves it, leader or
+    // not).
     for (n, member) in members.iter().flatten().enumerate() {
+        let mut memcached = MemcachedConnection::open(member.ports.memcached);
         for (key, value) in &acknowledged {
-            assert_eq!(get(member.ports.http, key).as_deref(), Some(value.as_str()), "member {} lost {key}", n + 1);
+            assert_eq!(memcached.get(key).as_deref(), Some(value.as_bytes()), "member {} lost {key}", n + 1);
+        }
+    }
+    // A producer's GET is read-your-write: the leader answers it from its store; a member that
+    // does not lead (and may not have applied what the leader acknowledged) sends it there.
+    let leading = leader(&members).expect("a leader once converged");
+    let (key, value) = acknowledged.iter().next_back().expect("writes were acknowledged");
+    for (n, member) in members.iter().enumerate() {
+        let member = member.as_ref().expect("every member runs");
+        let (status, body, location) = get(member.ports.http, key);
+        if n == leading {
+            assert_eq!((status, body.as_str()), (200, value.as_str()), "the leader answers a GET");
+        } else {
+            let to_leader = format!("http://{}/v1/keys/{key}", members[leading].as_ref().unwrap().ports.http);
+            assert_eq!((status, location.as_deref()), (307, Some(to_leader.as_str())), "member {} redirects", n + 1);
         }
     }
     // `qs-node inspect` beside the live member shows its Raft state.
