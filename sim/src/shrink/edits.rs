@@ -62,36 +62,42 @@ fn millis(d: Duration) -> Value {
     Value::String(format!("{}ms", d.as_millis()))
 }
 
-/// One fault as the scenario file writes it.
+/// One fault as the scenario file writes it. Destructured whole: a field added to `Fault` does
+/// not compile here until it is written out too.
 fn fault_table(fault: &Fault) -> Table {
+    let Fault { at, kind, target, duration, peer, credentials, group, model, latency, rate, during, error, ops } =
+        fault;
     let mut t = Table::new();
-    t.insert("at".into(), millis(fault.at));
-    t.insert("kind".into(), Value::try_from(fault.kind).expect("fault kinds serialize"));
-    t.insert("target".into(), Value::String(fault.target.get_ref().clone()));
-    t.insert("duration".into(), millis(fault.duration));
-    if let Some(peer) = &fault.peer {
+    t.insert("at".into(), millis(*at));
+    t.insert("kind".into(), Value::try_from(kind).expect("fault kinds serialize"));
+    t.insert("target".into(), Value::String(target.get_ref().clone()));
+    t.insert("duration".into(), millis(*duration));
+    if let Some(peer) = peer {
         t.insert("peer".into(), Value::String(peer.get_ref().clone()));
     }
-    if !fault.group.is_empty() {
-        t.insert("group".into(), Value::Array(fault.group.iter().cloned().map(Value::String).collect()));
+    if let Some(credentials) = credentials {
+        t.insert("credentials".into(), Value::try_from(credentials).expect("credentials serialize"));
     }
-    if let Some(model) = fault.model {
+    if !group.is_empty() {
+        t.insert("group".into(), Value::Array(group.iter().cloned().map(Value::String).collect()));
+    }
+    if let Some(model) = model {
         t.insert("model".into(), Value::try_from(model).expect("disk models serialize"));
     }
-    if let Some(latency) = fault.latency {
-        t.insert("latency".into(), millis(latency));
+    if let Some(latency) = latency {
+        t.insert("latency".into(), millis(*latency));
     }
-    if let Some(rate) = fault.rate {
-        t.insert("rate".into(), Value::Float(rate));
+    if let Some(rate) = rate {
+        t.insert("rate".into(), Value::Float(*rate));
     }
-    if let Some(during) = fault.during {
+    if let Some(during) = during {
         t.insert("during".into(), Value::try_from(during).expect("`during` serializes"));
     }
-    if let Some(error) = fault.error {
+    if let Some(error) = error {
         t.insert("error".into(), Value::try_from(error).expect("disk errors serialize"));
     }
-    if !fault.ops.is_empty() {
-        let ops = fault.ops.iter().map(|op| Value::try_from(op).expect("I/O operations serialize")).collect();
+    if !ops.is_empty() {
+        let ops = ops.iter().map(|op| Value::try_from(op).expect("I/O operations serialize")).collect();
         t.insert("ops".into(), Value::Array(ops));
     }
     t
