@@ -266,7 +266,8 @@ mod tests {
     /// Names already in traces of older runs: renaming a variant must not change them.
     #[test]
     fn trace_names_are_stable() {
-        assert_eq!(Probe::ALL.len(), 38);
+        assert_eq!(Probe::ALL.len(), 39);
+        assert_eq!(Probe::FaultImpostor.name(), "fault_impostor");
         assert_eq!(Probe::ALL[0].name(), "left_stale_source");
         assert_eq!(Probe::FaultPointDropMidSnapshot.name(), "fault_point_drop_mid_snapshot");
         assert_eq!(Probe::FaultPartitionIn.name(), "fault_partition_in");
