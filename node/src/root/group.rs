@@ -85,27 +85,8 @@ pub(super) fn start(
         outboxes.insert(peer.id, tx);
         tokio::spawn(send_to_peer(state.clone(), me, peer.id, peer.replication, rx));
     }
-    let leaders_http = root.members.iter().map(|m| (m.id, m.http)).collect();
-    let peers = root.members.iter().filter(|m| m.id != me).map(|m| m.replication).collect();
     let (batches_tx, batches) = mpsc::channel(16);
-    let group = Group {
-        applied,
-        me,
-        voters,
-        state,
-        member,
-        leaders_http,
-        heartbeat_interval: root.heartbeat_interval,
-        snapshot_entries: root.raft_snapshot_entries,
-        log_keep_entries: root.raft_log_keep_entries,
-        peers,
-        in_flight: BTreeMap::new(),
-        ahead: BTreeMap::new(),
-        heartbeat: None,
-        heartbeat_proposed_ms: 0,
-        waiting: VecDeque::new(),
-        outboxes,
-    };
+    let group = Group::new(state, root, member, applied, outboxes);
     Ok((batches_tx, tokio::spawn(group.run(inbox, batches))))
 }
 
@@ -207,6 +188,36 @@ struct Group {
 }
 
 impl Group {
+    /// Member `root.member_id` as `member` (its consensus, `applied` its store's Raft index),
+    /// sending to its peers through `outboxes`; nothing proposed or waiting yet.
+    fn new(
+        state: Arc<NodeState>,
+        root: &RootConfig,
+        member: Member,
+        applied: u64,
+        outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
+    ) -> Group {
+        let me = member.id();
+        Group {
+            applied,
+            me,
+            voters: root.members.iter().map(|m| m.id).collect(),
+            state,
+            member,
+            leaders_http: root.members.iter().map(|m| (m.id, m.http)).collect(),
+            heartbeat_interval: root.heartbeat_interval,
+            snapshot_entries: root.raft_snapshot_entries,
+            log_keep_entries: root.raft_log_keep_entries,
+            peers: root.members.iter().filter(|m| m.id != me).map(|m| m.replication).collect(),
+            in_flight: BTreeMap::new(),
+            ahead: BTreeMap::new(),
+            heartbeat: None,
+            heartbeat_proposed_ms: 0,
+            waiting: VecDeque::new(),
+            outboxes,
+        }
+    }
+
     async fn run(mut self, mut inbox: mpsc::Receiver<(u64, Vec<u8>)>, mut batches: mpsc::Receiver<Vec<WriteRequest>>) {
         let mut lifecycle = self.state.lifecycle();
         match self.catch_up_to_snapshot(None, &mut lifecycle).await {
@@ -801,24 +812,8 @@ mod tests {
                     outboxes.insert(peer, tx);
                     sent.insert(peer, rx);
                 }
-                let group = Group {
-                    member: Member::new(1, &voters).unwrap(),
-                    applied: 0,
-                    me: 1,
-                    voters: voters.clone(),
-                    leaders_http: root.members.iter().map(|m| (m.id, m.http)).collect(),
-                    heartbeat_interval,
-                    snapshot_entries: root.raft_snapshot_entries,
-                    log_keep_entries: root.raft_log_keep_entries,
-                    peers: Vec::new(),
-                    in_flight: BTreeMap::new(),
-                    ahead: BTreeMap::new(),
-                    heartbeat: None,
-                    heartbeat_proposed_ms: 0,
-                    waiting: VecDeque::new(),
-                    outboxes,
-                    state,
-                };
+                let root = RootConfig { heartbeat_interval, ..root };
+                let group = Group::new(state, &root, Member::new(1, &voters).unwrap(), 0, outboxes);
                 let lifecycle = group.state.lifecycle();
                 let peers = [2, 3].iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
                 Driven { group, peers, sent, lifecycle }

@@ -44,13 +44,18 @@ enum Outcome {
     Failed,
 }
 
-fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+/// A producer's HTTP client: redirects are answers to look at, not to follow.
+fn producer() -> ureq::Agent {
+    ureq::Agent::config_builder()
         .max_redirects(0)
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
-        .into();
+        .into()
+}
+
+fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
+    let agent = producer();
     let url = format!("http://{http}/v1/keys/{key}");
     let Ok(response) = agent.put(&url).header("authorization", &format!("Bearer {TOKEN}")).send(value) else {
         return Outcome::Failed;
@@ -71,12 +76,7 @@ fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
 /// A producer's `GET` of `key` from `http`, redirects not followed: the status, the body, and
 /// the `Location` of a redirect.
 fn get(http: SocketAddr, key: &str) -> (u16, String, Option<String>) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into();
+    let agent = producer();
     let url = format!("http://{http}/v1/keys/{key}");
     let mut response = agent.get(&url).header("authorization", &format!("Bearer {TOKEN}")).call().unwrap();
     let location = response.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);

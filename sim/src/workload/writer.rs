@@ -360,14 +360,24 @@ async fn read_back_judged(member: SocketAddr, op: &Operation, index: u64, idle: 
     None
 }
 
+/// The `Host` and the producer's token of a request to `root`.
+fn as_producer(request: &mut hyper::Request<Full<Bytes>>, root: SocketAddr) {
+    let headers = request.headers_mut();
+    headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
+    headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
+}
+
+/// The member a 307's `Location` (`http://<address>/...`) sends the request to.
+fn leader_at(location: Option<String>) -> Option<SocketAddr> {
+    location?.strip_prefix("http://")?.split('/').next()?.parse().ok()
+}
+
 /// One `GET /v1/keys/{key}` to `root`.
 async fn read_back(root: SocketAddr, key: &str, idle: &IdleConnections) -> ReadBack {
     let Some(mut sender) = connection(root, idle).await else { return ReadBack::Other };
     let mut request =
         hyper::Request::get(format!("http://{root}/v1/keys/{key}")).body(Full::new(Bytes::new())).expect("a request");
-    let headers = request.headers_mut();
-    headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
-    headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
+    as_producer(&mut request, root);
     let Ok(response) = sender.send_request(request).await else { return ReadBack::Other };
     let status = response.status();
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -376,9 +386,7 @@ async fn read_back(root: SocketAddr, key: &str, idle: &IdleConnections) -> ReadB
     match status {
         hyper::StatusCode::OK => ReadBack::Value(body.to_bytes().to_vec()),
         hyper::StatusCode::NOT_FOUND => ReadBack::Missing,
-        hyper::StatusCode::TEMPORARY_REDIRECT => location
-            .and_then(|l| l.strip_prefix("http://")?.split('/').next()?.parse().ok())
-            .map_or(ReadBack::Other, ReadBack::Redirected),
+        hyper::StatusCode::TEMPORARY_REDIRECT => leader_at(location).map_or(ReadBack::Other, ReadBack::Redirected),
         _ => ReadBack::Other,
     }
 }
@@ -441,9 +449,7 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
         }
     };
     let mut request = request.expect("a valid request");
-    let headers = request.headers_mut();
-    headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
-    headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
+    as_producer(&mut request, root);
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -462,7 +468,7 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     use hyper::StatusCode;
     if status == StatusCode::TEMPORARY_REDIRECT {
         // A root group member that does not lead: nothing applied; the leader is there.
-        let leader = body.ok().and(location).and_then(|l| l.strip_prefix("http://")?.split('/').next()?.parse().ok());
+        let leader = body.ok().and_then(|_| leader_at(location));
         return leader.map_or(Answer::Unknown, Answer::Redirected);
     }
     match status {
