@@ -144,6 +144,7 @@ fn write_error_status(e: &crate::root::WriteError) -> StatusCode {
         | WriteError::Refused(_)
         | WriteError::Overwritten { .. }
         | WriteError::LeaderNotReady
+        | WriteError::MemberPaused(_)
         | WriteError::NotLeader { leader: None } => StatusCode::SERVICE_UNAVAILABLE,
         // Nothing applied; the same request, sent to the leader, may be.
         WriteError::NotLeader { leader: Some(_) } => StatusCode::TEMPORARY_REDIRECT,
@@ -227,6 +228,7 @@ impl Api {
                         "member": member,
                         "term": view.map_or(0, |v| v.term),
                         "role": view.map_or("starting", |v| v.role.as_str()),
+                        "paused": view.and_then(|v| v.paused).map(|p| p.as_str()),
                         "leader": view.map_or(0, |v| v.leader),
                         "commit_index": m.raft_commit_index.get(),
                         "applied_index": m.raft_applied_index.get(),
@@ -361,7 +363,9 @@ impl Api {
                     response.headers_mut().insert(hyper::header::LOCATION, value);
                 }
             }
-            crate::root::WriteError::NotLeader { leader: None } | crate::root::WriteError::LeaderNotReady => {
+            crate::root::WriteError::NotLeader { leader: None }
+            | crate::root::WriteError::LeaderNotReady
+            | crate::root::WriteError::MemberPaused(_) => {
                 response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
             }
             _ => {}

@@ -35,6 +35,10 @@ pub enum NodeEvent {
     FaultPoint { point: FaultPoint, active: bool },
     /// A root group member's Raft term, role or known leader changed (`leader` 0: none known).
     RaftRole { term: u64, role: crate::consensus::Role, leader: u64 },
+    /// The store was found damaged at start and set aside (`kept`: where it went); the node
+    /// started with an empty one — a root group member with no Raft state, as after its disk
+    /// was replaced.
+    StoreSetAside { kept: String },
 }
 
 /// Whoever watches a node: told each [`NodeEvent`] as it happens, on the node's own task.

@@ -238,6 +238,11 @@ pub struct LegacyConfig {
     /// whose certificate chains to the CA (every replica's) can speak Raft as a member, forge
     /// entries, depose the leader.
     pub raft_trust_claimed_member: bool,
+    /// Root group: pre-vote and check-quorum off (raft-rs's defaults). Under a partial
+    /// partition — A↔B and B↔C up, A↔C down — the member cut off from the leader starts a new
+    /// term at every election timeout, the member between them follows it, and the leader is
+    /// deposed though it reaches a majority: leadership flaps for as long as the link is down.
+    pub raft_without_pre_vote: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
@@ -554,6 +559,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_snapshot_without_catch_up: false,
     quotas_forgotten: false,
     raft_trust_claimed_member: false,
+    raft_without_pre_vote: false,
 };
 
 impl NodeConfig {

@@ -54,6 +54,38 @@ const _: () =
 
 pub use qs_vocab::RaftRole as Role;
 
+/// Why a root group member is not taking part in its group for a while: it takes no writes
+/// then, whatever role it last had (its peers elect another leader if it led).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// Bringing its store to a Raft snapshot's point from a peer's log or store.
+    CatchingUp,
+    /// Replacing its damaged (or forked) store with a peer's copy.
+    Healing,
+    /// Restarting its consensus from its store after a failure (a disk error, damaged state).
+    Restarting,
+}
+
+impl Pause {
+    /// The name `/v1/status` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pause::CatchingUp => "catching_up",
+            Pause::Healing => "healing",
+            Pause::Restarting => "restarting",
+        }
+    }
+
+    /// What the member is doing, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Pause::CatchingUp => "catching its store up to a Raft snapshot",
+            Pause::Healing => "replacing its store with a peer's copy",
+            Pause::Restarting => "restarting its consensus from its store after a failure",
+        }
+    }
+}
+
 fn role_of(role: StateRole) -> Role {
     match role {
         StateRole::Follower => Role::Follower,
@@ -358,6 +390,15 @@ impl Member {
     /// whether or not a majority has it; what raft-rs later reports committed is ignored.
     pub fn apply_before_commit(&mut self, applied: u64) {
         self.applies_uncommitted = Some(applied);
+    }
+
+    /// PLANTED BUG (legacy `raft_without_pre_vote`, the simulator's bug zoo only): pre-vote
+    /// and check-quorum off — a member that cannot hear the leader campaigns in a new term at
+    /// every election timeout, and every member that hears it follows into that term, deposing
+    /// a leader that still reaches a majority.
+    pub fn without_pre_vote_or_check_quorum(&mut self) {
+        self.raw.raft.pre_vote = false;
+        self.raw.raft.set_check_quorum(false);
     }
 
     pub fn id(&self) -> u64 {

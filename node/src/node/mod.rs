@@ -147,7 +147,7 @@ impl Node {
             io_faults: disk.clone().map(|disk| disk as Arc<dyn crate::store::faults::IoFaults>),
             ..config.store_options()
         };
-        let (store, damaged_at_open) = match Store::open(location, &options) {
+        let (store, set_aside) = match Store::open(location, &options) {
             Err(e)
                 if e.is_damage()
                     && (config.role == Role::Replica || config.root.as_ref().is_some_and(|r| r.is_group())) =>
@@ -160,9 +160,9 @@ impl Node {
                 // snapshot, catching its store up from a peer's.
                 let kept = set_aside_damaged_store(location, &options).map_err(StartError::Store)?;
                 tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");
-                (Store::open(location, &options)?, true)
+                (Store::open(location, &options)?, Some(kept))
             }
-            opened => (opened?, false),
+            opened => (opened?, None),
         };
         tracing::info!(node = %config.name, role = ?config.role, applied = store.applied_index(), "store open");
         let memory_disk = match location {
@@ -171,7 +171,8 @@ impl Node {
         };
         let resume_from = store.applied_index();
         let state = NodeState::with_disk(config, store, node_id, memory_disk, hooks, tls);
-        if damaged_at_open {
+        if let Some(kept) = set_aside {
+            state.report(crate::observe::NodeEvent::StoreSetAside { kept });
             state.found_damage();
         } else {
             state.recall_damage();

@@ -56,7 +56,7 @@ use super::{WriteError, WriteReceipt, WriteRequest};
 use crate::config::RootConfig;
 use crate::connections::{Lifecycle, reached};
 use crate::consensus::{
-    self, Member, MemberEvent, Output, ProposeError, RaftDisk, RaftWrite, Restored, Role, StorePoint,
+    self, Member, MemberEvent, Output, Pause, ProposeError, RaftDisk, RaftWrite, Restored, Role, StorePoint,
 };
 use crate::entry::{LogEntry, Op};
 use crate::state::{DiskOp, NodeState};
@@ -86,8 +86,8 @@ pub(super) fn start(
         tokio::spawn(send_to_peer(state.clone(), me, peer.id, peer.replication, rx));
     }
     let (batches_tx, batches) = mpsc::channel(16);
-    let group = Group::new(state, root, member, applied, outboxes);
-    Ok((batches_tx, tokio::spawn(group.run(inbox, batches))))
+    let group = Group::new(state, root, member, applied, outboxes, batches);
+    Ok((batches_tx, tokio::spawn(group.run(inbox))))
 }
 
 /// Member `me` as the store holds it: its Raft log and hard state, and the last Raft index its
@@ -106,6 +106,9 @@ fn restore(state: &Arc<NodeState>, me: u64, voters: &[u64]) -> Result<(Member, u
     let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
     if planted.raft_apply_before_commit {
         member.apply_before_commit(records.applied);
+    }
+    if planted.raft_without_pre_vote {
+        member.without_pre_vote_or_check_quorum();
     }
     Ok((member, records.applied))
 }
@@ -185,6 +188,8 @@ struct Group {
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,
     outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
+    /// The committer's batches.
+    batches: mpsc::Receiver<Vec<WriteRequest>>,
 }
 
 impl Group {
@@ -196,6 +201,7 @@ impl Group {
         member: Member,
         applied: u64,
         outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
+        batches: mpsc::Receiver<Vec<WriteRequest>>,
     ) -> Group {
         let me = member.id();
         Group {
@@ -215,18 +221,22 @@ impl Group {
             heartbeat_proposed_ms: 0,
             waiting: VecDeque::new(),
             outboxes,
+            batches,
         }
     }
 
-    async fn run(mut self, mut inbox: mpsc::Receiver<(u64, Vec<u8>)>, mut batches: mpsc::Receiver<Vec<WriteRequest>>) {
+    /// The member's life: every message, batch and tick stepped through its consensus, until the
+    /// node drains. A failure never ends it: the member pauses (it takes no writes, and says
+    /// so), restarts from its store — healed from a peer's copy when the store or its Raft state
+    /// is damaged or forked — and goes on.
+    async fn run(mut self, mut inbox: mpsc::Receiver<(u64, Vec<u8>)>) {
         let mut lifecycle = self.state.lifecycle();
-        match self.catch_up_to_snapshot(None, &mut lifecycle).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => {
-                tracing::error!(node = %self.state.config.name, error = %e, "the root group member cannot start: its store cannot reach its Raft snapshot");
-                return;
-            }
+        let started = match self.catch_up_to_snapshot(None, &mut lifecycle).await {
+            Ok(caught_up) => caught_up,
+            Err(e) => self.carry_on(Err(e), &mut lifecycle).await,
+        };
+        if !started {
+            return self.refuse_waiting(); // draining
         }
         let mut ticker = tokio::time::interval(consensus::TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -249,50 +259,67 @@ impl Group {
                         continue;
                     }
                 },
-                Some(batch) = batches.recv() => {
+                Some(batch) = self.batches.recv() => {
                     self.waiting.push_back(batch);
                     self.propose_waiting()
                 }
                 _ = ticker.tick() => {
                     if self.state.is_damaged() {
                         match self.heal(&mut lifecycle).await {
-                            Ok(true) => {}
+                            Ok(true) => self.tick(),
                             Ok(false) => break,
-                            Err(e) => {
-                                tracing::error!(node = %self.state.config.name, error = %e, "the root group member cannot heal its store: it stops");
-                                break;
-                            }
+                            Err(e) => Err(e),
                         }
+                    } else {
+                        self.tick()
                     }
-                    self.tick()
                 }
             };
             let handled = match stepped {
                 Ok(output) => self.handle(output, &mut lifecycle).await,
                 Err(e) => Err(e),
             };
-            match handled {
-                Ok(()) => {}
-                // A message raft-rs refuses (from a stale or foreign term, say) is dropped.
-                Err(consensus::MemberError::Raft(e)) => tracing::debug!(error = %e, "a Raft message was refused"),
-                // The disk failed a persist or an apply: what landed is unknown until the store
-                // is reopened. Start the member again from what the store holds, as a restart
-                // would; nothing it had not persisted was vouched for.
-                Err(consensus::MemberError::Disk(e)) => {
-                    tracing::error!(node = %self.state.config.name, error = %e, "the root group member's disk failed: it restarts from its store");
-                    if !self.recover(&mut lifecycle).await {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(node = %self.state.config.name, error = %e, "the root group member stops: its Raft state is damaged");
-                    break;
-                }
+            if !self.carry_on(handled, &mut lifecycle).await {
+                break;
             }
         }
-        for batch in self.waiting.drain(..) {
-            drop(batch); // never proposed: answered "shutting down, not applied"
+        self.refuse_waiting();
+    }
+
+    /// Answers the batches never proposed "shutting down, not applied" (as they drop).
+    fn refuse_waiting(&mut self) {
+        self.waiting.clear();
+    }
+
+    /// After a step: goes on from whatever failed. False when the node drains first.
+    async fn carry_on(
+        &mut self,
+        handled: Result<(), consensus::MemberError>,
+        lifecycle: &mut watch::Receiver<Lifecycle>,
+    ) -> bool {
+        let name = &self.state.config.name;
+        match handled {
+            Ok(()) => return true,
+            // A message raft-rs refuses (from a stale or foreign term, say) is dropped.
+            Err(consensus::MemberError::Raft(e)) => {
+                tracing::debug!(error = %e, "a Raft message was refused");
+                return true;
+            }
+            // The disk failed a persist or an apply: what landed is unknown until the store is
+            // reopened. Start the member again from what the store holds, as a restart would;
+            // nothing it had not persisted was vouched for.
+            Err(consensus::MemberError::Disk(e)) => {
+                tracing::error!(node = %name, error = %e, "the root group member's disk failed: it restarts from its store");
+            }
+            // Its Raft state cannot be read, or its store forked from the group's log: neither
+            // is cured by a restart. Its store is replaced by a peer's copy (made this member's
+            // own from the state it holds in memory) before it restarts.
+            Err(consensus::MemberError::Damaged(e)) => {
+                tracing::error!(node = %name, error = %e, "the root group member cannot go on from its store: it copies a peer's, then restarts");
+                self.state.forked();
+            }
         }
+        self.recover(lifecycle).await
     }
 
     /// After a disk failure: reopens the store and restores the member from it, again every
@@ -300,12 +327,16 @@ impl Group {
     /// the batches waiting are refused when the member next finds it does not lead. False when
     /// the node drains first.
     async fn recover(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> bool {
-        self.forget_proposals();
+        self.pause(Pause::Restarting);
         loop {
-            tokio::select! {
+            let sleep = tokio::time::sleep(RECOVER_AFTER);
+            let waited = tokio::select! {
                 biased;
-                () = reached(lifecycle, Lifecycle::Draining) => return false,
-                () = tokio::time::sleep(RECOVER_AFTER) => {}
+                () = reached(lifecycle, Lifecycle::Draining) => false,
+                () = refusing_writes(&mut self.batches, Pause::Restarting, sleep) => true,
+            };
+            if !waited {
+                return false;
             }
             // A damaged store stays damaged however often it is reopened: copy a peer's, made
             // this member's own from the state it holds in memory, then restart from it.
@@ -362,9 +393,10 @@ impl Group {
         });
         let Some(target) = target else { return Ok(true) };
         // A follower's proposals were never its own; nothing it leads waits on a snapshot.
-        self.forget_proposals();
+        self.pause(Pause::CatchingUp);
         let own = self.member.own_state();
-        match catch_up::catch_up(&self.state, &self.peers, target, &own, lifecycle).await? {
+        let caught_up = catch_up::catch_up(&self.state, &self.peers, target, &own, lifecycle);
+        match refusing_writes(&mut self.batches, Pause::CatchingUp, caught_up).await? {
             Some(applied) => {
                 self.applied = applied;
                 self.state.metrics.raft_applied_index.set(applied as i64);
@@ -378,9 +410,10 @@ impl Group {
     /// flight are answered "outcome unknown" (the member stops answering while it copies: its
     /// peers elect another leader). False when the node drains first.
     async fn heal(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> Result<bool, consensus::MemberError> {
-        self.forget_proposals();
+        self.pause(Pause::Healing);
         let own = self.member.own_state();
-        match catch_up::heal(&self.state, &self.peers, &own, lifecycle).await? {
+        let healed = catch_up::heal(&self.state, &self.peers, &own, lifecycle);
+        match refusing_writes(&mut self.batches, Pause::Healing, healed).await? {
             Some(applied) => {
                 // A copy past this member's applied index holds the entries up to it: they are
                 // skipped as they come out committed.
@@ -589,11 +622,26 @@ impl Group {
     /// Publishes the member's term, role, leader and whether it may take writes (the HTTP API
     /// reads them), when any changed.
     fn publish_view(&mut self) {
+        self.publish_view_paused(None);
+    }
+
+    fn publish_view_paused(&mut self, paused: Option<Pause>) {
         let (term, role, leader) = self.member.role();
-        let serving = self.member.leads_with_committed_state(self.applied);
-        let view = crate::state::RaftView { term, role, leader, serving };
+        let serving = paused.is_none() && self.member.leads_with_committed_state(self.applied);
+        let view = crate::state::RaftView { term, role, leader, serving, paused };
         if self.state.raft_view() != Some(view) {
             self.state.set_raft_view(view);
+        }
+    }
+
+    /// Stops taking part for a while (`why`): says so (the HTTP API refuses writes, "not
+    /// applied"; replicas hear "recovering"), answers what it proposed "outcome unknown" and the
+    /// batches it holds "not applied". The next step it takes publishes its view again.
+    fn pause(&mut self, why: Pause) {
+        self.publish_view_paused(Some(why));
+        self.forget_proposals();
+        for batch in self.waiting.drain(..) {
+            refuse(batch, why);
         }
     }
 
@@ -675,6 +723,30 @@ impl Group {
             }
         }
         self.compact_if_due()
+    }
+}
+
+/// Runs `work` while answering every batch the committer sends meanwhile "paused, not
+/// applied" (`why`): writes that reached the member before it published its pause never wait on
+/// a heal or a catch-up that may take minutes.
+async fn refusing_writes<F: std::future::Future>(
+    batches: &mut mpsc::Receiver<Vec<WriteRequest>>,
+    why: Pause,
+    work: F,
+) -> F::Output {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return out,
+            Some(batch) = batches.recv() => refuse(batch, why),
+        }
+    }
+}
+
+fn refuse(batch: Vec<WriteRequest>, why: Pause) {
+    for request in batch {
+        let _ = request.reply.send(Err(WriteError::MemberPaused(why)));
     }
 }
 
@@ -813,7 +885,8 @@ mod tests {
                     sent.insert(peer, rx);
                 }
                 let root = RootConfig { heartbeat_interval, ..root };
-                let group = Group::new(state, &root, Member::new(1, &voters).unwrap(), 0, outboxes);
+                let (_batches, batches_rx) = mpsc::channel(1);
+                let group = Group::new(state, &root, Member::new(1, &voters).unwrap(), 0, outboxes, batches_rx);
                 let lifecycle = group.state.lifecycle();
                 let peers = [2, 3].iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
                 Driven { group, peers, sent, lifecycle }

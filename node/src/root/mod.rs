@@ -79,6 +79,11 @@ pub enum WriteError {
     /// term: retry shortly (within a round trip between members). Nothing was applied.
     #[error("this root group member was just elected and is applying its predecessor's last writes; retry shortly")]
     LeaderNotReady,
+    /// A root group member that is not taking part in its group now (it heals its store, catches
+    /// it up, or restarts its consensus after a failure): retry shortly, at any member. Nothing
+    /// was applied.
+    #[error("this root group member is {}; the write was not applied: retry shortly", .0.describe())]
+    MemberPaused(crate::consensus::Pause),
     /// The leader proposed the write at Raft index `index`, but a new leader's entry took that
     /// index: the write was not applied.
     #[error("leadership changed: Raft index {index} holds another leader's entry; the write was not applied")]
@@ -221,6 +226,9 @@ pub fn not_leading(state: &NodeState) -> Option<WriteError> {
     let root = state.config.root.as_ref()?;
     root.member_id?;
     let view = state.raft_view();
+    if let Some(pause) = view.and_then(|v| v.paused) {
+        return Some(WriteError::MemberPaused(pause));
+    }
     match view {
         Some(v) if v.role == crate::consensus::Role::Leader && v.serving => return None,
         // Just elected: it takes writes (and spends quota) once it applied what was committed

@@ -113,6 +113,9 @@ pub struct RaftView {
     /// It leads and has applied everything committed before its term: it may take writes (and
     /// spend producers' quotas) now.
     pub serving: bool,
+    /// It is not taking part in its group now, and why: writes are refused ("not applied")
+    /// until it is back, whatever its last role.
+    pub paused: Option<crate::consensus::Pause>,
 }
 
 impl NodeState {
@@ -302,6 +305,14 @@ impl NodeState {
     /// sources, a root group member's from its peers. (A root of one has no one to copy.)
     fn heals_from_others(&self) -> bool {
         self.config.role == Role::Replica || self.config.root.as_ref().is_some_and(|root| root.is_group())
+    }
+
+    /// This root group member's store cannot be followed from: it forked from the group's log,
+    /// or holds Raft state it cannot read. Like a damaged one, it is replaced by a peer's copy.
+    pub fn forked(&self) {
+        if self.heals_from_others() {
+            self.must_bootstrap();
+        }
     }
 
     /// This replica has no store it could serve (a snapshot swap failed and the old store
@@ -544,6 +555,9 @@ impl NodeState {
         let Some(view) = self.raft_view() else {
             return UpstreamStatus::Recovering { hops: 1 }; // starting: it has not heard its group yet
         };
+        if view.paused.is_some() {
+            return UpstreamStatus::Recovering { hops: 1 };
+        }
         let following = view.role == crate::consensus::Role::Leader
             || (view.role == crate::consensus::Role::Follower && view.leader != 0);
         let age_ms = crate::clock::unix_ms().saturating_sub(self.newest_entry_ms().max(self.started_ms));

@@ -132,6 +132,10 @@ pub enum Event {
         counted: bool,
         detail: String,
     },
+    /// `node` found its store damaged at start and set it aside (`kept`: where it went), and
+    /// started with an empty one: a root group member without its Raft state, as after its disk
+    /// was replaced.
+    StoreSetAside { at_ms: u64, node: String, kept: String },
     /// End of run, per node.
     NodeSummary {
         at_ms: u64,
@@ -179,6 +183,7 @@ impl Event {
             | Event::TierSample { at_ms, .. }
             | Event::Phase { at_ms, .. }
             | Event::StartFailed { at_ms, .. }
+            | Event::StoreSetAside { at_ms, .. }
             | Event::Admission { at_ms, .. }
             | Event::BootstrapFailed { at_ms, .. }
             | Event::Probes { at_ms, .. }

@@ -12,6 +12,7 @@ pub mod cursor;
 pub mod fetch;
 pub mod installs;
 pub mod lag;
+pub mod leadership;
 pub mod memory;
 pub mod progress;
 pub mod quota;
@@ -70,6 +71,7 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     ];
     if scenario.topology.root_members > 1 {
         checkers.push(Box::new(raft::Raft::default()));
+        checkers.push(Box::new(leadership::Leadership::new(members.clone(), plan.draws.fault_points)));
     }
     if has_impostors(scenario) {
         checkers.push(Box::new(admission::Admission));

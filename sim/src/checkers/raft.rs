@@ -5,7 +5,8 @@
 //! - **a member's term never decreases**, across its restarts too: the term (with the vote
 //!   cast in it) is persisted before the member acts on it, so a member that comes back with
 //!   an older term has forgotten a vote it may cast again. A member whose disk was replaced
-//!   (the end of a `sigbus` fault) starts a new life, from term 0.
+//!   (the end of a `sigbus` fault), or that set its damaged store aside at start (a
+//!   `store_set_aside` event), starts a new life, from term 0.
 //!
 //! (That no acknowledged write is lost across leader changes, and that every member holds one
 //! log, are the `convergence`, `reads` and `chain` checkers' judgements, which cover root
@@ -25,8 +26,12 @@ pub struct Raft {
 
 impl Observer for Raft {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
-        if let Event::Fault { node, kind: FaultKind::Sigbus, phase: FaultPhase::End, .. } = event {
-            self.terms.remove(node); // its disk was replaced: a new life from term 0
+        if let Event::Fault { node, kind: FaultKind::Sigbus, phase: FaultPhase::End, .. }
+        | Event::StoreSetAside { node, .. } = event
+        {
+            // Its disk was replaced, or its damaged store set aside: a new life from term 0,
+            // abstaining from votes until it has heard the group.
+            self.terms.remove(node);
             return Vec::new();
         }
         let Event::RaftRole { at_ms, node, term, role, .. } = event else { return Vec::new() };

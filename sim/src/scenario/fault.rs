@@ -57,6 +57,9 @@ pub struct Fault {
 /// same member, whoever leads by then.
 pub const LEADER: &str = "leader";
 
+/// How a `clog_link` fault's detail starts, before the peer's name.
+const CLOGGED_LINK_TO: &str = "link to ";
+
 /// What a fault with `during` waits for its target to be doing.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -84,10 +87,17 @@ impl Fault {
         }
     }
 
+    /// The peer a `clog_link` fault's [`detail`](Fault::detail) names, read back from a trace.
+    pub fn clogged_peer(detail: &str) -> Option<&str> {
+        detail.strip_prefix(CLOGGED_LINK_TO).filter(|peer| *peer != "?")
+    }
+
     /// The parameters in words (empty when the kind has none), for the trace and the settings.
     pub fn detail(&self) -> String {
         match self.kind {
-            FaultKind::ClogLink => format!("link to {}", self.peer.as_ref().map_or("?", |p| p.get_ref().as_str())),
+            FaultKind::ClogLink => {
+                format!("{CLOGGED_LINK_TO}{}", self.peer.as_ref().map_or("?", |p| p.get_ref().as_str()))
+            }
             FaultKind::Split => format!("[{}] cut off from the rest", self.group_with_target().join(", ")),
             FaultKind::SlowDisk => format!("{:?}", self.model.unwrap_or(DiskModelKind::Aging)).to_lowercase(),
             FaultKind::Latency => format!("+{:?}", self.latency.unwrap_or_default()),

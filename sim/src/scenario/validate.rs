@@ -68,7 +68,8 @@ impl Scenario {
                 || legacy.raft_apply_before_commit
                 || legacy.raft_forget_vote
                 || legacy.raft_snapshot_without_catch_up
-                || legacy.raft_trust_claimed_member)
+                || legacy.raft_trust_claimed_member
+                || legacy.raft_without_pre_vote)
         {
             return bad(
                 None,
