@@ -44,6 +44,10 @@ pub(super) struct Target {
 
 /// How long a peer may stay silent during a pull before it is left for the next.
 const SILENCE_MAX: Duration = Duration::from_secs(5);
+/// How long a peer may keep a pull open without sending an entry, keepalives or not, before it
+/// is left for the next: a peer that is itself behind the stop (cut off from the leader, its
+/// own consensus paused) would otherwise hold this member for as long as it stays behind.
+const PROGRESS_MAX: Duration = Duration::from_secs(10);
 
 /// Brings the store to `target` from `peers` (tried in turn, each again after
 /// [`REDIAL_AFTER`]). Returns the Raft index the store then holds applied — the target's, or
@@ -202,7 +206,13 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
     let mut hello = state.hello(Want::Log, None);
     hello.stop_index = Some(stop);
     write_message(&mut stream, &Message::Hello(hello)).await.map_err(|e| Pull::Failed(format!("hello: {e}")))?;
+    let mut progress_by = tokio::time::Instant::now() + PROGRESS_MAX;
     loop {
+        if tokio::time::Instant::now() >= progress_by {
+            return Err(Pull::Failed(format!(
+                "sent no entry for {PROGRESS_MAX:?} while this member's store is behind entry {stop}: it lacks them"
+            )));
+        }
         let message = timeout(SILENCE_MAX, read_message(&mut stream))
             .await
             .map_err(|_| Pull::Failed(format!("silent for {SILENCE_MAX:?}")))?
@@ -228,10 +238,67 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
                 if state.read_store(|s| s.applied_index()) >= stop {
                     return Ok(());
                 }
+                progress_by = tokio::time::Instant::now() + PROGRESS_MAX;
             }
             Message::OutOfRetention { first_retained, .. } => return Err(Pull::OutOfRetention { first_retained }),
             Message::Refused { reason, detail } => return Err(Pull::Failed(format!("refused ({reason}): {detail}"))),
             other => return Err(Pull::Failed(format!("sent a {} frame while streaming the log", other.frame_type()))),
         }
+    }
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+    use crate::config::NodeConfig;
+    use crate::replication::protocol::UpstreamStatus;
+    use crate::store::{MemDisk, Store, StoreLocation};
+
+    /// A peer that answers the pull and keeps it alive with keepalives but never sends an entry
+    /// (it is behind the stop itself) is left after [`PROGRESS_MAX`], not followed for ever.
+    /// Real sockets, the runtime's clock paused (it jumps to each next timer when idle).
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_sends_only_keepalives_is_left() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = listener.local_addr().unwrap();
+        let config = NodeConfig::parse(
+            r#"
+            name = "member-1"
+            role = "root"
+            database_id = "2a"
+            [storage]
+            engine = "memory"
+            [listen]
+            replication = "127.0.0.1:7001"
+            memcached = "127.0.0.1:11001"
+            http = "127.0.0.1:8001"
+            [root]
+            batch_window = "1ms"
+            "#,
+            "member-1.toml",
+        )
+        .unwrap();
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let db_id = state.config.database_id;
+        let behind = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let Some(Message::Hello(_)) = read_message(&mut stream).await.unwrap() else { panic!("no hello") };
+            let welcome = Message::Welcome { server_id: 2, db_id, applied_index: 0, first_retained_index: 1 };
+            write_message(&mut stream, &welcome).await.unwrap();
+            let keepalive = Message::Keepalive { applied_index: 0, upstream: UpstreamStatus::Healthy };
+            loop {
+                if write_message(&mut stream, &keepalive).await.is_err() {
+                    return; // the member left
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let pulled = timeout(Duration::from_secs(3600), pull(&state, peer, 50)).await.expect("the pull ends");
+        let Err(Pull::Failed(why)) = pulled else { panic!("a pull that got nothing succeeded") };
+        assert!(why.contains("sent no entry"), "{why}");
+        assert!(started.elapsed() >= PROGRESS_MAX, "left after {:?}", started.elapsed());
+        behind.await.unwrap();
     }
 }

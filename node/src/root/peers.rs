@@ -3,7 +3,9 @@
 //!
 //! Guarantees: a member never waits on a peer — messages queue per peer and are dropped past
 //! the queue's depth (Raft resends what matters); a peer that is unreachable is dialled again
-//! every [`REDIAL_AFTER`]; every task ends when the node drains.
+//! every [`REDIAL_AFTER`]; a send that cannot finish within [`SEND_DEADLINE`] (the peer stopped
+//! reading: paused, its socket buffer full) breaks the connection and drops what queued, so a
+//! peer that comes back is never handed a stale backlog; every task ends when the node drains.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +21,12 @@ use crate::state::NodeState;
 pub(super) const CONNECT_DEADLINE: Duration = Duration::from_secs(2);
 /// How long a member waits before dialling a peer again after a failed connection.
 pub(super) const REDIAL_AFTER: Duration = Duration::from_millis(200);
+/// How long one message may take to leave for a peer. An election timeout (at least
+/// `ELECTION_TICKS` ticks): a peer that read nothing for that long is no follower to keep
+/// writing to — its leader would be replaced by now if it were the one not reading — and what
+/// queued meanwhile is stale.
+pub(super) const SEND_DEADLINE: Duration =
+    Duration::from_millis(crate::consensus::TICK.as_millis() as u64 * crate::consensus::ELECTION_TICKS as u64);
 
 /// Carries this member's messages to `peer`, dialling it (over TLS with `[tls]`) and again
 /// after every failure, until the member's consensus ends or the node stops. Messages that
@@ -59,11 +67,17 @@ pub(super) async fn send_to_peer(
                     None => return,
                 },
             };
-            if let Err(e) = write_message(&mut stream, &Message::Raft { message }).await {
-                tracing::debug!(peer, %address, error = %e, "a root group member's connection broke");
-                discard_queued(&state, &mut outbox);
-                break;
-            }
+            let sent =
+                tokio::time::timeout(SEND_DEADLINE, write_message(&mut stream, &Message::Raft { message })).await;
+            let failed = match sent {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("the peer read nothing for {SEND_DEADLINE:?}"),
+            };
+            tracing::debug!(peer, %address, error = %failed, "a root group member's connection broke");
+            state.metrics.raft_messages_dropped.inc(); // the one whose send was cut
+            discard_queued(&state, &mut outbox);
+            break;
         }
     }
 }
@@ -97,5 +111,66 @@ async fn connect(
         Ok(Ok(None)) => Err("closed the connection after the hello".into()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer to the hello within {deadline:?}")),
+    }
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+    use crate::config::NodeConfig;
+    use crate::store::{MemDisk, Store, StoreLocation};
+
+    /// A peer that welcomes the link and then reads nothing more (a paused process: its socket
+    /// buffer fills) is dropped after [`SEND_DEADLINE`] and dialled again; what queued for it is
+    /// dropped, not delivered late. On real sockets: the simulator's TCP never pushes back, so a
+    /// blocked send cannot happen there.
+    #[tokio::test]
+    async fn a_peer_that_stops_reading_is_cut_and_dialled_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let config = NodeConfig::parse(
+            r#"
+            name = "member-1"
+            role = "root"
+            database_id = "2a"
+            [storage]
+            engine = "memory"
+            [listen]
+            replication = "127.0.0.1:7001"
+            memcached = "127.0.0.1:11001"
+            http = "127.0.0.1:8001"
+            [root]
+            batch_window = "1ms"
+            "#,
+            "member-1.toml",
+        )
+        .unwrap();
+        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
+        let state = NodeState::new(config, store, 1);
+        let (outbox, rx) = mpsc::channel(1 << 16);
+        let sender = tokio::spawn(send_to_peer(state.clone(), 1, 2, address, rx));
+
+        // The paused peer: answers the hello, then never reads again (and keeps the socket).
+        let (mut first, _) = listener.accept().await.unwrap();
+        assert!(matches!(read_message(&mut first).await.unwrap(), Some(Message::Hello(_))));
+        let welcome = Message::Welcome {
+            server_id: 2,
+            db_id: state.config.database_id,
+            applied_index: 0,
+            first_retained_index: 1,
+        };
+        write_message(&mut first, &welcome).await.unwrap();
+        // Far more than any socket buffer holds: the sender's write blocks.
+        for _ in 0..1024 {
+            outbox.send(vec![7; 64 << 10]).await.unwrap();
+        }
+        // The sender gives up on it and dials again, however long the machine takes to get there
+        // (the bound is for a broken build, not a slow one).
+        let again = tokio::time::timeout(Duration::from_secs(120), listener.accept()).await;
+        assert!(again.is_ok(), "no new connection after the peer stopped reading: the send blocks for ever");
+        assert!(state.metrics.raft_messages_dropped.get() > 0, "what queued for the stalled peer is dropped");
+        state.lifecycle.send_replace(Lifecycle::Draining);
+        sender.await.unwrap();
+        drop(first);
     }
 }
