@@ -425,6 +425,11 @@ impl Member {
     }
 
     /// The highest index this member knows to be committed.
+    /// The index of the last entry in this member's Raft log.
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
     pub fn commit_index(&self) -> u64 {
         self.raw.raft.raft_log.committed
     }

@@ -183,6 +183,10 @@ struct Group {
     /// other is proposed while it is outstanding. Cleared wherever `in_flight` is (this member
     /// stopped leading, or stopped waiting for what it proposed).
     heartbeat: Option<u64>,
+    /// The last index this member had proposed when it stopped waiting for its proposals
+    /// while it may still lead (a heal, say): they may still commit, and `ahead` no longer
+    /// says what they leave, so it judges no write until it applied this far (0: no fence).
+    fence: u64,
     /// When this member last proposed a heartbeat (Unix ms; 0: never).
     heartbeat_proposed_ms: u64,
     /// Batches that came while this member leads but has not applied its term's first entry.
@@ -218,6 +222,7 @@ impl Group {
             in_flight: BTreeMap::new(),
             ahead: BTreeMap::new(),
             heartbeat: None,
+            fence: 0,
             heartbeat_proposed_ms: 0,
             waiting: VecDeque::new(),
             outboxes,
@@ -364,6 +369,9 @@ impl Group {
                 Ok((member, applied)) => {
                     self.member = member;
                     self.applied = applied;
+                    // Restarted as a follower: it leads again only in a later term, whose first
+                    // entry follows everything proposed before.
+                    self.fence = 0;
                     tracing::info!(node = %self.state.config.name, applied, "the root group member restarted from its store");
                     match self.catch_up_to_snapshot(None, lifecycle).await {
                         Ok(caught_up) => return caught_up,
@@ -483,8 +491,8 @@ impl Group {
             }
             return Ok(output);
         }
-        if !self.member.leads_with_committed_state(self.applied) {
-            return Ok(output); // once the term's first entry is applied
+        if !self.may_judge() {
+            return Ok(output); // once the term's first entry (and any fence) is applied
         }
         while let Some(batch) = self.waiting.pop_front() {
             for part in split_for_proposals(batch) {
@@ -492,6 +500,13 @@ impl Group {
             }
         }
         Ok(output)
+    }
+
+    /// Whether this member may judge writes against its store now: it leads, applied its
+    /// term's first entry, and applied whatever it proposed before it last stopped waiting
+    /// for its proposals (the fence).
+    fn may_judge(&self) -> bool {
+        self.member.leads_with_committed_state(self.applied) && self.applied >= self.fence
     }
 
     /// The HTTP address of the leader this member knows, if any.
@@ -586,7 +601,7 @@ impl Group {
             }
         }
         // A member that became leader may take the batches it held back once it caught up.
-        if !self.waiting.is_empty() && self.member.leads_with_committed_state(self.applied) {
+        if !self.waiting.is_empty() && self.may_judge() {
             let more = self.propose_waiting()?;
             Box::pin(self.handle(more, lifecycle)).await?;
         }
@@ -614,6 +629,9 @@ impl Group {
     /// "outcome unknown" (see [`InFlight`]), and the heartbeat it proposed no longer holds the
     /// next back — once it leads again, the next is an interval after the last one proposed.
     fn forget_proposals(&mut self) {
+        if self.member.is_leader() {
+            self.fence = self.fence.max(self.member.last_index());
+        }
         self.in_flight.clear();
         self.ahead.clear();
         self.heartbeat = None;
@@ -627,7 +645,7 @@ impl Group {
 
     fn publish_view_paused(&mut self, paused: Option<Pause>) {
         let (term, role, leader) = self.member.role();
-        let serving = paused.is_none() && self.member.leads_with_committed_state(self.applied);
+        let serving = paused.is_none() && self.may_judge();
         let view = crate::state::RaftView { term, role, leader, serving, paused };
         if self.state.raft_view() != Some(view) {
             self.state.set_raft_view(view);
@@ -955,6 +973,51 @@ mod tests {
                     .map(|(index, _)| *index)
                     .collect()
             }
+        }
+
+        /// Submits one write of `key` = `value` to member 1 as the run loop would; returns where
+        /// its answer comes.
+        async fn write(
+            driven: &mut Driven,
+            key: &str,
+            value: &str,
+        ) -> tokio::sync::oneshot::Receiver<Result<WriteReceipt, WriteError>> {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let gauge = prometheus_client::metrics::gauge::Gauge::default();
+            let ops = vec![Op::Set { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }];
+            let request = WriteRequest { ops, reply, _queued: super::super::super::QueuedBytes::new(&gauge, 0) };
+            driven.group.waiting.push_back(vec![request]);
+            let output = driven.group.propose_waiting().unwrap();
+            driven.group.handle(output, &mut driven.lifecycle).await.unwrap();
+            answer
+        }
+
+        /// A leader that stops waiting for its proposals while it may still lead (a heal that
+        /// finished before its peers elected another) judges no write until what it proposed
+        /// before is applied: judged against the store alone, a write setting a key back to
+        /// its stored value while an in-flight proposal changes it would be dropped as an
+        /// identical rewrite and acknowledged — and lost when the in-flight one commits.
+        #[tokio::test]
+        async fn a_leader_that_forgot_its_proposals_judges_no_write_before_they_are_applied() {
+            let mut driven = Driven::new(Duration::from_secs(3600));
+            driven.elect().await;
+            let first = write(&mut driven, "k", "a").await;
+            driven.deliver().await;
+            assert!(first.await.unwrap().is_ok());
+            // In flight, not yet committed: it sets k to b.
+            let _in_flight = write(&mut driven, "k", "b").await;
+            driven.group.pause(Pause::Healing);
+            assert!(driven.group.member.is_leader(), "it may still lead");
+            // k back to a: against the store alone, an identical rewrite.
+            let back = write(&mut driven, "k", "a").await;
+            for _ in 0..3 {
+                driven.tick().await;
+                driven.deliver().await;
+            }
+            let receipt = back.await.unwrap().expect("the write commits");
+            assert_eq!(receipt.identical_dropped, 0, "judged after b was applied: not an identical rewrite");
+            let stored = driven.group.state.read_store(|s| s.get(b"k").unwrap());
+            assert_eq!(stored.as_deref(), Some(&b"a"[..]), "the acknowledged write is the key's value");
         }
 
         /// A heartbeat that does not commit (its peers slow, or cut off) is not followed by
