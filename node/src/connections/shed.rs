@@ -14,6 +14,10 @@
 //! - **Deterministic.** The choice is the smallest (last answer, admission number) among the
 //!   connections not already being shed — no hash order, no clock but `tokio::time` (madsim's
 //!   under the simulator).
+//! - **A root group's Raft links are kept.** A member's inbound Raft link only receives, so it
+//!   would always be the one unanswered longest; once the peer proved it is a member it is
+//!   never shed ([`Answered::keep`]) — at most one per other member, and the group's elections
+//!   depend on each.
 //! - **The freed place is the newcomer's.** The shed connection hands its place straight to the
 //!   newcomer it was shed for, so a later arrival that finds a place free cannot take it; a
 //!   newcomer waits for it at most [`SHED_WAIT`], and is refused after that. A connection is
@@ -26,7 +30,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -45,13 +49,15 @@ pub const SHED_WAIT: Duration = Duration::from_secs(5);
 pub struct Answered {
     epoch: Instant,
     at_ms: AtomicU64,
+    /// Never shed: a root group member's Raft link, once the peer proved it is a member.
+    kept: AtomicBool,
 }
 
 impl Answered {
     /// Answered "now": a new connection counts as answered when admitted, so it has its whole
     /// turn before it can be the one that waited longest.
     fn new(epoch: Instant) -> Answered {
-        let answered = Answered { epoch, at_ms: AtomicU64::new(0) };
+        let answered = Answered { epoch, at_ms: AtomicU64::new(0), kept: AtomicBool::new(false) };
         answered.now();
         answered
     }
@@ -63,6 +69,17 @@ impl Answered {
 
     fn at_ms(&self) -> u64 {
         self.at_ms.load(Ordering::Relaxed)
+    }
+
+    /// This connection is never shed for a newcomer: a root group member's Raft link, which
+    /// only ever receives (so it would always be the one unanswered longest), of which a node
+    /// has at most one per other member, and each of which the group's elections depend on.
+    pub fn keep(&self) {
+        self.kept.store(true, Ordering::Relaxed);
+    }
+
+    fn is_kept(&self) -> bool {
+        self.kept.load(Ordering::Relaxed)
     }
 }
 
@@ -84,6 +101,11 @@ pub struct Answering<S> {
 impl<S> Answering<S> {
     pub fn new(inner: S, answered: Arc<Answered>) -> Self {
         Answering { inner, answered }
+    }
+
+    /// The connection's answer clock (to [`keep`](Answered::keep) it, say).
+    pub fn answered(&self) -> Arc<Answered> {
+        self.answered.clone()
     }
 }
 
@@ -213,7 +235,7 @@ impl Registry {
         let chosen = self
             .live
             .iter_mut()
-            .filter(|(_, live)| live.placed && live.heir.is_none())
+            .filter(|(_, live)| live.placed && live.heir.is_none() && !live.ticket.answered.is_kept())
             .min_by_key(|(id, live)| (live.ticket.answered.at_ms(), **id))
             .map(|(_, live)| live)?;
         let (heir, inheritance) = oneshot::channel();

@@ -79,6 +79,7 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
         async move {
             let gate = state.connections.gate(ListenerKind::Replication);
             let idle = state.config.connections.replication.idle_timeout;
+            let answered = stream.answered();
             let stream = WriteDeadline::new(stream, idle, gate.timed_out_counter());
             let secured = async {
                 match &state.tls {
@@ -102,7 +103,10 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
                 () = reached(&mut lifecycle, Lifecycle::Draining) => Ok(()),
                 served = async {
                     match secured.await {
-                        Some((stream, identity)) => serve(&state, stream, &identity, &bootstraps, &exports).await,
+                        Some((stream, identity)) => {
+                            let client = Client { identity: &identity, answered: &answered };
+                            serve(&state, stream, &client, &bootstraps, &exports).await
+                        }
                         None => Ok(()),
                     }
                 } => served,
@@ -126,10 +130,16 @@ async fn refuse<S: AsyncWrite + Unpin>(
     write_message(stream, &Message::Refused { reason, detail }).await
 }
 
+/// Who is at the other end of a replication connection, and the connection's answer clock.
+struct Client<'a> {
+    identity: &'a PeerIdentity,
+    answered: &'a crate::connections::shed::Answered,
+}
+
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     state: &NodeState,
     mut stream: S,
-    identity: &PeerIdentity,
+    client: &Client<'_>,
     bootstraps: &Semaphore,
     exports: &Mutex<ExportCache>,
 ) -> Result<(), ProtocolError> {
@@ -182,7 +192,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             };
             serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
-        Want::Raft { member } => serve_raft(state, stream, identity, member).await,
+        Want::Raft { member } => serve_raft(state, stream, client, member).await,
     }
 }
 
@@ -194,9 +204,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
     state: &NodeState,
     mut stream: S,
-    identity: &PeerIdentity,
+    client: &Client<'_>,
     member: u64,
 ) -> Result<(), ProtocolError> {
+    let identity = client.identity;
     let root = state.config.root.as_ref();
     let claimed = root.filter(|root| root.member_id != Some(member)).and_then(|root| root.member(member));
     let Some((inbox, claimed)) = state.raft_inbox.get().zip(claimed) else {
@@ -213,6 +224,9 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
         return refuse(&mut stream, &state.metrics, RefusalReason::NotThatMember, detail).await;
     }
     welcome(state, &mut stream).await?;
+    // A member's link: it only receives, and must not be shed as the connection unanswered
+    // longest whenever a newcomer arrives at a full listener.
+    client.answered.keep();
     loop {
         match read_message(&mut stream).await? {
             None => return Ok(()),

@@ -216,3 +216,77 @@ fn the_group_keeps_every_acknowledged_write_when_its_leader_is_killed() {
         started.elapsed()
     );
 }
+
+/// A member's replication listener at its cap sheds the connection unanswered longest for each
+/// newcomer — but never a peer member's Raft link, which only ever receives and so would always
+/// be the one: newcomers arriving one after another cost idle clients their places, and the
+/// group none of its links. Every connection shed is one of the idle clients (`shed_total` equals
+/// the idle clients closed), so no Raft link was cut and re-dialled.
+#[test]
+fn a_full_listener_sheds_idle_clients_never_a_members_raft_link() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<Ports> = (0..3).map(|_| Ports::new()).collect();
+    // Four places: the two peers' Raft links (from 127.0.0.1, its per-address share of two) and
+    // two more.
+    let caps = "[connections.replication]\nmax = 4\nidle_timeout = \"10m\"\n";
+    let configs: Vec<PathBuf> = (1..=3)
+        .map(|id| {
+            let extra = format!("{caps}[root]\nmember_id = {id}\n{}", members_toml(&ports));
+            write_config(
+                dir.path(),
+                &format!("member-{id}"),
+                ports[id - 1],
+                Role::Root { batch_window: "20ms" },
+                &extra,
+            )
+        })
+        .collect();
+    let members: Vec<Option<NodeProcess>> =
+        (0..3).map(|n| Some(NodeProcess::start(&configs[n], ports[n], &[], ENV))).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leader(&members).is_none() {
+        assert!(Instant::now() < deadline, "no member became leader within 30 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let member = &ports[0];
+    let metric = |name: &str| -> f64 {
+        let text = members[0].as_ref().unwrap().metrics().expect("metrics");
+        let series = format!("{name}{{listener=\"replication\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0.0, |v| v.trim().parse().unwrap())
+    };
+    let settled = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    settled("both peers' Raft links open", &|| metric("qs_connections_open") >= 2.0);
+    // Idle clients, each from its own address, each with half a hello: one after another.
+    let mut idle = Vec::new();
+    for n in 0..6u8 {
+        let from = std::net::IpAddr::from([127, 0, 0, 60 + n]);
+        let mut stream = crate::common::process::connect_from(from, member.replication).unwrap();
+        stream.write_all(b"QSR").unwrap();
+        idle.push(stream);
+        // Admitted (in a place, or in one a shed connection handed over) before the next.
+        let admitted = n as f64 + 1.0;
+        settled("the newcomer admitted", &|| {
+            metric("qs_connections_open") + metric("qs_connections_shed_total") >= admitted
+        });
+    }
+    let shed = metric("qs_connections_shed_total");
+    assert!(shed >= 4.0, "six newcomers at a listener with two free places: at least four shed, {shed} were");
+    let mut closed = 0;
+    for stream in &mut idle {
+        stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut byte = [0u8; 1];
+        let is_closed = match stream.read(&mut byte) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        };
+        closed += usize::from(is_closed);
+    }
+    assert_eq!(closed as f64, shed, "{shed} connections shed, {closed} of them idle clients: the rest were Raft links");
+}

@@ -32,6 +32,7 @@
 //! # lmdb_write_map = true           # LMDB runs: MDB_WRITEMAP (default); false writes with pwrite
 //! # producer_quota = true           # the producer's generous default quota; false: none
 //! # tls = true                     # replication over mutual TLS (default); false: plaintext
+//! # replication_connections_max = 8 # every node's replication listener cap (default: the node's)
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -322,6 +323,9 @@ pub struct NodeSettings {
     pub raft_snapshot_entries: u64,
     /// Entries a compaction keeps before its snapshot (the node's `root.raft_log_keep_entries`).
     pub raft_log_keep_entries: u64,
+    /// Every node's replication listener holds at most this many connections (the node's
+    /// `connections.replication.max`; default: the node's, 1024); small values make it shed.
+    pub replication_connections_max: Option<usize>,
 }
 
 impl Default for NodeSettings {
@@ -339,6 +343,7 @@ impl Default for NodeSettings {
             tls: true,
             raft_snapshot_entries: qs_node::config::RootConfig::default().raft_snapshot_entries,
             raft_log_keep_entries: qs_node::config::RootConfig::default().raft_log_keep_entries,
+            replication_connections_max: None,
         }
     }
 }

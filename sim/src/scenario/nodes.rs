@@ -17,7 +17,7 @@ use qs_node::config::{
 use qs_node::connections::ConnectionsConfig;
 use qs_node::tls::TlsConfig;
 
-use super::Scenario;
+use super::{NodeSettings, Scenario};
 
 pub const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
 pub const REPLICATION_PORT: u16 = 7000;
@@ -155,7 +155,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             },
             root,
             memory: MemoryConfig::default(),
-            connections: ConnectionsConfig::default(),
+            connections: connections(settings),
             tls,
             // The scenario's planted bugs, every switch as the node reads it.
             legacy: scenario.legacy.clone(),
@@ -323,4 +323,15 @@ pub fn producer_quota(scenario: &Scenario) -> u64 {
         })
         .sum();
     (peak * QUOTA_HEADROOM).max(QUOTA_MIN_PER_S).ceil() as u64
+}
+
+/// Every node's connection caps: the node's defaults, the replication listener's cap as the
+/// scenario sets it.
+fn connections(settings: &NodeSettings) -> ConnectionsConfig {
+    let defaults = ConnectionsConfig::default();
+    let replication = qs_node::connections::settings::ReplicationConnections {
+        max: settings.replication_connections_max.unwrap_or(defaults.replication.max),
+        ..defaults.replication.clone()
+    };
+    ConnectionsConfig { replication, ..defaults }
 }

@@ -127,6 +127,13 @@ impl Scenario {
                 "batch_window must be above zero, heartbeat_interval at least 10ms".into(),
             );
         }
+        if let Some(max) = n.replication_connections_max {
+            use qs_node::connections::settings::{CONNECTIONS_MAX_MAX, CONNECTIONS_MAX_MIN};
+            if !(CONNECTIONS_MAX_MIN..=CONNECTIONS_MAX_MAX).contains(&max) {
+                let problem = format!("{max} is out of range; allowed {CONNECTIONS_MAX_MIN} to {CONNECTIONS_MAX_MAX}");
+                return bad(None, "node.replication_connections_max", problem);
+            }
+        }
         if n.raft_snapshot_entries == 0 {
             return bad(None, "node.raft_snapshot_entries", "must be at least 1".into());
         }
