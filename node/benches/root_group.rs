@@ -1,8 +1,8 @@
 //! Root group benchmark: write latency and throughput through a root of one `qs-node` process
-//! and through a root group of three (Raft), on loopback, LMDB, the same batch window, measured
+//! and through root groups of three and of five (Raft), on loopback, LMDB, the same batch window, measured
 //! in the same run. Prints, for each: the latency of one producer writing one key at a time
 //! (p50, p99, mean, over `--writes` writes) and the writes a second of `--clients` producers
-//! writing at once for `--seconds`, then the group's figures over the single root's.
+//! writing at once for `--seconds`, then each group's figures over the single root's.
 //!
 //! What the ratio holds: a group's write waits for its batch to reach a majority's disks (one
 //! loopback round trip and one more synced commit) before the leader applies and answers, as
@@ -208,10 +208,15 @@ fn main() {
     row("one process", &one);
     let three = measure(&options, 3, dir.path());
     row("group of three", &three);
-    println!(
-        "ratio (three / one): latency p50 {:.2}x, mean {:.2}x; throughput {:.2}x",
-        three.p50.as_secs_f64() / one.p50.as_secs_f64(),
-        three.mean.as_secs_f64() / one.mean.as_secs_f64(),
-        three.per_s / one.per_s
-    );
+    let five = measure(&options, 5, dir.path());
+    row("group of five", &five);
+    for (name, group) in [("three", &three), ("five", &five)] {
+        println!(
+            "ratio ({name} / one): latency p50 {:.2}x, p99 {:.2}x, mean {:.2}x; throughput {:.2}x",
+            group.p50.as_secs_f64() / one.p50.as_secs_f64(),
+            group.p99.as_secs_f64() / one.p99.as_secs_f64(),
+            group.mean.as_secs_f64() / one.mean.as_secs_f64(),
+            group.per_s / one.per_s
+        );
+    }
 }
