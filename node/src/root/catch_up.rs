@@ -250,9 +250,7 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;
-    use crate::config::NodeConfig;
     use crate::replication::protocol::UpstreamStatus;
-    use crate::store::{MemDisk, Store, StoreLocation};
 
     /// A peer that answers the pull and keeps it alive with keepalives but never sends an entry
     /// (it is behind the stop itself) is left after [`PROGRESS_MAX`], not followed for ever.
@@ -261,25 +259,7 @@ mod tests {
     async fn a_peer_that_sends_only_keepalives_is_left() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = listener.local_addr().unwrap();
-        let config = NodeConfig::parse(
-            r#"
-            name = "member-1"
-            role = "root"
-            database_id = "2a"
-            [storage]
-            engine = "memory"
-            [listen]
-            replication = "127.0.0.1:7001"
-            memcached = "127.0.0.1:11001"
-            http = "127.0.0.1:8001"
-            [root]
-            batch_window = "1ms"
-            "#,
-            "member-1.toml",
-        )
-        .unwrap();
-        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
-        let state = NodeState::new(config, store, 1);
+        let state = super::super::test_root_state();
         let db_id = state.config.database_id;
         let behind = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.unwrap();

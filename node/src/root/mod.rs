@@ -389,6 +389,32 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
     }
 }
 
+/// A root's state on a memory store, for the root's tests that talk to peers over real sockets
+/// (its listen addresses are never bound).
+#[cfg(all(test, not(madsim)))]
+fn test_root_state() -> Arc<NodeState> {
+    let config = crate::config::NodeConfig::parse(
+        r#"
+        name = "member-1"
+        role = "root"
+        database_id = "2a"
+        [storage]
+        engine = "memory"
+        [listen]
+        replication = "127.0.0.1:7001"
+        memcached = "127.0.0.1:11001"
+        http = "127.0.0.1:8001"
+        [root]
+        batch_window = "1ms"
+        "#,
+        "member-1.toml",
+    )
+    .unwrap();
+    let location = crate::store::StoreLocation::Memory(crate::store::MemDisk::default());
+    let store = crate::store::Store::open(&location, &config.store_options()).unwrap();
+    NodeState::new(config, store, 1)
+}
+
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;

@@ -117,8 +117,6 @@ async fn connect(
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;
-    use crate::config::NodeConfig;
-    use crate::store::{MemDisk, Store, StoreLocation};
 
     /// A peer that welcomes the link and then reads nothing more (a paused process: its socket
     /// buffer fills) is dropped after [`SEND_DEADLINE`] and dialled again; what queued for it is
@@ -128,25 +126,7 @@ mod tests {
     async fn a_peer_that_stops_reading_is_cut_and_dialled_again() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let config = NodeConfig::parse(
-            r#"
-            name = "member-1"
-            role = "root"
-            database_id = "2a"
-            [storage]
-            engine = "memory"
-            [listen]
-            replication = "127.0.0.1:7001"
-            memcached = "127.0.0.1:11001"
-            http = "127.0.0.1:8001"
-            [root]
-            batch_window = "1ms"
-            "#,
-            "member-1.toml",
-        )
-        .unwrap();
-        let store = Store::open(&StoreLocation::Memory(MemDisk::default()), &config.store_options()).unwrap();
-        let state = NodeState::new(config, store, 1);
+        let state = super::super::test_root_state();
         let (outbox, rx) = mpsc::channel(1 << 16);
         let sender = tokio::spawn(send_to_peer(state.clone(), 1, 2, address, rx));
 
