@@ -2,7 +2,6 @@
 //! test, ticks as calls): properties that hold however slow the machine is.
 
 use super::*;
-use crate::consensus::Pause;
 
 /// A request of `ops` sets, each of a `value_bytes` value.
 fn request(ops: usize, value_bytes: usize) -> WriteRequest {
@@ -41,7 +40,7 @@ fn a_batch_is_split_into_proposals_of_whole_requests_within_the_limit() {
 mod driven {
     use super::*;
     use crate::config::NodeConfig;
-    use crate::consensus::ELECTION_TICKS;
+    use crate::consensus::{ELECTION_TICKS, Pause};
     use crate::store::{MemDisk, Store, StoreLocation};
 
     const MEMBER_1: &str = r#"
