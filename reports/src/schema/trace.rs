@@ -132,10 +132,10 @@ pub enum Event {
         counted: bool,
         detail: String,
     },
-    /// `node` found its store damaged at start and set it aside (`kept`: where it went), and
-    /// started with an empty one: a root group member without its Raft state, as after its disk
-    /// was replaced.
-    StoreSetAside { at_ms: u64, node: String, kept: String },
+    /// `node` found its store damaged at start, set it aside and started with an empty one: a
+    /// root group member without its Raft state, as after its disk was replaced. (Where the
+    /// store went, a path on the machine, is in the node's log, not the trace.)
+    StoreSetAside { at_ms: u64, node: String },
     /// End of run, per node.
     NodeSummary {
         at_ms: u64,
