@@ -53,10 +53,10 @@ impl Group {
         self.recover(lifecycle).await
     }
 
-    /// After a disk failure: reopens the store and restores the member from it, again every
-    /// [`RECOVER_AFTER`] until that works. Whatever was in flight is answered "outcome unknown";
-    /// the batches waiting are refused when the member next finds it does not lead. False when
-    /// the node drains first.
+    /// After a failure: reopens the store (healed first when damaged or forked) and restores the
+    /// member from it, again every [`RECOVER_AFTER`] until that works, paused meanwhile (see
+    /// [`Group::pause`]: what was in flight is answered "outcome unknown", waiting batches and
+    /// those that arrive "paused, not applied"). False when the node drains first.
     pub(super) async fn recover(&mut self, lifecycle: &mut watch::Receiver<Lifecycle>) -> bool {
         self.pause(Pause::Restarting);
         loop {
