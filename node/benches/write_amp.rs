@@ -71,7 +71,8 @@ const CASES: [Case; 5] = [
     },
 ];
 
-const RETENTION: RetentionPolicy = RetentionPolicy { keep_entries_min: Some(1000), keep_age_ms: None };
+const RETENTION: RetentionPolicy =
+    RetentionPolicy { keep_entries_min: Some(1000), keep_age_ms: None, planted_either_rule: false };
 const GC_EVERY_COMMITS: u64 = 50;
 
 /// The stores each workload runs on: (label, engine, `MDB_WRITEMAP`).

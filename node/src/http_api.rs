@@ -266,7 +266,13 @@ impl Api {
         };
         let key_in_path = || -> Result<Vec<u8>, Reply> {
             let raw = path.strip_prefix("/v1/keys/").unwrap_or_default();
-            let key: Vec<u8> = percent_encoding::percent_decode_str(raw).collect();
+            let key: Vec<u8> = if self.state.config.planted().http_key_decoded_lossily {
+                // PLANTED BUG (legacy `http_key_decoded_lossily`): bytes that are not UTF-8 become
+                // U+FFFD, so binary keys collide.
+                percent_encoding::percent_decode_str(raw).decode_utf8_lossy().into_owned().into_bytes()
+            } else {
+                percent_encoding::percent_decode_str(raw).collect()
+            };
             validate_key(&key).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
             Ok(key)
         };

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use crate::schema::{
-    Checker, Event, FaultKind, FaultPhase, FetchedRow, NodeFetched, NodeInfo, Probe, ProbeHits, RunPhase, RunSummary,
-    SourceChange, Verdict, VerdictStatus,
+    Checker, Event, FaultKind, FaultPhase, FetchedRow, NodeFetched, NodeInfo, Probe, ProbeHits, PropagationRow,
+    RunPhase, RunSummary, SourceChange, Verdict, VerdictStatus,
 };
 
 /// A fault to inject: `end_ms` None means no end event (it lasts to the liveness phase).
@@ -430,6 +430,18 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
                 fetched: FetchedRow { bytes: n.applied * 1024, entries: n.applied, ..FetchedRow::default() },
             })
             .collect(),
+        // Every tier a second behind the root at the median, five at the 99th percentile.
+        propagation: ["mid", "edge"]
+            .iter()
+            .map(|tier| PropagationRow {
+                tier: tier.to_string(),
+                entries: writes,
+                p50_ms: 1_000,
+                p99_ms: 5_000,
+                max_ms: 9_000,
+            })
+            .collect(),
+        knobs: vec!["apply_batch_entries_max = 7".into()],
         writes_acked: writes,
         pending: Vec::new(),
         violations: opts

@@ -30,10 +30,12 @@ pub mod checkers;
 pub mod explore;
 #[cfg(madsim)]
 pub mod faults;
+pub mod knobs;
 #[cfg(madsim)]
 pub mod links;
 pub mod outcome;
 pub mod plan;
+pub mod propagation;
 #[cfg(not(madsim))]
 pub mod real;
 pub mod resources;

@@ -32,6 +32,11 @@ pub struct RunOutcome {
     pub messages: u64,
     /// Per replica, what it read from its sources (the `fetch` checker's count), by name.
     pub fetched: Vec<qs_reports::schema::NodeFetched>,
+    /// Per tier, how long entries took from the root's commit to their apply there
+    /// (`crate::propagation`).
+    pub propagation: Vec<qs_reports::schema::PropagationRow>,
+    /// The knobs the run drew (`crate::knobs`), as `name = value`.
+    pub knobs: Vec<String>,
 }
 
 impl RunOutcome {

@@ -26,6 +26,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+use crate::checkers::contract::{LedgerBook, Ledgers};
 use crate::checkers::reads::{Observed, Reads};
 use crate::sync::Locked;
 use crate::trace::SharedRecorder;
@@ -39,12 +40,13 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most keys one read request asks for.
 const KEYS_PER_READ_MAX: usize = 4;
 
-/// Per key, what it may end with (`checkers::convergence`): the writer records each write it
-/// sends and each acknowledgement.
-pub type Acked = Arc<Mutex<BTreeMap<String, KeyFate>>>;
+/// Per key (its bytes), what it may end with (`checkers::convergence`): the writers and the
+/// census record each write they send and each answer.
+pub type Acked = Arc<Mutex<BTreeMap<Vec<u8>, KeyFate>>>;
 
 pub use crate::checkers::convergence::KeyFate;
 
+pub mod census;
 mod writer;
 pub use writer::{Judges, WriterSpec, key_name, writer};
 
@@ -81,9 +83,7 @@ pub fn specs(
             });
         }
     }
-    let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
-    let edges: Vec<&(String, SocketAddr)> =
-        nodes.iter().filter(|(name, _)| name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect();
+    let edges = edges(scenario, nodes);
     let mut readers = Vec::new();
     for (i, workload) in scenario.workload.iter().enumerate() {
         let Workload::Reader { rate_per_s, skew, hot_keys } = workload.clone() else { continue };
@@ -109,6 +109,15 @@ pub fn specs(
         }
     }
     (writers, readers)
+}
+
+/// The last tier's nodes among `nodes` (each a name and its memcached address), in their order.
+pub fn edges<'a>(
+    scenario: &crate::scenario::Scenario,
+    nodes: &'a [(String, SocketAddr)],
+) -> Vec<&'a (String, SocketAddr)> {
+    let last_tier = scenario.topology.tiers.last().map(|t| t.get_ref().name.clone()).unwrap_or_default();
+    nodes.iter().filter(|(name, _)| name.rsplit_once('-').is_some_and(|(tier, _)| tier == last_tier)).collect()
 }
 
 /// Reads summed over one sampling window, per edge.
@@ -154,7 +163,7 @@ pub struct ReaderSpec {
     pub seed: u64,
 }
 
-pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, windows: ReadWindows) {
+pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, windows: ReadWindows, ledgers: Ledgers) {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7265_6164_6572);
     // The request's shape (how many keys, `get` or `gets`) from a stream of its own.
     let mut shapes = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7368_6170_6573);
@@ -187,10 +196,18 @@ pub async fn reader(spec: ReaderSpec, recorder: SharedRecorder, reads: Reads, wi
         }
         let answer = match connection.as_mut() {
             Some(conn) => {
+                ledgers.get_sent(&spec.edge, keys.len() as u64);
                 tokio::time::timeout(READ_TIMEOUT, get(conn, &keys, with_cas)).await.unwrap_or(Err(GetError::Io))
             }
             None => Err(GetError::Io),
         };
+        // The operator's counters' ledger (`checkers::contract`): what came back, and what
+        // the edge answered with an error (it counts no hit or miss for those).
+        match &answer {
+            Ok(values) => ledgers.get_answered(&spec.edge, keys.len() as u64, values.iter().flatten().count() as u64),
+            Err(GetError::Refused) => ledgers.get_failed(&spec.edge, keys.len() as u64),
+            Err(GetError::Io) => {}
+        }
         let latency_us = started.elapsed().as_micros() as u64;
         let mut windows = windows.locked();
         let window = windows.entry(spec.edge.clone()).or_default();

@@ -243,6 +243,27 @@ pub struct LegacyConfig {
     /// term at every election timeout, the member between them follows it, and the leader is
     /// deposed though it reaches a majority: leadership flaps for as long as the link is down.
     pub raft_without_pre_vote: bool,
+    /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
+    /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
+    /// the protocol takes the next line as the data block's end and is out of step for good.
+    pub memcached_empty_value_misframed: bool,
+    /// Memcached: a refused `cas` is answered as a command without a data block, so its data
+    /// block is read as the next request line — one more reply than requests, the stream out of
+    /// step.
+    pub memcached_cas_without_data_block: bool,
+    /// Memcached: `get_hits` counts every key asked for, misses too — the operator's hit
+    /// ratio reads 100 % while most lookups miss.
+    pub memcached_hits_count_misses: bool,
+    /// HTTP: a key in the path is percent-decoded into a UTF-8 string, lossily — bytes that are
+    /// not UTF-8 become U+FFFD, so distinct binary keys collide on one stored key.
+    pub http_key_decoded_lossily: bool,
+    /// Retention: with `keep_age` set, an entry is collected once it is older than that, even
+    /// among the newest `keep_entries_min` — the log keeps entries by age *or* count, not both,
+    /// and a replica behind by less than the count finds its next entry gone.
+    pub retention_either_rule: bool,
+    /// Validation accepts `root.raft_log_keep_entries = 0`, which raft-rs cannot run: the first
+    /// compaction takes the entry its snapshot is at, and appending the next panics.
+    pub raft_log_keep_zero_accepted: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
@@ -397,6 +418,7 @@ impl Default for RetentionConfig {
 impl RetentionConfig {
     pub fn policy(&self) -> RetentionPolicy {
         RetentionPolicy {
+            planted_either_rule: false,
             keep_entries_min: self.keep_entries_min,
             keep_age_ms: self.keep_age.map(|d| d.as_millis().min(u64::MAX as u128) as u64),
         }
@@ -560,6 +582,12 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     quotas_forgotten: false,
     raft_trust_claimed_member: false,
     raft_without_pre_vote: false,
+    memcached_empty_value_misframed: false,
+    memcached_cas_without_data_block: false,
+    memcached_hits_count_misses: false,
+    http_key_decoded_lossily: false,
+    retention_either_rule: false,
+    raft_log_keep_zero_accepted: false,
 };
 
 impl NodeConfig {

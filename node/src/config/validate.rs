@@ -136,7 +136,7 @@ impl NodeConfig {
                     ));
                 }
             }
-            validate_group(root)?;
+            validate_group(root, self.planted().raft_log_keep_zero_accepted)?;
         }
         Ok(())
     }
@@ -231,7 +231,7 @@ impl NodeConfig {
 /// A root group: 3 or 5 members with distinct ids from 1, this node's among them. (An even
 /// group tolerates no more failures than the odd one below it, and more members slow every
 /// commit; a group of one is a root without `members`.)
-fn validate_group(root: &super::RootConfig) -> Result<(), (&'static str, String)> {
+fn validate_group(root: &super::RootConfig, planted_keep_zero: bool) -> Result<(), (&'static str, String)> {
     match (root.member_id, root.members.len()) {
         (None, 0) => return Ok(()),
         (Some(_), 0) => return Err(("root.member_id", "is set, but [[root.members]] lists no group".into())),
@@ -251,7 +251,7 @@ fn validate_group(root: &super::RootConfig) -> Result<(), (&'static str, String)
     if root.member(me).is_none() {
         return Err(("root.member_id", format!("{me} is not among the members' ids {ids:?}")));
     }
-    validate_raft_log(root)
+    validate_raft_log(root, planted_keep_zero)
 }
 
 /// Largest `root.raft_snapshot_entries` and `root.raft_log_keep_entries`. A member holds its
@@ -266,7 +266,7 @@ const RAFT_LOG_ENTRIES_MAX: u64 = 1_000_000;
 /// member snapshots at the entry it just applied and keeps the last `raft_log_keep_entries`
 /// entries up to it. Any pair in range runs: a keep at or above the interval only means the log
 /// holds more entries (up to both together), never that it is not compacted.
-fn validate_raft_log(root: &super::RootConfig) -> Result<(), (&'static str, String)> {
+fn validate_raft_log(root: &super::RootConfig, planted_keep_zero: bool) -> Result<(), (&'static str, String)> {
     let max = RAFT_LOG_ENTRIES_MAX;
     let entries = root.raft_snapshot_entries;
     if !(1..=max).contains(&entries) {
@@ -279,7 +279,9 @@ fn validate_raft_log(root: &super::RootConfig) -> Result<(), (&'static str, Stri
         return Err(("root.raft_snapshot_entries", format!("{entries} is out of range; allowed 1 to {max}: {why}")));
     }
     let keep = root.raft_log_keep_entries;
-    if !(1..=max).contains(&keep) {
+    // PLANTED BUG (legacy `raft_log_keep_zero_accepted`): 0 let through.
+    let let_through = planted_keep_zero && keep == 0;
+    if !((1..=max).contains(&keep) || let_through) {
         let why = if keep == 0 {
             "a compaction must keep at least the entry its snapshot is at, whose term raft-rs reads to append \
              the entries after it; 0 compacts that entry away too (the whole log, once all of it was applied), \

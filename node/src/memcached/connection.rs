@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::lines::{LineRead, read_line, skip_bytes};
 use super::reply::{Step, refuse, respond};
 use super::request::{Request, RequestError, parse_request};
-use super::{PENDING_REPLY_BYTES_MAX, READ_BUFFER_BYTES, READ_ONLY_REPLY, ReadBackend, ReadCounters};
+use super::{PENDING_REPLY_BYTES_MAX, PlantedReadBugs, READ_BUFFER_BYTES, READ_ONLY_REPLY, ReadBackend, ReadCounters};
 use crate::connections::{Lifecycle, reached};
 
 /// How long a connection may keep the server waiting, and when it must stop (see the module doc).
@@ -26,6 +26,8 @@ pub struct ConnectionLimits {
     /// At [`Lifecycle::Draining`] the connection closes once the request in flight is answered.
     /// None: it never drains.
     pub lifecycle: Option<watch::Receiver<Lifecycle>>,
+    /// The simulator's planted bugs; none in what ships.
+    pub planted: PlantedReadBugs,
 }
 
 /// Serves one client connection until it quits, ends, or must be closed (see the module doc),
@@ -100,7 +102,7 @@ where
                             tokio::time::sleep(latency).await;
                         }
                     }
-                    respond(request, backend, counters, &mut out)
+                    respond(request, backend, counters, limits.planted, &mut out)
                 }
                 Err(e) => refuse(e, counters, &mut out),
             },

@@ -117,6 +117,30 @@ pub trait ReadBackend: Send + Sync {
     fn stats(&self) -> Vec<(String, String)>;
 }
 
+/// Planted bugs of the read path, the simulator's bug zoo (`qs_node::config::LegacyConfig`'s
+/// `memcached_*`): all off unless a scenario's `[legacy]` turns one on in a build with the
+/// `sim-harness` feature.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlantedReadBugs {
+    /// An empty value's data block loses its line end.
+    pub empty_value_misframed: bool,
+    /// A refused `cas` does not skip its data block.
+    pub cas_without_data_block: bool,
+    /// `get_hits` counts misses too.
+    pub hits_count_misses: bool,
+}
+
+impl PlantedReadBugs {
+    /// The read path's planted bugs in `legacy`.
+    pub fn of(legacy: &crate::config::LegacyConfig) -> PlantedReadBugs {
+        PlantedReadBugs {
+            empty_value_misframed: legacy.memcached_empty_value_misframed,
+            cas_without_data_block: legacy.memcached_cas_without_data_block,
+            hits_count_misses: legacy.memcached_hits_count_misses,
+        }
+    }
+}
+
 /// Counters of the read path, shared by all connections of a node.
 #[derive(Debug, Default)]
 pub struct ReadCounters {
@@ -166,5 +190,6 @@ mod request;
 mod tests;
 
 pub use connection::{ConnectionLimits, serve_connection, serve_connection_within};
+
 pub use reply::version;
 pub use request::{Request, RequestError, parse_request};

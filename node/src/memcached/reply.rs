@@ -3,8 +3,8 @@
 
 use super::request::{Request, RequestError};
 use super::{
-    ERROR_MESSAGE_BYTES_MAX, PENDING_REPLY_BYTES_MAX, READ_ONLY_REPLY, REPLY_BYTES_MAX, REPLY_BYTES_PER_KEY,
-    ReadBackend, ReadCounters,
+    ERROR_MESSAGE_BYTES_MAX, PENDING_REPLY_BYTES_MAX, PlantedReadBugs, READ_ONLY_REPLY, REPLY_BYTES_MAX,
+    REPLY_BYTES_PER_KEY, ReadBackend, ReadCounters,
 };
 
 /// What the connection does after a request, its reply (if any) already in the output.
@@ -31,15 +31,19 @@ pub(super) fn respond(
     request: Request<'_>,
     backend: &dyn ReadBackend,
     counters: &ReadCounters,
+    planted: PlantedReadBugs,
     out: &mut Vec<u8>,
 ) -> Step {
     match request {
-        Request::Get { keys, cas } => get_reply(&keys, cas, backend, counters, out),
+        Request::Get { keys, cas } => get_reply(&keys, cas, backend, counters, planted, out),
         Request::Version => out.extend_from_slice(format!("VERSION {}\r\n", version()).as_bytes()),
         Request::Stats => out.extend_from_slice(&stats_reply(backend, counters)),
         Request::Quit => return Step::Close,
-        Request::Write { data_bytes, .. } => {
+        Request::Write { command, data_bytes } => {
             ReadCounters::add(&counters.bogus_requests, 1);
+            // PLANTED BUG (legacy `memcached_cas_without_data_block`): `cas` answered as if no
+            // data block followed its line.
+            let data_bytes = data_bytes.filter(|_| !(planted.cas_without_data_block && command == "cas"));
             match data_bytes {
                 Some(bytes) => return Step::SkipData(bytes),
                 None => out.extend_from_slice(READ_ONLY_REPLY.as_bytes()),
@@ -56,7 +60,14 @@ pub fn version() -> String {
 
 /// The whole reply to a `get`/`gets`, appended to `out`: every `VALUE` and `END`, or one
 /// `SERVER_ERROR` (what was appended of the reply so far is taken back first).
-fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &ReadCounters, out: &mut Vec<u8>) {
+fn get_reply(
+    keys: &[&[u8]],
+    cas: bool,
+    backend: &dyn ReadBackend,
+    counters: &ReadCounters,
+    planted: PlantedReadBugs,
+    out: &mut Vec<u8>,
+) {
     // Read before the values: if two replies carry the same token, no apply happened between
     // the first token read and the second, so the value did not change in between.
     let token = cas.then(|| backend.cas_token());
@@ -84,7 +95,11 @@ fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &Re
             return false;
         }
         out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
+        // PLANTED BUG (legacy `memcached_empty_value_misframed`): no line end after an empty
+        // data block.
+        if !(planted.empty_value_misframed && value.is_empty()) {
+            out.extend_from_slice(b"\r\n");
+        }
         true
     });
     if let Err(message) = read {
@@ -100,6 +115,8 @@ fn get_reply(keys: &[&[u8]], cas: bool, backend: &dyn ReadBackend, counters: &Re
         );
     }
     out.extend_from_slice(b"END\r\n");
+    // PLANTED BUG (legacy `memcached_hits_count_misses`): every key asked for counted a hit.
+    let hits = if planted.hits_count_misses { hits + misses } else { hits };
     ReadCounters::add(&counters.get_hits, hits);
     ReadCounters::add(&counters.get_misses, misses);
 }

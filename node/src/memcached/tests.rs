@@ -214,7 +214,7 @@ async fn timed<F: Future<Output = ()>>(
     client: F,
 ) -> (io::Result<()>, Duration) {
     let counters = ReadCounters::default();
-    let limits = ConnectionLimits { idle_timeout: Some(Duration::from_secs(10)), lifecycle: None };
+    let limits = ConnectionLimits { idle_timeout: Some(Duration::from_secs(10)), ..ConnectionLimits::default() };
     let begun = tokio::time::Instant::now();
     let served = async {
         let served = serve_connection_within(server, backend, &counters, limits).await;
@@ -310,7 +310,7 @@ async fn draining_closes_between_pipelined_requests() {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (mut rx, mut tx) = tokio::io::split(client);
     tx.write_all(b"version\r\nget a\r\nget a\r\nversion\r\n").await.expect("write");
-    let limits = ConnectionLimits { idle_timeout: None, lifecycle: Some(watched) };
+    let limits = ConnectionLimits { lifecycle: Some(watched), ..ConnectionLimits::default() };
     let counters = ReadCounters::default();
     serve_connection_within(server, &backend, &counters, limits).await.expect("serve");
     let mut out = String::new();
@@ -323,7 +323,7 @@ async fn draining_closes_between_pipelined_requests() {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (mut rx, mut tx) = tokio::io::split(client);
     tx.write_all(b"version\r\n").await.expect("write");
-    let limits = ConnectionLimits { idle_timeout: None, lifecycle: Some(watched) };
+    let limits = ConnectionLimits { lifecycle: Some(watched), ..ConnectionLimits::default() };
     serve_connection_within(server, &map(), &counters, limits).await.expect("serve");
     let mut out = Vec::new();
     rx.read_to_end(&mut out).await.expect("read");

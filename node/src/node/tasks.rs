@@ -18,6 +18,7 @@ pub(super) async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener
             let limits = crate::memcached::ConnectionLimits {
                 idle_timeout: Some(state.config.connections.memcached.idle_timeout),
                 lifecycle: Some(lifecycle),
+                planted: crate::memcached::PlantedReadBugs::of(state.config.planted()),
             };
             let result =
                 crate::memcached::serve_connection_within(stream, state.as_ref(), &state.read_counters, limits).await;
@@ -77,7 +78,10 @@ pub(super) async fn legacy_writeback(state: Arc<NodeState>) {
 }
 
 pub(super) async fn run_gc(state: Arc<NodeState>) {
-    let policy = state.config.retention.policy();
+    let policy = crate::store::RetentionPolicy {
+        planted_either_rule: state.config.planted().retention_either_rule,
+        ..state.config.retention.policy()
+    };
     loop {
         tokio::time::sleep(state.config.retention.gc_interval).await;
         let now = crate::clock::unix_ms();

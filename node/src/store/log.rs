@@ -23,6 +23,10 @@ pub struct RetentionPolicy {
     pub keep_entries_min: Option<u64>,
     /// Keep every entry whose root timestamp is younger than this.
     pub keep_age_ms: Option<u64>,
+    /// PLANTED BUG (legacy `retention_either_rule`, the simulator's bug zoo only): an entry is
+    /// collected when either rule allows it — once older than `keep_age_ms`, even among the
+    /// newest `keep_entries_min`.
+    pub planted_either_rule: bool,
 }
 
 /// What one garbage-collection pass did.
@@ -231,6 +235,8 @@ impl Store {
             match policy.keep_age_ms {
                 None => new_first = end.max(first),
                 Some(age) => {
+                    // The planted bug's end: every applied entry, the count rule ignored.
+                    let end = if policy.planted_either_rule { (self.head.applied_index + 1).min(limit) } else { end };
                     self.scan_entries(first, LogEntry::decompress, &mut |index, _, entry| {
                         let collectable = index < end && entry.timestamp_ms.saturating_add(age) <= now_ms;
                         if collectable {

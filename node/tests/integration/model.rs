@@ -161,7 +161,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
             }
             Step::Gc { keep_entries_min, keep_age_ms } => {
-                let policy = RetentionPolicy { keep_entries_min, keep_age_ms };
+                let policy = RetentionPolicy { keep_entries_min, keep_age_ms, ..RetentionPolicy::default() };
                 let now = model.now_ms();
                 // Model: collect the oldest entries while every rule that is set allows it.
                 if keep_entries_min.is_some() || keep_age_ms.is_some() {

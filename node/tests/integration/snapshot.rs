@@ -13,7 +13,7 @@ fn filled_store(kind: EngineKind, dir: &std::path::Path) -> (Store, Workload) {
     for batch in entries.chunks(7) {
         store.apply(batch).unwrap();
     }
-    store.collect_garbage(RetentionPolicy { keep_entries_min: Some(100), keep_age_ms: None }, 0).unwrap();
+    store.collect_garbage(RetentionPolicy { keep_entries_min: Some(100), ..RetentionPolicy::default() }, 0).unwrap();
     (store, workload)
 }
 

@@ -25,11 +25,13 @@ pub(super) fn header(s: &RunSummary, facts: &RunFacts) -> Markup {
         }
         None => format!("did not converge within {}", duration(s.converge_within_ms)),
     };
-    let facts_rows: [(&str, &str, Markup); 10] = [
+    let knobs = if s.knobs.is_empty() { "none drawn: the scenario's settings".to_string() } else { s.knobs.join(", ") };
+    let facts_rows: [(&str, &str, Markup); 11] = [
         ("scenario file", "path", s.path.display().to_string().render()),
         ("seed", "seed-value", s.seed.render()),
         ("engine", "engine", or_unknown(&s.engine).render()),
         ("build", "build", or_unknown(&s.build).render()),
+        ("knobs (drawn from the seed)", "knobs", knobs.render()),
         ("nodes", "node-count", facts.nodes.len().render()),
         if s.real {
             ("real processes, wall clock", "simulated", secs(s.simulated_ms).render())

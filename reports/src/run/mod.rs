@@ -38,7 +38,10 @@ mod tables;
 use figures::{Figure, fault_figure, memory_components_figure, metric_figure, source_figure, write_rate_figure};
 use header::header;
 pub use metrics::{NODE_METRICS, NodeMetric};
-use tables::{fault_table, fetched_table, key_usage_table, node_table, sizing_table, violation_table, write_amp_table};
+use tables::{
+    fault_table, fetched_table, key_usage_table, node_table, propagation_table, sizing_table, violation_table,
+    write_amp_table,
+};
 
 /// Above this many nodes a chart groups them by tier: 40 lines in 12 colours cannot be told
 /// apart, while four tier bands can.
@@ -130,6 +133,7 @@ pub fn render_run(summary: &RunSummary, events: &[Event]) -> String {
         (fault_table(&facts))
         (write_amp_table(summary, &facts))
         (fetched_table(summary))
+        (propagation_table(summary))
         (sizing_table(summary))
         (key_usage_table(&facts))
         (violation_table(summary, &facts))

@@ -44,6 +44,9 @@ pub enum Checker {
     Raft,
     /// Who may speak for a root member: no impostor admitted, every refusal counted.
     Admission,
+    /// Every reply one a correct node may give to its request, and the operator's counters
+    /// true to what the clients saw.
+    Contract,
 }
 
 impl Checker {
@@ -168,6 +171,25 @@ pub struct RunSummary {
     /// Per replica, what it read from its sources (the `fetch` checker's count).
     #[serde(default)]
     pub fetched: Vec<NodeFetched>,
+    /// Per tier, how long entries took from the root's commit to their apply there.
+    #[serde(default)]
+    pub propagation: Vec<PropagationRow>,
+    /// The node settings the run drew from its seed (knobs), as `name = value`.
+    #[serde(default)]
+    pub knobs: Vec<String>,
+}
+
+/// One tier's propagation over a run: entries from the root's commit (its first apply by a
+/// root or root group member) to their first apply on each replica of the tier, on the
+/// simulator's clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PropagationRow {
+    pub tier: String,
+    /// Entry applies counted (entries × replicas that applied them one by one).
+    pub entries: u64,
+    pub p50_ms: u64,
+    pub p99_ms: u64,
+    pub max_ms: u64,
 }
 
 /// What one replica read from its sources over a run, as the simulator measured it on the

@@ -7,6 +7,7 @@ pub mod admission;
 pub mod cache;
 pub mod chain;
 pub mod containment;
+pub mod contract;
 pub mod convergence;
 pub mod cursor;
 pub mod fetch;
@@ -166,6 +167,8 @@ pub fn names(scenario: &Scenario) -> Vec<Checker> {
     if has_impostors(scenario) {
         names.push(Checker::Admission);
     }
+    // The census's replies and the configuration's refusals (`crate::knobs::refusals`).
+    names.push(Checker::Contract);
     if let Some(resources) = &scenario.resources {
         if resources.miss_ratio_max.is_some() {
             names.push(Checker::Cache);

@@ -114,6 +114,11 @@ pub fn run(
         let origin = if scenario.scenario.buggify { "" } else { " (swarm: drawn from the seed)" };
         println!("buggify    on: the node's fault points may fire{origin}");
     }
+    let knobs = &prepared.scenario().knobs_drawn;
+    if !knobs.is_empty() {
+        let knobs: Vec<String> = knobs.iter().map(ToString::to_string).collect();
+        println!("knobs      {} (drawn from the seed; [knobs] drawn = false runs the file's)", knobs.join(", "));
+    }
     println!("nodes      {}", nodes_line(scenario, &names));
     let topology = &scenario.topology;
     if topology.datacenters > 1 {
@@ -165,6 +170,9 @@ pub fn run(
     let verdicts = verdicts(scenario, &outcome);
     print_verdicts(&verdicts);
     println!("fetched    {}", fetched_line(&outcome.fetched));
+    if let Some(line) = propagation_line(&outcome.propagation) {
+        println!("propagated {line}");
+    }
     print_probes(&outcome);
     print_sizing(scenario, &outcome.sizing, &verdicts);
     write(&out, scenario, seed, &outcome, &verdicts, write_report, false);
@@ -231,6 +239,20 @@ pub fn write(
             Err(e) => eprintln!("qsim: writing the report: {e}"),
         }
     }
+}
+
+/// Per tier, how long entries took from the root's commit to their apply there, in one line;
+/// None when no replica applied an entry.
+#[cfg(madsim)]
+fn propagation_line(rows: &[qs_reports::schema::PropagationRow]) -> Option<String> {
+    let ms = |ms: u64| if ms < 10_000 { format!("{ms} ms") } else { format!("{:.1} s", ms as f64 / 1000.0) };
+    let tiers: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!("{} p50 {} p99 {} max {} ({} applies)", r.tier, ms(r.p50_ms), ms(r.p99_ms), ms(r.max_ms), r.entries)
+        })
+        .collect();
+    (!tiers.is_empty()).then(|| format!("from the root's commit: {}", tiers.join("; ")))
 }
 
 /// The replicas' fetched work in one line: what the `fetch` checker bounds.
@@ -442,6 +464,8 @@ fn write_outputs(
         signature: signature(scenario, outcome, verdicts),
         probes: probe_hits(outcome),
         fetched: outcome.fetched.clone(),
+        propagation: outcome.propagation.clone(),
+        knobs: outcome.knobs.clone(),
         pending: outcome.pending.clone(),
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),

@@ -68,6 +68,34 @@ fn memcached_get(client: &memcache::Client, key: &str) -> Result<Option<Vec<u8>>
     client.get::<Vec<u8>>(key).map_err(|e| e.to_string())
 }
 
+/// A `get` of a key that is not UTF-8, over a connection of its own: the value, or None for a
+/// miss.
+fn raw_get(address: SocketAddr, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    use std::io::{BufRead, Read, Write};
+    let timeout = std::time::Duration::from_secs(2);
+    let stream = std::net::TcpStream::connect_timeout(&address, timeout).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let mut reader = std::io::BufReader::new(stream);
+    reader.get_mut().write_all(&[b"get ", key, b"\r\n"].concat()).map_err(|e| e.to_string())?;
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
+    if line == b"END\r\n" {
+        return Ok(None);
+    }
+    let header = String::from_utf8_lossy(&line).into_owned();
+    let bytes: usize = header
+        .trim_end()
+        .rsplit(' ')
+        .next()
+        .and_then(|b| b.parse().ok())
+        .filter(|_| line.starts_with(b"VALUE "))
+        .ok_or_else(|| format!("answered {header:?}"))?;
+    let mut value = vec![0; bytes + 2];
+    reader.read_exact(&mut value).map_err(|e| e.to_string())?;
+    value.truncate(bytes);
+    Ok(Some(value))
+}
+
 /// Why the cluster has not converged yet, per node; empty when it has. `newest_write` is the
 /// root index of the newest acknowledged write.
 pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<String> {
@@ -111,8 +139,14 @@ pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<Strin
                 continue;
             }
         };
-        for (key, fate) in &acked {
-            match memcached_get(&client, key).map(|held| fate.judge(held.as_deref())) {
+        for (key_bytes, fate) in &acked {
+            let key = crate::checkers::contract::key_shown(key_bytes);
+            let held = match std::str::from_utf8(key_bytes) {
+                Ok(key) => memcached_get(&client, key),
+                // The memcache crate takes keys as `&str`: a binary key is asked for by hand.
+                Err(_) => raw_get(memcached_address(node), key_bytes),
+            };
+            match held.map(|held| fate.judge(held.as_deref())) {
                 Ok(Ok(())) => {}
                 Ok(Err(Lost::Missing)) => {
                     out.push(format!("{} does not hold {key}, whose write was acknowledged", node.name))

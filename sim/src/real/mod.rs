@@ -261,6 +261,8 @@ impl Harness {
 /// Runs `scenario` under `seed` on real processes, with the faults `faults` (the plan's this
 /// machine can inject: [`runnable_faults`]).
 pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) -> Result<RunOutcome, String> {
+    // The scenario as this seed runs it: its knob draws applied.
+    let scenario = &scenario.for_seed(seed);
     // The nodes' folders: a scratch folder removed at the end, or the one to keep them in.
     let (_scratch, folder) = match &options.keep {
         Some(keep) => {
@@ -376,7 +378,9 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
 
     let harness_events = recorder.locked().take_events();
     let writes_acked = harness_events.iter().filter(|e| matches!(e, Event::WriteAcked { .. })).count();
-    let checkers = crate::checkers::of_nodes(scenario, &plan);
+    let mut checkers = crate::checkers::of_nodes(scenario, &plan);
+    let propagation = crate::propagation::Propagation::new(&scenario.node_infos());
+    checkers.push(Box::new(propagation.clone()));
     let sample_ms = scenario.checks.sample_interval.as_millis() as u64;
     let events = merge::judge(&names, node_events, harness_events, sample_ms, &probes, checkers);
     let trace = crate::trace::text(&events);
@@ -393,6 +397,8 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
         sizing: Vec::new(),
         messages: 0,
         fetched: Vec::new(),
+        propagation: propagation.rows(&scenario.tier_order()),
+        knobs: scenario.knobs_drawn.iter().map(ToString::to_string).collect(),
     })
 }
 
@@ -419,8 +425,26 @@ fn start_clients(
         let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
         runtime.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
+    let ledgers = crate::checkers::contract::Ledgers::default();
     for spec in readers {
-        runtime.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
+        runtime.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone(), ledgers.clone()));
+    }
+    let root_names: Vec<(String, SocketAddr)> =
+        configs.iter().filter(|c| crate::trace::is_root(&c.name)).map(|c| (c.name.clone(), c.listen.http)).collect();
+    let edges: Vec<(String, SocketAddr)> = crate::workload::edges(scenario, &memcached).into_iter().cloned().collect();
+    let census = crate::workload::census::specs(scenario, plan.seed, &root_names, &edges);
+    let judges = crate::workload::census::CensusJudges {
+        reads: reads.clone(),
+        ledgers,
+        sent: crate::checkers::contract::SentValues::default(),
+        acked: acked.clone(),
+        quota,
+    };
+    for spec in census.edges {
+        runtime.spawn(crate::workload::census::edge_census(spec, recorder.clone(), judges.clone()));
+    }
+    if let Some(spec) = census.root {
+        runtime.spawn(crate::workload::census::root_census(spec, recorder.clone(), judges));
     }
 }
 

@@ -150,9 +150,21 @@ pub struct Scenario {
     pub swarm: Option<Swarm>,
     /// Cache and memory models for every node (see `crate::resources`).
     pub resources: Option<crate::resources::ResourceSpec>,
+    /// The census client (`crate::workload::census`): on unless the scenario turns it off.
+    #[serde(default)]
+    pub census: Census,
+    /// Node settings drawn from the seed (`crate::knobs`): on unless the scenario turns them off.
+    #[serde(default)]
+    pub knobs: crate::knobs::KnobSettings,
     /// Planted bugs switched on in every node (see `qs_node::config::LegacyConfig`).
     #[serde(default)]
     pub legacy: qs_node::config::LegacyConfig,
+    /// The `[node]` keys the file sets: settings no knob draw may change.
+    #[serde(skip)]
+    pub node_pinned: std::collections::BTreeSet<String>,
+    /// The knobs this run drew, applied to `node` ([`Scenario::for_seed`]); empty until then.
+    #[serde(skip)]
+    pub knobs_drawn: Vec<crate::knobs::Drawn>,
     /// The file this came from (set by `load`).
     #[serde(skip)]
     pub path: PathBuf,
@@ -326,6 +338,20 @@ pub struct NodeSettings {
     /// Every node's replication listener holds at most this many connections (the node's
     /// `connections.replication.max`; default: the node's, 1024); small values make it shed.
     pub replication_connections_max: Option<usize>,
+    /// Every node keeps log entries younger than this too (the node's `retention.keep_age`;
+    /// default: no age rule): an entry is collected only when both rules allow it.
+    #[serde(default, with = "humantime_serde")]
+    pub retention_age: Option<Duration>,
+    /// Entries a replica applies to one commit (the node's
+    /// `replication.apply_batch_entries_max`; default: the node's, 1 000).
+    pub apply_batch_entries_max: Option<usize>,
+    /// The replicas' reconnect backoff floor and ceiling (default: the node's, 100 ms and 5 s).
+    #[serde(default, with = "humantime_serde")]
+    pub reconnect_backoff_min: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub reconnect_backoff_max: Option<Duration>,
+    /// Bootstraps a node serves at once (default: the node's, 2).
+    pub bootstraps_served_max: Option<usize>,
 }
 
 impl Default for NodeSettings {
@@ -344,6 +370,11 @@ impl Default for NodeSettings {
             raft_snapshot_entries: qs_node::config::RootConfig::default().raft_snapshot_entries,
             raft_log_keep_entries: qs_node::config::RootConfig::default().raft_log_keep_entries,
             replication_connections_max: None,
+            retention_age: None,
+            apply_batch_entries_max: None,
+            reconnect_backoff_min: None,
+            reconnect_backoff_max: None,
+            bootstraps_served_max: None,
         }
     }
 }
@@ -372,6 +403,51 @@ pub struct Checks {
     /// `coverage` check fails a run that reaches none of them.
     #[serde(default)]
     pub probes: Vec<qs_reports::schema::Probe>,
+}
+
+/// `[census]`: the client that sends every request the node answers, with edge values, and
+/// judges each reply (`contract`). On by default; a scenario may turn it off or slow it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Census {
+    pub enabled: bool,
+    /// Requests a second, per session (each edge session, and the root session). Unset: 2, or
+    /// [`Census::REQUESTS_PER_RUN`] over the whole run if that is fewer (a run of simulated
+    /// days still sends each session's requests by the thousand, not by the million).
+    pub rate_per_s: Option<f64>,
+    /// Edges with a session of their own, spread over the last tier (at most its size).
+    pub sessions: usize,
+    /// Largest value the census writes (default and most: `VALUE_BYTES_MAX`). A tree of
+    /// thousands replicates each value to every node: a mebibyte there costs the run minutes.
+    pub value_bytes_max: bytesize::ByteSize,
+}
+
+impl Census {
+    /// Most requests a second one census session sends.
+    pub const RATE_MAX: f64 = 100.0;
+    /// Requests a second per session unless the scenario says.
+    pub const RATE_DEFAULT: f64 = 2.0;
+    /// Requests per session over a run, at most, unless the scenario sets a rate.
+    pub const REQUESTS_PER_RUN: f64 = 1_000.0;
+
+    /// Requests a second per session in a run of `duration`.
+    pub fn rate_in(&self, duration: Duration) -> f64 {
+        self.rate_per_s
+            .unwrap_or_else(|| Self::RATE_DEFAULT.min(Self::REQUESTS_PER_RUN / duration.as_secs_f64().max(1.0)))
+    }
+    /// Most edge sessions.
+    pub const SESSIONS_MAX: usize = 16;
+}
+
+impl Default for Census {
+    fn default() -> Census {
+        Census {
+            enabled: true,
+            rate_per_s: None,
+            sessions: 2,
+            value_bytes_max: bytesize::ByteSize(qs_node::limits::VALUE_BYTES_MAX as u64),
+        }
+    }
 }
 
 fn default_sample_interval() -> Duration {
@@ -419,6 +495,12 @@ impl Scenario {
             message: e.to_string().trim_end().to_string(),
         })?;
         scenario.path = path.to_path_buf();
+        // Which `[node]` keys the file sets (it parsed above, so it parses here).
+        if let Ok(table) = text.parse::<toml::Table>()
+            && let Some(toml::Value::Table(node)) = table.get("node")
+        {
+            scenario.node_pinned = node.keys().cloned().collect();
+        }
         let line_of = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
         // A field without a span (a plain value): the line that sets its last key, else 1.
         let line_of_key = |field: &str| {
@@ -434,6 +516,18 @@ impl Scenario {
             problem,
         })?;
         Ok(scenario)
+    }
+
+    /// The scenario as a run under `seed` runs it: its knob draws applied to `[node]` and
+    /// recorded in `knobs_drawn`. Everything that runs or judges a run reads this, never the
+    /// file's scenario, so the nodes and the checkers' bounds agree.
+    pub fn for_seed(&self, seed: u64) -> Scenario {
+        let mut scenario = self.clone();
+        scenario.knobs_drawn = crate::knobs::draw(self, seed);
+        for drawn in &scenario.knobs_drawn {
+            drawn.knob.set(drawn.value, &mut scenario.node);
+        }
+        scenario
     }
 
     /// The engine every node runs on: the file's, or `--engine`'s.
@@ -502,6 +596,11 @@ impl Scenario {
     /// Node names: `root`, then `<tier>-<n>` counting from 1, tier by tier.
     pub fn node_names(&self) -> Vec<String> {
         self.node_infos().into_iter().map(|n| n.name).collect()
+    }
+
+    /// The tiers' names below the root, top down.
+    pub fn tier_order(&self) -> Vec<String> {
+        self.topology.tiers.iter().map(|t| t.get_ref().name.clone()).collect()
     }
 
     /// Every node with its tier (and data center, if there are several), in topology order

@@ -45,7 +45,8 @@ pub fn relay_port(position: usize) -> u16 {
 // `B = n / 255` and `L = n % 255 + 1`: a tier of up to 255 nodes sits in `10.0.t.0/24`, and
 // larger tiers take one block `B` of 255 more at a time, so a small tree's addresses (and its
 // traces) are those of every earlier qsim. Clients use the third octets no tier can have:
-// readers `10.B.254.L` (numbered like nodes), the producer `10.0.255.1`.
+// readers `10.B.254.L` (numbered like nodes), the producer `10.0.255.1`, the impostors
+// `10.0.255.2`, the census `10.0.255.3`.
 
 /// Hosts in one block of the address plan (last octets 1..=255).
 const BLOCK_HOSTS: usize = 255;
@@ -71,8 +72,10 @@ pub fn reader_ip(n: usize) -> IpAddr {
     numbered(READERS_OCTET, n)
 }
 
-/// The writers' one producer host.
+/// The writers' one producer host (the census's root session runs there too).
 pub const PRODUCER_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 255, 1));
+/// The census's edge sessions' host.
+pub const CENSUS_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 255, 3));
 
 /// One node as the world starts it.
 #[derive(Debug)]
@@ -137,6 +140,18 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         if let Some(bytes) = settings.snapshot_chunk_bytes {
             replication.snapshot_chunk_bytes = bytes;
         }
+        if let Some(entries) = settings.apply_batch_entries_max {
+            replication.apply_batch_entries_max = entries;
+        }
+        if let Some(min) = settings.reconnect_backoff_min {
+            replication.reconnect_backoff_min = min;
+        }
+        if let Some(max) = settings.reconnect_backoff_max {
+            replication.reconnect_backoff_max = max;
+        }
+        if let Some(bootstraps) = settings.bootstraps_served_max {
+            replication.bootstraps_served_max = bootstraps;
+        }
         replication
     };
     let node = |name: String, role: Role, ip: IpAddr, replication: ReplicationConfig, root: Option<RootConfig>| {
@@ -150,8 +165,8 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             replication,
             retention: RetentionConfig {
                 keep_entries_min: Some(settings.retention_entries),
+                keep_age: settings.retention_age,
                 gc_interval: settings.gc_interval,
-                ..RetentionConfig::default()
             },
             root,
             memory: MemoryConfig::default(),
@@ -184,7 +199,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         producers: vec![ProducerConfig {
             name: "qsim".to_string(),
             token: PRODUCER_TOKEN.to_string(),
-            prefixes: vec![KEY_PREFIX.to_string()],
+            prefixes: vec![KEY_PREFIX.to_string(), crate::workload::census::CENSUS_PREFIX.to_string()],
             writes_per_s: quota,
             burst,
         }],

@@ -185,6 +185,18 @@ impl Scenario {
                 );
             }
         }
+        let census = &self.census;
+        if census.rate_per_s.is_some_and(|rate| !(rate > 0.0 && rate <= super::Census::RATE_MAX)) {
+            let problem = format!("must be above 0 and at most {}", super::Census::RATE_MAX);
+            return bad(None, "census.rate_per_s", problem);
+        }
+        if !(1..=super::Census::SESSIONS_MAX).contains(&census.sessions) {
+            return bad(None, "census.sessions", format!("must be 1 to {}", super::Census::SESSIONS_MAX));
+        }
+        if census.value_bytes_max.0 > qs_node::limits::VALUE_BYTES_MAX as u64 {
+            let problem = format!("at most VALUE_BYTES_MAX ({})", qs_node::limits::VALUE_BYTES_MAX);
+            return bad(None, "census.value_bytes_max", problem);
+        }
         if self.fault.len() > FAULTS_MAX {
             return bad(None, "fault", format!("at most {FAULTS_MAX} faults"));
         }

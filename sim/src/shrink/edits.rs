@@ -103,11 +103,27 @@ fn fault_table(fault: &Fault) -> Table {
     t
 }
 
-/// The run's scenario with everything the seed draws in swarm mode written out — the faults,
-/// whether the fault points are on, each writer's modes — `[swarm]` gone, and its engine
-/// pinned: a scenario that runs the same run under the same seed without drawing anything.
+/// The run's scenario with everything the seed draws written out — the faults, whether the
+/// fault points are on, each writer's modes, the knobs (pinned in `[node]`, `[knobs] drawn =
+/// false`) — `[swarm]` gone, and its engine pinned: a scenario that runs the same run under the
+/// same seed without drawing anything.
 pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     let mut table = original.clone();
+    let knobs = crate::knobs::draw(scenario, seed);
+    let node = table.entry("node").or_insert_with(|| Value::Table(Table::new()));
+    if let Some(node) = node.as_table_mut() {
+        for drawn in &knobs {
+            for (key, value) in drawn.knob.as_toml(drawn.value) {
+                match value {
+                    Some(value) => node.insert(key.to_string(), value),
+                    None => node.remove(key),
+                };
+            }
+        }
+    }
+    let mut off = Table::new();
+    off.insert("drawn".into(), Value::Boolean(false));
+    table.insert("knobs".into(), Value::Table(off));
     let draws = crate::plan::Draws::of(scenario, seed);
     let faults: Vec<Value> = draws.faults.iter().map(|f| Value::Table(fault_table(f))).collect();
     table.remove("swarm");
@@ -167,7 +183,26 @@ pub fn candidates(table: &Table, scenario: &Scenario) -> Vec<(String, Table)> {
     shorter_faults(table, &mut out);
     smaller_topology(table, &mut out);
     lighter_workload(table, &mut out);
+    fewer_knobs(table, &mut out);
     out
+}
+
+/// Each knob setting in `[node]` back to the node's default, one at a time.
+fn fewer_knobs(table: &Table, out: &mut Vec<(String, Table)>) {
+    let Some(node) = table.get("node").and_then(Value::as_table) else { return };
+    for knob in <crate::knobs::Knob as strum::IntoEnumIterator>::iter() {
+        let keys = knob.keys();
+        if !keys.iter().any(|key| node.contains_key(*key)) {
+            continue;
+        }
+        let mut t = table.clone();
+        if let Some(Value::Table(node)) = t.get_mut("node") {
+            for key in keys {
+                node.remove(*key);
+            }
+        }
+        out.push((format!("knob {} back to its default", knob.as_str()), t));
+    }
 }
 
 fn shorter_run(table: &Table, scenario: &Scenario, out: &mut Vec<(String, Table)>) {

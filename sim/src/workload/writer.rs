@@ -76,7 +76,7 @@ struct Operation {
 /// Keep-alive connections to the root (in a group, to each member) with no request on them,
 /// the most recently used last: a producer keeps its connections open, and a fresh TCP
 /// connection and HTTP handshake per write were a tenth of a simulated run.
-type IdleConnections = Arc<Mutex<Vec<(SocketAddr, SendRequest<Full<Bytes>>)>>>;
+pub(in crate::workload) type IdleConnections = Arc<Mutex<Vec<(SocketAddr, SendRequest<Full<Bytes>>)>>>;
 
 /// Where a writer sends its next request: the root, or the root group member it last heard
 /// leads.
@@ -158,7 +158,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             // A settled value (not a delete) may be written again, byte for byte.
             let settled = acked
                 .locked()
-                .get(&key)
+                .get(key.as_bytes())
                 .and_then(|f| f.settled().cloned().flatten())
                 .filter(|_| !repeat && !ops.iter().any(|op| op.key == key));
             let rewrite = settled.filter(|_| chance(&mut rng, modes.rewrite_share));
@@ -198,7 +198,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
             for op in last.values() {
                 flight.insert(op.key.clone());
                 // Until it is answered, this is one the key may end with.
-                fates.entry(op.key.clone()).or_default().sent(op.written.clone());
+                fates.entry(op.key.clone().into_bytes()).or_default().sent(op.written.clone());
             }
             for op in &ops {
                 match op.written {
@@ -256,7 +256,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     {
                         let mut fates = acked.locked();
                         for op in last.values() {
-                            fates.entry(op.key.clone()).or_default().acknowledged(&op.written);
+                            fates.entry(op.key.clone().into_bytes()).or_default().acknowledged(&op.written);
                         }
                     }
                     // Before the key leaves `in_flight`: no newer write of it is sent meanwhile.
@@ -275,7 +275,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     let mut fates = acked.locked();
                     let mut reads = reads.lock();
                     for op in last.values() {
-                        fates.entry(op.key.clone()).or_default().refused(&op.written);
+                        fates.entry(op.key.clone().into_bytes()).or_default().refused(&op.written);
                     }
                     for op in &ops {
                         reads.refused(&op.key, op.version);
@@ -361,14 +361,14 @@ async fn read_back_judged(member: SocketAddr, op: &Operation, index: u64, idle: 
 }
 
 /// The `Host` and the producer's token of a request to `root`.
-fn as_producer(request: &mut hyper::Request<Full<Bytes>>, root: SocketAddr) {
+pub(in crate::workload) fn as_producer(request: &mut hyper::Request<Full<Bytes>>, root: SocketAddr) {
     let headers = request.headers_mut();
     headers.insert("host", root.to_string().parse().expect("an address is a valid header"));
     headers.insert("authorization", format!("Bearer {PRODUCER_TOKEN}").parse().expect("a valid header"));
 }
 
 /// The member a 307's `Location` (`http://<address>/...`) sends the request to.
-fn leader_at(location: Option<String>) -> Option<SocketAddr> {
+pub(in crate::workload) fn leader_at(location: Option<String>) -> Option<SocketAddr> {
     location?.strip_prefix("http://")?.split('/').next()?.parse().ok()
 }
 
@@ -392,7 +392,10 @@ async fn read_back(root: SocketAddr, key: &str, idle: &IdleConnections) -> ReadB
 }
 
 /// An idle connection to `root` that is still open, or else a new one.
-async fn connection(root: SocketAddr, idle: &IdleConnections) -> Option<SendRequest<Full<Bytes>>> {
+pub(in crate::workload) async fn connection(
+    root: SocketAddr,
+    idle: &IdleConnections,
+) -> Option<SendRequest<Full<Bytes>>> {
     loop {
         let found = {
             let mut idle = idle.locked();

@@ -222,7 +222,9 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
     if out.is_empty() {
         let everyone = if nodes.len() > 1 { " (nor does any node: all hold the root's state)" } else { "" };
         for (key, fate) in acked.locked().iter() {
-            match root.read_store(|s| s.get(key.as_bytes())).map(|held| fate.judge(held.as_deref())) {
+            let key_bytes = key;
+            let key = crate::checkers::contract::key_shown(key_bytes);
+            match root.read_store(|s| s.get(key_bytes)).map(|held| fate.judge(held.as_deref())) {
                 Ok(Ok(())) => {}
                 Ok(Err(Lost::Missing)) => {
                     out.push(format!("{root_name} does not hold {key}, whose write was acknowledged{everyone}"))

@@ -108,6 +108,8 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn new(scenario: &Scenario, seed: u64) -> Prepared {
+        // The scenario as this seed runs it: its knob draws applied.
+        let scenario = &scenario.for_seed(seed);
         let scratch = crate::scratch::ScratchDir::new("qsim-run-").expect("a scratch directory for the run");
         let plan = Plan::new(scenario, seed, scratch.path());
         certificates::write(&plan).expect("the run's certificates are written into its scratch folder");
@@ -117,6 +119,11 @@ impl Prepared {
     /// What the run will do.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// The scenario as the run runs it: the file's, with the seed's knob draws applied.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
     }
 
     /// Runs the plan on a thread of its own and removes the scratch folder after.
@@ -138,7 +145,12 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     let runtime = Runtime::with_seed_and_config(plan.seed, madsim::Config::default());
     let reads = Reads::default();
     let fetch = Fetch::new(crate::checkers::fetch_judge(&plan));
-    let recorder = Recorder::new(now_ms, crate::checkers::all(&scenario, &plan, &reads, &fetch));
+    let propagation = crate::propagation::Propagation::new(&scenario.node_infos());
+    let mut observers = crate::checkers::all(&scenario, &plan, &reads, &fetch);
+    observers.push(Box::new(propagation.clone()));
+    let recorder = Recorder::new(now_ms, observers);
+    let tier_order = scenario.tier_order();
+    let knobs = scenario.knobs_drawn.iter().map(ToString::to_string).collect();
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
     let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
@@ -170,6 +182,8 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
             .into_iter()
             .map(|(node, fetched)| qs_reports::schema::NodeFetched { node: node.to_string(), fetched })
             .collect(),
+        propagation: propagation.rows(&tier_order),
+        knobs,
     }
 }
 
@@ -507,6 +521,16 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     let detail = crate::plan::trace_detail(&scenario, &faults);
     recorder.locked().keep_detail(&detail);
     madsim::time::advance(SIM_CLOCK_AHEAD);
+    // Validation as part of the product: a refused value the nodes' validation accepts.
+    for accepted in crate::knobs::refusals(&scenario) {
+        record(&recorder, |at_ms| Event::Violation {
+            at_ms,
+            checker: crate::trace::Checker::Contract,
+            node: "configuration".into(),
+            index: 0,
+            message: accepted,
+        });
+    }
     // Every replica's reads from its sources to the `fetch` checker: from the wire, or over TLS
     // from the nodes' decrypted reads (see `wire_tap`).
     if !scenario.node.tls {
@@ -545,6 +569,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
         producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
+    let ledgers = crate::checkers::contract::Ledgers::default();
     // Each reader on a host of its own, numbered by its edge's place among the edges.
     let mut edges: Vec<String> = Vec::new();
     for spec in readers {
@@ -555,7 +580,32 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         let host =
             handle.create_node().name(format!("reader-{}", spec.edge)).ip(crate::scenario::nodes::reader_ip(e)).build();
         clients.push(host.id());
-        host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone()));
+        host.spawn(crate::workload::reader(spec, recorder.clone(), reads.clone(), windows.clone(), ledgers.clone()));
+    }
+    // The census: its edge sessions on a host of their own, its root session beside the writers.
+    let root_names: Vec<(String, SocketAddr)> = nodes
+        .iter()
+        .filter(|n| crate::trace::is_root(&n.name))
+        .map(|n| (n.name.clone(), SocketAddr::new(n.ip, HTTP_PORT)))
+        .collect();
+    let edges: Vec<(String, SocketAddr)> = crate::workload::edges(&scenario, &memcached).into_iter().cloned().collect();
+    let census = crate::workload::census::specs(&scenario, seed, &root_names, &edges);
+    let census_judges = crate::workload::census::CensusJudges {
+        reads: reads.clone(),
+        ledgers: ledgers.clone(),
+        sent: crate::checkers::contract::SentValues::default(),
+        acked: acked.clone(),
+        quota: quota.clone(),
+    };
+    if !census.edges.is_empty() {
+        let host = handle.create_node().name("census").ip(crate::scenario::nodes::CENSUS_IP).build();
+        clients.push(host.id());
+        for spec in census.edges {
+            host.spawn(crate::workload::census::edge_census(spec, recorder.clone(), census_judges.clone()));
+        }
+    }
+    if let Some(spec) = census.root {
+        producer.spawn(crate::workload::census::root_census(spec, recorder.clone(), census_judges));
     }
 
     // The impostors' host, when the run has any: a client, killed when the liveness phase begins.

@@ -175,9 +175,26 @@ impl PageLayout {
     /// Splits the leaf starting at `first` in half by bytes; the upper half is a new leaf.
     fn split(&mut self, first: Vec<u8>) -> Page {
         let total = self.leaves[&first].bytes;
+        // The leaf's entries end where the next leaf begins: a split point past it would take
+        // another leaf's entries (and its place) — a value near the page size as a leaf's last
+        // entry did that.
+        let end = self
+            .leaves
+            .range::<[u8], _>((std::ops::Bound::Excluded(first.as_slice()), std::ops::Bound::Unbounded))
+            .next()
+            .map(|(next, _)| next.clone());
+        let within = match &end {
+            Some(end) => self.entries.range::<[u8], _>((
+                std::ops::Bound::Included(first.as_slice()),
+                std::ops::Bound::Excluded(end.as_slice()),
+            )),
+            None => {
+                self.entries.range::<[u8], _>((std::ops::Bound::Included(first.as_slice()), std::ops::Bound::Unbounded))
+            }
+        };
         let mut lower = 0;
         let mut at = None;
-        for (key, bytes) in self.entries.range(first.clone()..) {
+        for (key, bytes) in within {
             if lower > 0 && lower + bytes > total / 2 {
                 at = Some(key.clone());
                 break;
@@ -201,6 +218,20 @@ impl PageLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_over_the_page_alone_in_its_leaf_keeps_the_next_leaf_whole() {
+        let mut layout = PageLayout::new(1024);
+        layout.write(b"a", Some(2000));
+        layout.write(b"b", Some(96));
+        assert_eq!(layout.leaf_count(), 2, "a alone, then b");
+        // Over the page again, with nothing of its own leaf to split off: b's leaf stays b's.
+        layout.write(b"a", Some(3000));
+        layout.write(b"b", Some(50));
+        let total: u64 = layout.leaves.values().map(|l| l.bytes).sum();
+        assert_eq!(total, (1 + 3000 + ENTRY_OVERHEAD_BYTES) + (1 + 50 + ENTRY_OVERHEAD_BYTES));
+        assert_ne!(layout.leaf_id(b"a"), layout.leaf_id(b"b"));
+    }
 
     #[test]
     fn leaves_split_in_half_and_every_key_has_one_leaf() {

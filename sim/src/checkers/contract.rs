@@ -1,0 +1,278 @@
+//! Contract: every reply a node gives is one a correct node may give to that request, and what
+//! it tells its operator is true.
+//!
+//! The census client (`crate::workload::census`) sends every request the node answers, edge
+//! values included, reads each reply byte for byte with its own strict parser, and records a
+//! `contract` violation naming the request when a reply falls outside the set a correct node
+//! may answer it with — computed from the request's arguments and what the clients know, never
+//! from how this node happens to word things. This module holds the parts of that judgement
+//! that outlive one request:
+//!
+//! - **The operator's counters** ([`ReadLedger`], [`judge_counters`]): every client of an edge's
+//!   memcached port (the readers and the census) tells the ledger what it sent and what came
+//!   back, so two `stats` replies read on one connection (one process: a restart ends the
+//!   connection and resets the counters) bound how far `get_hits`, `get_misses` and
+//!   `bogus_requests` may have moved between them. The bounds hold for any timing: a key the
+//!   node counted between the two replies was answered in between or is still unanswered; a
+//!   key answered in between was counted in between unless it was already unanswered at the
+//!   first. Requests that never got an answer (timed out, connection lost) stay unanswered for
+//!   good, which only widens the bounds — the judgement errs towards the node.
+//! - **What a key may hold** ([`SentValues`]): per census key, every value sent to it (as a
+//!   hash), so a read of it that returns bytes nobody wrote there — a framing slip, or two keys
+//!   that collide — is named.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::Locked;
+
+/// What the clients of one edge's memcached port sent it and heard back, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadLedger {
+    /// Keys answered with a value, over all answered `get`/`gets`.
+    pub hits: u64,
+    /// Keys answered as absent.
+    pub misses: u64,
+    /// Keys asked for whose answer has not come back (in flight, or lost for good).
+    pub keys_unanswered: u64,
+    /// Requests answered with an error line the node must count as refused (`ERROR`,
+    /// `CLIENT_ERROR`).
+    pub refusals: u64,
+    /// Requests sent that a correct node refuses, not (yet) answered.
+    pub refusals_unanswered: u64,
+}
+
+/// Every edge's ledger, by node name.
+pub type Ledgers = Arc<Mutex<BTreeMap<String, ReadLedger>>>;
+
+/// Changes to one edge's ledger.
+pub trait LedgerBook {
+    /// `edge`'s ledger as it is now.
+    fn at(&self, edge: &str) -> ReadLedger;
+    /// A get of `keys` keys is about to be written to `edge`.
+    fn get_sent(&self, edge: &str, keys: u64);
+    /// The whole answer to a get of `keys` keys came back: `hits` values, the rest misses.
+    fn get_answered(&self, edge: &str, keys: u64, hits: u64);
+    /// A get of `keys` keys was answered with an error line (`SERVER_ERROR`: nothing counted).
+    fn get_failed(&self, edge: &str, keys: u64);
+    /// A request a correct node refuses is about to be written to `edge`.
+    fn refusal_sent(&self, edge: &str);
+    /// Its refusal came back: `counted` when it is one the node counts as refused (`ERROR`,
+    /// `CLIENT_ERROR`), not a `SERVER_ERROR`.
+    fn refusal_answered(&self, edge: &str, counted: bool);
+}
+
+impl LedgerBook for Ledgers {
+    fn at(&self, edge: &str) -> ReadLedger {
+        self.locked().get(edge).copied().unwrap_or_default()
+    }
+
+    fn get_sent(&self, edge: &str, keys: u64) {
+        self.locked().entry(edge.to_string()).or_default().keys_unanswered += keys;
+    }
+
+    fn get_answered(&self, edge: &str, keys: u64, hits: u64) {
+        assert!(hits <= keys, "{hits} hits among {keys} keys");
+        let mut ledgers = self.locked();
+        let ledger = ledgers.entry(edge.to_string()).or_default();
+        ledger.keys_unanswered -= keys;
+        ledger.hits += hits;
+        ledger.misses += keys - hits;
+    }
+
+    fn get_failed(&self, edge: &str, keys: u64) {
+        self.locked().entry(edge.to_string()).or_default().keys_unanswered -= keys;
+    }
+
+    fn refusal_sent(&self, edge: &str) {
+        self.locked().entry(edge.to_string()).or_default().refusals_unanswered += 1;
+    }
+
+    fn refusal_answered(&self, edge: &str, counted: bool) {
+        let mut ledgers = self.locked();
+        let ledger = ledgers.entry(edge.to_string()).or_default();
+        ledger.refusals_unanswered -= 1;
+        ledger.refusals += u64::from(counted);
+    }
+}
+
+/// The read counters a `stats` reply shows: memcached's `get_hits` and `get_misses`, and
+/// `bogus_requests` where the node reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub hits: u64,
+    pub misses: u64,
+    pub refusals: Option<u64>,
+}
+
+/// One `stats` reply and the edge's ledger when it was asked for and when it came back.
+#[derive(Clone, Copy, Debug)]
+pub struct CountersRead {
+    pub sent: ReadLedger,
+    pub received: ReadLedger,
+    pub counters: Counters,
+}
+
+/// Whether the counters moved between two reads on one connection (`earlier`, then `later`)
+/// as the clients' ledger allows (see the module doc); the first that did not, in words.
+pub fn judge_counters(earlier: &CountersRead, later: &CountersRead) -> Option<String> {
+    let moved = |name: &str, before: u64, after: u64, answered: fn(&ReadLedger) -> u64, unanswered: u64| {
+        let Some(moved) = after.checked_sub(before) else {
+            return Some(format!("{name} went down from {before} to {after} on one connection"));
+        };
+        // Counted in between: answered in between, or still unanswered at the later read.
+        let most = answered(&later.received) - answered(&earlier.sent) + unanswered;
+        // Answered in between: counted in between, unless unanswered at the earlier read.
+        let least =
+            answered(&later.sent).saturating_sub(answered(&earlier.received) + earlier_unanswered(name, earlier));
+        (!(least..=most).contains(&moved)).then(|| {
+            format!(
+                "{name} moved by {moved} between two stats replies, but the clients were answered {least} to {most} \
+                 (from {before} to {after})"
+            )
+        })
+    };
+    let keys_unanswered = later.received.keys_unanswered;
+    let (before, after) = (earlier.counters, later.counters);
+    moved("get_hits", before.hits, after.hits, |l| l.hits, keys_unanswered)
+        .or_else(|| moved("get_misses", before.misses, after.misses, |l| l.misses, keys_unanswered))
+        .or_else(|| match (before.refusals, after.refusals) {
+            (Some(b), Some(a)) => moved("bogus_requests", b, a, |l| l.refusals, later.received.refusals_unanswered),
+            _ => None,
+        })
+}
+
+/// What was unanswered at the earlier read, for the counter `name`.
+fn earlier_unanswered(name: &str, earlier: &CountersRead) -> u64 {
+    match name {
+        "bogus_requests" => earlier.received.refusals_unanswered,
+        _ => earlier.received.keys_unanswered,
+    }
+}
+
+/// Per census key, every value ever sent to it (hashed: a value may be a mebibyte).
+#[derive(Clone, Debug, Default)]
+pub struct SentValues(Arc<Mutex<BTreeMap<Vec<u8>, BTreeSet<Fingerprint>>>>);
+
+/// A value's hash and length.
+type Fingerprint = (u64, usize);
+
+impl SentValues {
+    /// `value` is about to be sent to `key`.
+    pub fn sent(&self, key: &[u8], value: &[u8]) {
+        self.0.locked().entry(key.to_vec()).or_default().insert(fingerprint(value));
+    }
+
+    /// Whether `value` was ever sent to `key`.
+    pub fn was_sent(&self, key: &[u8], value: &[u8]) -> bool {
+        self.0.locked().get(key).is_some_and(|values| values.contains(&fingerprint(value)))
+    }
+}
+
+/// A key as messages show it: as it is when it is UTF-8, escaped when not.
+pub fn key_shown(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(key) => key.to_string(),
+        Err(_) => qs_node::entry::escape(key),
+    }
+}
+
+/// A value's hash and length. `DefaultHasher::new()` is SipHash with fixed keys: the same in
+/// every process.
+fn fingerprint(value: &[u8]) -> Fingerprint {
+    let mut hasher = std::hash::DefaultHasher::new();
+    value.hash(&mut hasher);
+    (hasher.finish(), value.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(hits: u64, misses: u64, keys_unanswered: u64) -> ReadLedger {
+        ReadLedger { hits, misses, keys_unanswered, ..ReadLedger::default() }
+    }
+
+    fn read(sent: ReadLedger, received: ReadLedger, hits: u64, misses: u64) -> CountersRead {
+        CountersRead { sent, received, counters: Counters { hits, misses, refusals: None } }
+    }
+
+    #[test]
+    fn counters_that_moved_with_the_answers_pass() {
+        let earlier = read(ledger(10, 5, 0), ledger(10, 5, 0), 10, 5);
+        let later = read(ledger(30, 25, 0), ledger(30, 25, 0), 30, 25);
+        assert_eq!(judge_counters(&earlier, &later), None);
+    }
+
+    #[test]
+    fn keys_in_flight_at_either_read_may_fall_on_either_side() {
+        // 4 keys unanswered at the first read: the node may have counted them before it (as
+        // hits) though the clients heard of them after.
+        let earlier = read(ledger(10, 5, 4), ledger(10, 5, 4), 14, 5);
+        let later = read(ledger(30, 25, 3), ledger(30, 25, 3), 30, 28);
+        assert_eq!(judge_counters(&earlier, &later), None);
+    }
+
+    #[test]
+    fn misses_counted_as_hits_are_named() {
+        let earlier = read(ledger(10, 5, 0), ledger(10, 5, 0), 15, 5);
+        let later = read(ledger(12, 25, 1), ledger(12, 25, 1), 37, 25);
+        let found = judge_counters(&earlier, &later).expect("a violation");
+        assert!(found.starts_with("get_hits moved by 22"), "{found}");
+        assert!(found.contains("answered 2 to 3"), "{found}");
+    }
+
+    #[test]
+    fn hits_not_counted_are_named_and_so_is_a_counter_going_down() {
+        let earlier = read(ledger(10, 0, 0), ledger(10, 0, 0), 10, 0);
+        let later = read(ledger(20, 0, 0), ledger(20, 0, 0), 10, 0);
+        assert!(judge_counters(&earlier, &later).is_some_and(|v| v.contains("answered 10 to 10")));
+        let later = read(ledger(20, 0, 0), ledger(20, 0, 0), 9, 0);
+        assert!(judge_counters(&earlier, &later).is_some_and(|v| v.contains("went down")));
+    }
+
+    #[test]
+    fn refusals_are_judged_only_where_the_node_reports_them() {
+        let refusals =
+            |refusals, refusals_unanswered| ReadLedger { refusals, refusals_unanswered, ..ReadLedger::default() };
+        let mut earlier = read(refusals(2, 0), refusals(2, 0), 0, 0);
+        let mut later = read(refusals(5, 0), refusals(5, 0), 0, 0);
+        assert_eq!(judge_counters(&earlier, &later), None, "not reported");
+        earlier.counters.refusals = Some(2);
+        later.counters.refusals = Some(4);
+        assert!(judge_counters(&earlier, &later).is_some_and(|v| v.starts_with("bogus_requests moved by 2")));
+        later.counters.refusals = Some(5);
+        assert_eq!(judge_counters(&earlier, &later), None);
+    }
+
+    #[test]
+    fn a_ledger_follows_its_clients() {
+        let ledgers = Ledgers::default();
+        ledgers.get_sent("edge-1", 3);
+        assert_eq!(ledgers.at("edge-1"), ledger(0, 0, 3));
+        ledgers.get_answered("edge-1", 3, 2);
+        ledgers.get_sent("edge-1", 2);
+        ledgers.get_failed("edge-1", 2);
+        ledgers.refusal_sent("edge-1");
+        assert_eq!(ledgers.at("edge-1").refusals_unanswered, 1);
+        ledgers.refusal_answered("edge-1", true);
+        ledgers.refusal_sent("edge-1");
+        ledgers.refusal_answered("edge-1", false);
+        assert_eq!(
+            ledgers.at("edge-1"),
+            ReadLedger { hits: 2, misses: 1, keys_unanswered: 0, refusals: 1, refusals_unanswered: 0 }
+        );
+        assert_eq!(ledgers.at("edge-2"), ReadLedger::default());
+    }
+
+    #[test]
+    fn sent_values_remember_each_key_apart() {
+        let sent = SentValues::default();
+        sent.sent(b"~\xfe", b"");
+        sent.sent(b"~\xff", b"a");
+        assert!(sent.was_sent(b"~\xfe", b""));
+        assert!(!sent.was_sent(b"~\xfe", b"a"));
+        assert!(!sent.was_sent(b"~", b""));
+    }
+}

@@ -1,0 +1,339 @@
+//! Knobs: node settings drawn from the seed, as FoundationDB randomizes a quarter of its server
+//! knobs under BUGGIFY and CockroachDB runs its metamorphic constants — so the nodes run under
+//! the settings operators pick, not only the one configuration each scenario names.
+//!
+//! Each [`Knob`] is one setting of `[node]` with the values validation accepts, its edges among
+//! them. A run draws, from a stream of its own (seeded by the run's seed), whether each knob is
+//! drawn (with probability `[knobs] share`) and which value; a knob the scenario's file sets
+//! (pins) keeps the file's value, and one that does not apply to the run (a root group's knob
+//! in a tree with one root) is left alone. The draws are applied to the scenario itself before
+//! anything else reads it ([`Scenario::for_seed`](crate::scenario::Scenario::for_seed)), so the
+//! nodes and every checker's bounds see the same settings, and they are printed under the seed,
+//! in `summary.json` and in the report.
+//!
+//! The rule the checkers keep: **a knob may change timing and traces, never a verdict.** A
+//! correct node ends every shipped scenario as declared under any draw.
+//!
+//! Validation is part of the product: every run also offers each knob's refused values (just
+//! outside what it accepts) to the node's configuration validation, and a value it accepts is a
+//! `contract` violation at the run's start — a setting an operator may write that no node can
+//! run ([`refusals`]).
+
+use std::time::Duration;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenario::{NodeSettings, Scenario};
+
+/// A node setting a run may draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum Knob {
+    /// The root's batch window (`root.batch_window`).
+    BatchWindow,
+    /// Log entries every node keeps (`retention.keep_entries_min`).
+    RetentionEntries,
+    /// How long every node keeps log entries besides (`retention.keep_age`): an entry is
+    /// collected only when both rules allow it.
+    RetentionAge,
+    /// How often every node collects its log (`retention.gc_interval`).
+    GcInterval,
+    /// Entries a replica applies to one commit (`replication.apply_batch_entries_max`).
+    ApplyBatchEntriesMax,
+    /// The reconnect backoff's floor and ceiling (`replication.reconnect_backoff_*`).
+    ReconnectBackoff,
+    /// Bootstraps a node serves at once (`replication.bootstraps_served_max`).
+    BootstrapsServedMax,
+    /// The chunk size snapshots are served in (`replication.snapshot_chunk_bytes`).
+    SnapshotChunkBytes,
+    /// How often every node scrubs its values (`storage.scrub_interval`).
+    ScrubInterval,
+    /// Applied entries between a root group member's Raft snapshots (`root.raft_snapshot_entries`).
+    RaftSnapshotEntries,
+    /// Raft entries a compaction keeps (`root.raft_log_keep_entries`).
+    RaftLogKeepEntries,
+}
+
+/// A knob's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    Time(Duration),
+    Count(u64),
+    Bytes(u64),
+    /// A reconnect backoff: floor and ceiling.
+    Backoff(Duration, Duration),
+    /// The rule is off (no age limit).
+    Off,
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Time(d) => write!(f, "{}", humantime::format_duration(*d)),
+            Value::Count(n) => write!(f, "{n}"),
+            Value::Bytes(b) => write!(f, "{}", bytesize::ByteSize(*b)),
+            Value::Backoff(min, max) => {
+                write!(f, "{}..{}", humantime::format_duration(*min), humantime::format_duration(*max))
+            }
+            Value::Off => write!(f, "off"),
+        }
+    }
+}
+
+/// One knob a run drew, and its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drawn {
+    pub knob: Knob,
+    pub value: Value,
+}
+
+impl std::fmt::Display for Drawn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} = {}", self.knob.as_str(), self.value)
+    }
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+impl Knob {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The `[node]` keys that pin it: its own, and for the retention age the entry count too —
+    /// a file that states its retention states its whole policy.
+    pub fn pinned_by(self) -> &'static [&'static str] {
+        match self {
+            Knob::RetentionAge => &["retention_age", "retention_entries"],
+            knob => knob.keys(),
+        }
+    }
+
+    /// The `[node]` keys it sets.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            Knob::BatchWindow => &["batch_window"],
+            Knob::RetentionEntries => &["retention_entries"],
+            Knob::RetentionAge => &["retention_age"],
+            Knob::GcInterval => &["gc_interval"],
+            Knob::ApplyBatchEntriesMax => &["apply_batch_entries_max"],
+            Knob::ReconnectBackoff => &["reconnect_backoff_min", "reconnect_backoff_max"],
+            Knob::BootstrapsServedMax => &["bootstraps_served_max"],
+            Knob::SnapshotChunkBytes => &["snapshot_chunk_bytes"],
+            Knob::ScrubInterval => &["scrub_interval"],
+            Knob::RaftSnapshotEntries => &["raft_snapshot_entries"],
+            Knob::RaftLogKeepEntries => &["raft_log_keep_entries"],
+        }
+    }
+
+    /// The values a run draws from: what validation accepts, its edges among them.
+    pub fn choices(self) -> Vec<Value> {
+        use Value::*;
+        match self {
+            Knob::BatchWindow => vec![Time(ms(10)), Time(ms(100)), Time(ms(500)), Time(ms(1_000))],
+            Knob::RetentionEntries => vec![Count(200), Count(1_000), Count(100_000)],
+            Knob::RetentionAge => vec![Off, Time(ms(1_000)), Time(ms(30_000)), Time(ms(600_000))],
+            Knob::GcInterval => vec![Time(ms(10)), Time(ms(100)), Time(ms(1_000)), Time(ms(10_000))],
+            Knob::ApplyBatchEntriesMax => vec![Count(1), Count(7), Count(1_000), Count(100_000)],
+            Knob::ReconnectBackoff => {
+                vec![Backoff(ms(10), ms(100)), Backoff(ms(100), ms(5_000)), Backoff(ms(1_000), ms(2_000))]
+            }
+            Knob::BootstrapsServedMax => vec![Count(1), Count(2), Count(8)],
+            Knob::SnapshotChunkBytes => vec![Bytes(4 << 10), Bytes(64 << 10), Bytes(1 << 20), Bytes(16 << 20)],
+            Knob::ScrubInterval => vec![Time(ms(10_000)), Time(ms(60_000)), Time(ms(3_600_000))],
+            Knob::RaftSnapshotEntries => vec![Count(1), Count(50), Count(1_000), Count(10_000)],
+            Knob::RaftLogKeepEntries => vec![Count(1), Count(100), Count(1_000)],
+        }
+    }
+
+    /// Values just outside what validation accepts: each must be refused.
+    pub fn refused(self) -> Vec<Value> {
+        use Value::*;
+        match self {
+            Knob::BatchWindow => vec![Time(Duration::ZERO), Time(ms(60_001))],
+            Knob::GcInterval => vec![Time(ms(9))],
+            Knob::ApplyBatchEntriesMax => vec![Count(0), Count(100_001)],
+            Knob::ReconnectBackoff => vec![Backoff(Duration::ZERO, ms(100)), Backoff(ms(200), ms(100))],
+            Knob::BootstrapsServedMax => vec![Count(0)],
+            Knob::SnapshotChunkBytes => vec![Bytes((4 << 10) - 1), Bytes((16 << 20) + 1)],
+            Knob::RaftSnapshotEntries => vec![Count(0)],
+            Knob::RaftLogKeepEntries => vec![Count(0)],
+            Knob::RetentionEntries | Knob::RetentionAge | Knob::ScrubInterval => vec![],
+        }
+    }
+
+    /// The knob at `value` as `[node]` keys of a scenario file (None: the key removed, the
+    /// node's default) — what `qsim shrink` writes to pin a draw.
+    pub fn as_toml(self, value: Value) -> Vec<(&'static str, Option<toml::Value>)> {
+        let time = |d: Duration| Some(toml::Value::String(humantime::format_duration(d).to_string()));
+        let keys = self.keys();
+        match value {
+            Value::Time(d) => vec![(keys[0], time(d))],
+            Value::Count(n) | Value::Bytes(n) => vec![(keys[0], Some(toml::Value::Integer(n as i64)))],
+            Value::Backoff(min, max) => vec![(keys[0], time(min)), (keys[1], time(max))],
+            Value::Off => vec![(keys[0], None)],
+        }
+    }
+
+    /// Whether the knob means anything in a run of `scenario`.
+    fn applies(self, scenario: &Scenario) -> bool {
+        match self {
+            Knob::RaftSnapshotEntries | Knob::RaftLogKeepEntries => scenario.topology.root_members > 1,
+            _ => true,
+        }
+    }
+
+    /// `settings` with the knob at `value`.
+    pub fn set(self, value: Value, settings: &mut NodeSettings) {
+        match (self, value) {
+            (Knob::BatchWindow, Value::Time(d)) => settings.batch_window = d,
+            (Knob::RetentionEntries, Value::Count(n)) => settings.retention_entries = n,
+            (Knob::RetentionAge, Value::Time(d)) => settings.retention_age = Some(d),
+            (Knob::RetentionAge, Value::Off) => settings.retention_age = None,
+            (Knob::GcInterval, Value::Time(d)) => settings.gc_interval = d,
+            (Knob::ApplyBatchEntriesMax, Value::Count(n)) => settings.apply_batch_entries_max = Some(n as usize),
+            (Knob::ReconnectBackoff, Value::Backoff(min, max)) => {
+                settings.reconnect_backoff_min = Some(min);
+                settings.reconnect_backoff_max = Some(max);
+            }
+            (Knob::BootstrapsServedMax, Value::Count(n)) => settings.bootstraps_served_max = Some(n as usize),
+            (Knob::SnapshotChunkBytes, Value::Bytes(b)) => settings.snapshot_chunk_bytes = Some(bytesize::ByteSize(b)),
+            (Knob::ScrubInterval, Value::Time(d)) => settings.scrub_interval = Some(d),
+            (Knob::RaftSnapshotEntries, Value::Count(n)) => settings.raft_snapshot_entries = n,
+            (Knob::RaftLogKeepEntries, Value::Count(n)) => settings.raft_log_keep_entries = n,
+            (knob, value) => unreachable!("{knob:?} takes no {value:?}: its choices are its own"),
+        }
+    }
+}
+
+/// `[knobs]`: whether a run draws knobs, and how many.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KnobSettings {
+    /// False: every node runs the scenario's settings as written.
+    pub drawn: bool,
+    /// The chance each knob is drawn in a run (FoundationDB's: a quarter).
+    pub share: f64,
+}
+
+impl Default for KnobSettings {
+    fn default() -> KnobSettings {
+        KnobSettings { drawn: true, share: 0.25 }
+    }
+}
+
+/// The stream the knob draws come from, apart from every other draw of the run.
+const KNOB_STREAM: u64 = 0x6b6e_6f62_7321;
+
+/// The knobs a run of `scenario` under `seed` draws: for each knob in order, whether and which
+/// value (both always drawn, so one knob's pinning leaves the others' draws as they were), kept
+/// unless the file pins it or it does not apply.
+pub fn draw(scenario: &Scenario, seed: u64) -> Vec<Drawn> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ KNOB_STREAM);
+    let settings = &scenario.knobs;
+    <Knob as strum::IntoEnumIterator>::iter()
+        .filter_map(|knob| {
+            let on = rng.random_bool(settings.share.clamp(0.0, 1.0));
+            let choices = knob.choices();
+            let value = choices[rng.random_range(0..choices.len())];
+            let pinned = knob.pinned_by().iter().any(|key| scenario.node_pinned.contains(*key));
+            (settings.drawn && on && !pinned && knob.applies(scenario)).then_some(Drawn { knob, value })
+        })
+        .collect()
+}
+
+/// Each refused value the node's configuration validation accepted for `scenario`, in words:
+/// a setting an operator may write that no node can run.
+pub fn refusals(scenario: &Scenario) -> Vec<String> {
+    let mut accepted = Vec::new();
+    for knob in <Knob as strum::IntoEnumIterator>::iter().filter(|knob| knob.applies(scenario)) {
+        for value in knob.refused() {
+            let mut refused = scenario.clone();
+            knob.set(value, &mut refused.node);
+            if crate::scenario::nodes::generate(&refused, std::path::Path::new("/qsim-scratch-not-created")).is_ok() {
+                accepted.push(format!(
+                    "the node's configuration validation accepted {} = {value}, a value no node can run \
+                     (a knob's refused value)",
+                    knob.as_str()
+                ));
+            }
+        }
+    }
+    accepted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(text: &str) -> Scenario {
+        Scenario::parse(text, std::path::Path::new("t.toml")).expect("a valid scenario")
+    }
+
+    const GROUP: &str = r#"
+[scenario]
+name = "t"
+description = "knob draws"
+duration = "10s"
+[topology]
+root_members = 3
+tiers = [{ name = "edge", count = 2 }]
+[node]
+batch_window = "100ms"
+[checks]
+lag_max = "10s"
+converge_within = "10s"
+"#;
+
+    #[test]
+    fn every_choice_is_accepted_and_every_refused_value_refused() {
+        let base = scenario(GROUP);
+        assert_eq!(refusals(&base), Vec::<String>::new());
+        for knob in <Knob as strum::IntoEnumIterator>::iter() {
+            for value in knob.choices() {
+                let mut drawn = base.clone();
+                knob.set(value, &mut drawn.node);
+                let generated = crate::scenario::nodes::generate(&drawn, std::path::Path::new("/x"));
+                assert!(generated.is_ok(), "{knob:?} = {value}: {:?}", generated.err());
+            }
+        }
+    }
+
+    #[test]
+    fn a_draw_written_into_the_file_is_the_same_setting() {
+        let base = scenario(GROUP);
+        for knob in <Knob as strum::IntoEnumIterator>::iter() {
+            for value in knob.choices() {
+                let mut table: toml::Table = GROUP.parse().expect("toml");
+                let node = table.get_mut("node").and_then(toml::Value::as_table_mut).expect("[node]");
+                for (key, entry) in knob.as_toml(value) {
+                    match entry {
+                        Some(entry) => node.insert(key.to_string(), entry),
+                        None => node.remove(key),
+                    };
+                }
+                let written = Scenario::parse(&table.to_string(), std::path::Path::new("t.toml")).expect("valid");
+                let mut drawn = base.node.clone();
+                knob.set(value, &mut drawn);
+                assert_eq!(format!("{:?}", written.node), format!("{drawn:?}"), "{knob:?} = {value}");
+            }
+        }
+    }
+
+    #[test]
+    fn draws_follow_the_seed_and_keep_what_the_file_pins() {
+        let mut base = scenario(GROUP);
+        base.knobs.share = 1.0;
+        let drawn = draw(&base, 7);
+        assert_eq!(drawn, draw(&base, 7));
+        assert!(drawn.iter().all(|d| d.knob != Knob::BatchWindow), "pinned: {drawn:?}");
+        assert_eq!(drawn.len(), <Knob as strum::IntoEnumIterator>::iter().count() - 1);
+        let seeds_differ = (1..20).any(|seed| draw(&base, seed) != drawn);
+        assert!(seeds_differ);
+        base.knobs.drawn = false;
+        assert!(draw(&base, 7).is_empty());
+    }
+}

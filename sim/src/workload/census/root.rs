@@ -1,0 +1,448 @@
+//! The census's root session: the HTTP API's requests at their edges, one at a time, from the
+//! producer's host with the producer's token.
+//!
+//! What a correct root may answer, per [`RootOp`] — what any producer-facing store must honour:
+//!
+//! - a valid write (`PUT` of a census key with an edge value, `DELETE`, a `POST /v1/batch` of
+//!   a few): 200 with the index it committed at, 307 to the leader (followed), 429 over quota,
+//!   503 or 408 (not applied), 500 or no answer (unknown). A 400, 403, 404 or 413 refuses a
+//!   write every correct root takes;
+//! - a write a correct root must refuse (a 251-byte key, a value one byte past
+//!   `VALUE_BYTES_MAX`, a batch one operation past `BATCH_OPS_MAX`): 400, 413 or 414, or 307,
+//!   408, 429, 503 from a root that looks at leadership or quota first. A 2xx took it;
+//! - `GET /v1/keys/{key}`: 200 with a value the census sent to that very key — exactly the
+//!   last one when it was acknowledged and nothing was sent since (read-your-write; 404 when
+//!   that was a delete) — or 404, 307, 503, 500;
+//! - `GET /v1/status`: 200 with a JSON object, or 500/503; `GET /metrics`: 200 whose every
+//!   sample line is `<name>[{labels}] <number>`, or 500/503.
+//!
+//! Every valid write's fate goes to `convergence` (so a write that landed on another key — two
+//! binary keys decoded alike — is a lost acknowledged write at the end) and every request to
+//! the producer's quota judge.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use percent_encoding::{NON_ALPHANUMERIC, percent_encode};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::wire::shown;
+use super::{ANSWER_TIMEOUT, CensusJudges, census_keys, census_value, draw, violation};
+use crate::checkers::quota::Answered;
+use crate::sync::Locked;
+use crate::trace::SharedRecorder;
+use crate::workload::writer::{IdleConnections, as_producer, connection, leader_at};
+
+/// The census's writer number in the quota judge's request ids, past every writer's.
+const CENSUS_WRITER: u64 = u64::MAX;
+/// Redirects a request follows before it counts as unanswered.
+const REDIRECTS_MAX: usize = 3;
+
+/// Every request the root's HTTP API answers, as the census sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum RootOp {
+    /// `PUT /v1/keys/{census key}` with an edge value.
+    PutValue,
+    /// `DELETE /v1/keys/{census key}`.
+    Delete,
+    /// `POST /v1/batch` of 2–4 census keys (UTF-8 ones: a batch is JSON).
+    Batch,
+    /// `PUT` of a 251-byte key.
+    PutKeyTooLong,
+    /// `PUT` of a value one byte past `VALUE_BYTES_MAX`.
+    PutValueTooLarge,
+    /// `POST /v1/batch` of one operation past `BATCH_OPS_MAX`.
+    BatchTooLarge,
+    /// `GET /v1/keys/{census key}`.
+    Get,
+    Status,
+    Metrics,
+}
+
+/// How often the census draws each [`RootOp`]; a field per operation (see
+/// [`RootOpWeights::weight`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RootOpWeights {
+    pub put_value: u32,
+    pub delete: u32,
+    pub batch: u32,
+    pub put_key_too_long: u32,
+    pub put_value_too_large: u32,
+    pub batch_too_large: u32,
+    pub get: u32,
+    pub status: u32,
+    pub metrics: u32,
+}
+
+impl RootOpWeights {
+    /// Mostly edge-valued writes; the refusals and the views often enough that a minute's run
+    /// sends each.
+    pub const DEFAULT: RootOpWeights = RootOpWeights {
+        put_value: 10,
+        delete: 2,
+        batch: 3,
+        put_key_too_long: 1,
+        put_value_too_large: 1,
+        batch_too_large: 1,
+        get: 4,
+        status: 1,
+        metrics: 1,
+    };
+
+    pub fn weight(&self, op: RootOp) -> u32 {
+        let weight = match op {
+            RootOp::PutValue => self.put_value,
+            RootOp::Delete => self.delete,
+            RootOp::Batch => self.batch,
+            RootOp::PutKeyTooLong => self.put_key_too_long,
+            RootOp::PutValueTooLarge => self.put_value_too_large,
+            RootOp::BatchTooLarge => self.batch_too_large,
+            RootOp::Get => self.get,
+            RootOp::Status => self.status,
+            RootOp::Metrics => self.metrics,
+        };
+        assert!(weight >= 1, "every census operation has a weight of at least one: {op:?}");
+        weight
+    }
+}
+
+/// The root session.
+#[derive(Clone, Debug)]
+pub struct RootSpec {
+    /// The root's HTTP address; a root group's members' in member order.
+    pub roots: Vec<SocketAddr>,
+    /// Their names, in the same order.
+    pub names: Vec<String>,
+    /// Largest value it writes (`[census] value_bytes_max`).
+    pub value_bytes_max: usize,
+    pub rate_per_s: f64,
+    pub seed: u64,
+}
+
+/// The answer to one request, after redirects.
+struct Answer {
+    /// None: no answer (timed out, connection lost, redirected too often).
+    status: Option<u16>,
+    body: Vec<u8>,
+    /// The member that answered.
+    at: SocketAddr,
+}
+
+/// Which answers a request may get, by status.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A write every correct root takes.
+    Taken,
+    /// A write every correct root refuses.
+    Refused,
+    /// A read of a census key.
+    Read,
+    /// Status or metrics.
+    View,
+}
+
+/// Runs the root session for ever: a request per interval, each answered (or given up) before
+/// the next, so no two writes of one key are ever in flight.
+pub async fn root_census(spec: RootSpec, recorder: SharedRecorder, judges: CensusJudges) {
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let ops: Vec<RootOp> = <RootOp as strum::IntoEnumIterator>::iter().collect();
+    let weights = RootOpWeights::DEFAULT;
+    let interval = std::time::Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let idle = IdleConnections::default();
+    let mut target = spec.roots[0];
+    let keys = census_keys();
+    let utf8_keys: Vec<&Vec<u8>> = keys.iter().filter(|k| std::str::from_utf8(k).is_ok()).collect();
+    let mut requests = 0u64;
+    loop {
+        tokio::time::sleep(interval).await;
+        let op = draw(&mut rng, &ops, |op| weights.weight(op));
+        // What the request writes, per key (None: a delete), when it is a valid write.
+        let mut writes: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let (method, path, body, expect, ops_count) = match op {
+            RootOp::PutValue | RootOp::Delete | RootOp::Get => {
+                let key = keys[rng.random_range(0..keys.len())].clone();
+                let path = format!("/v1/keys/{}", percent_encode(&key, NON_ALPHANUMERIC));
+                match op {
+                    RootOp::PutValue => {
+                        let value = census_value(&mut rng, false, spec.value_bytes_max);
+                        writes.insert(key, Some(value.clone()));
+                        (hyper::Method::PUT, path, value, Expect::Taken, 1)
+                    }
+                    RootOp::Delete => {
+                        writes.insert(key, None);
+                        (hyper::Method::DELETE, path, Vec::new(), Expect::Taken, 1)
+                    }
+                    _ => (hyper::Method::GET, path, Vec::new(), Expect::Read, 0),
+                }
+            }
+            RootOp::Batch => {
+                for _ in 0..rng.random_range(2..=4) {
+                    let key = utf8_keys[rng.random_range(0..utf8_keys.len())].clone();
+                    let value = census_value(&mut rng, true, spec.value_bytes_max);
+                    writes.insert(key, Some(value));
+                }
+                let ops: Vec<serde_json::Value> = writes
+                    .iter()
+                    .map(|(key, value)| {
+                        let (key, value) = (utf8(key), utf8(value.as_deref().unwrap_or_default()));
+                        serde_json::json!({ "op": "set", "key": key, "value": value })
+                    })
+                    .collect();
+                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
+                (hyper::Method::POST, "/v1/batch".to_string(), body, Expect::Taken, writes.len() as u64)
+            }
+            RootOp::PutKeyTooLong => {
+                let mut key = super::CENSUS_PREFIX.as_bytes().to_vec();
+                key.resize(qs_node::limits::KEY_BYTES_MAX + 1, b'k');
+                let path = format!("/v1/keys/{}", percent_encode(&key, NON_ALPHANUMERIC));
+                (hyper::Method::PUT, path, b"x".to_vec(), Expect::Refused, 1)
+            }
+            RootOp::PutValueTooLarge => {
+                let key = &keys[rng.random_range(0..keys.len())];
+                let path = format!("/v1/keys/{}", percent_encode(key, NON_ALPHANUMERIC));
+                let value = vec![b'v'; qs_node::limits::VALUE_BYTES_MAX + 1];
+                (hyper::Method::PUT, path, value, Expect::Refused, 1)
+            }
+            RootOp::BatchTooLarge => {
+                let n = qs_node::http_api::BATCH_OPS_MAX + 1;
+                let ops: Vec<serde_json::Value> =
+                    (0..n).map(|_| serde_json::json!({ "op": "set", "key": "~", "value": "" })).collect();
+                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
+                (hyper::Method::POST, "/v1/batch".to_string(), body, Expect::Refused, n as u64)
+            }
+            RootOp::Status => (hyper::Method::GET, "/v1/status".to_string(), Vec::new(), Expect::View, 0),
+            RootOp::Metrics => (hyper::Method::GET, "/metrics".to_string(), Vec::new(), Expect::View, 0),
+        };
+        let shown_request = format!("{method} {}", shown(path.as_bytes()));
+        // Before it is sent: what each key may end with, and what a read of it may show.
+        {
+            let mut fates = judges.acked.locked();
+            for (key, value) in &writes {
+                fates.entry(key.clone()).or_default().sent(value.clone());
+                if let Some(value) = value {
+                    judges.sent.sent(key, value);
+                }
+            }
+        }
+        requests += 1;
+        let request_id = (CENSUS_WRITER, requests);
+        if ops_count > 0 {
+            let sent_ms = recorder.locked().now_ms();
+            judges.quota.lock().sent(request_id, sent_ms, ops_count);
+        }
+        let answer = tokio::time::timeout(
+            ANSWER_TIMEOUT,
+            send_following(&mut target, &spec.roots, &method, &path, &body, &idle),
+        )
+        .await
+        .unwrap_or(Answer { status: None, body: Vec::new(), at: target });
+        let how = match answer.status {
+            Some(200) => Answered::Acknowledged,
+            Some(429) => Answered::OverQuota,
+            Some(_) => Answered::Other,
+            None => Answered::Unknown,
+        };
+        if ops_count > 0 {
+            let mut recorder = recorder.locked();
+            let at_ms = recorder.now_ms();
+            if let Some(found) = judges.quota.lock().answered(request_id, at_ms, how) {
+                recorder.record(found);
+            }
+        }
+        settle_fates(&judges, &writes, answer.status);
+        if let Some(wrong) = judge(expect, &answer, &path, &judges) {
+            let member = spec.roots.iter().position(|r| *r == answer.at).map(|n| spec.names[n].clone());
+            let node = member.unwrap_or_else(|| answer.at.to_string());
+            violation(&recorder, &node, format!("{shown_request} ({op:?}): {wrong}"));
+        }
+    }
+}
+
+/// Each written key's fate once its request is answered: acknowledged with a 200, refused
+/// with an answer that says nothing was applied, unknown otherwise.
+fn settle_fates(judges: &CensusJudges, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>, status: Option<u16>) {
+    let mut fates = judges.acked.locked();
+    for (key, value) in writes {
+        let fate = fates.entry(key.clone()).or_default();
+        match status {
+            Some(200) => fate.acknowledged(value),
+            Some(400 | 403 | 404 | 408 | 413 | 429 | 503) => fate.refused(value),
+            _ => {}
+        }
+    }
+}
+
+/// What was wrong with `answer` to a request expecting `expect`, if anything.
+fn judge(expect: Expect, answer: &Answer, path: &str, judges: &CensusJudges) -> Option<String> {
+    let status = answer.status?;
+    let body = || shown(&answer.body);
+    match expect {
+        Expect::Taken => match status {
+            200 => serde_json::from_slice::<serde_json::Value>(&answer.body)
+                .ok()
+                .and_then(|v| v["index"].as_u64())
+                .is_none()
+                .then(|| format!("acknowledged without the index it committed at: {}", body())),
+            307 | 408 | 429 | 500 | 503 => None,
+            other => Some(format!("answered {other} {} to a write every correct root takes", body())),
+        },
+        Expect::Refused => match status {
+            307 | 400 | 408 | 413 | 414 | 429 | 503 => None,
+            200..=299 => Some(format!("accepted it ({status} {})", body())),
+            other => Some(format!("answered {other} {}, not a refusal of a bad request", body())),
+        },
+        Expect::Read => {
+            let key = key_of(path);
+            // Read-your-write, as the API promises: with the key's last write acknowledged and
+            // nothing sent since, the read shows exactly it.
+            let settled = judges.acked.locked().get(&key).and_then(|fate| fate.settled().cloned());
+            match (status, settled) {
+                (200, Some(Some(value))) if answer.body != value => Some(format!(
+                    "read {}, not {}, the key's last write (acknowledged, nothing sent since)",
+                    body(),
+                    shown(&value)
+                )),
+                (200, Some(None)) => Some(format!("read {} though the key's delete was acknowledged", body())),
+                (200, _) => (!judges.sent.was_sent(&key, &answer.body))
+                    .then(|| format!("read {}, which was never written to that key", body())),
+                (404, Some(Some(value))) => Some(format!(
+                    "404 though the key's last write, {}, was acknowledged and nothing sent since",
+                    shown(&value)
+                )),
+                (307 | 404 | 500 | 503, _) => None,
+                (other, _) => Some(format!("answered {other} {} to a read of a key the producer may read", body())),
+            }
+        }
+        Expect::View => match status {
+            200 if path == "/metrics" => metrics_problem(&answer.body),
+            200 => serde_json::from_slice::<serde_json::Value>(&answer.body)
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .is_none()
+                .then(|| format!("a status that is not a JSON object: {}", body())),
+            500 | 503 => None,
+            other => Some(format!("answered {other} {}", body())),
+        },
+    }
+}
+
+/// The key a `/v1/keys/{key}` path names, decoded.
+fn key_of(path: &str) -> Vec<u8> {
+    percent_encoding::percent_decode_str(path.trim_start_matches("/v1/keys/")).collect()
+}
+
+/// The first line of a metrics page that is not a comment or `<name>[{labels}] <number>`.
+fn metrics_problem(page: &[u8]) -> Option<String> {
+    let Ok(page) = std::str::from_utf8(page) else { return Some("a metrics page that is not UTF-8".into()) };
+    for line in page.lines().filter(|line| !line.is_empty() && !line.starts_with('#')) {
+        let (series, value) = match line.rsplit_once('}') {
+            Some((series, rest)) => (series, rest.trim_start()),
+            None => match line.split_once(' ') {
+                Some((series, rest)) => (series, rest),
+                None => return Some(format!("metrics line {line:?} has no value")),
+            },
+        };
+        let name = series.split('{').next().unwrap_or_default();
+        let named = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        let value = value.split(' ').next().unwrap_or_default();
+        let number = value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value);
+        if !named || !number {
+            return Some(format!("metrics line {line:?} is not `<name>[{{labels}}] <number>`"));
+        }
+    }
+    None
+}
+
+/// A census value as a JSON string: census batch values are UTF-8 by construction.
+fn utf8(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("a batch's keys and values are drawn UTF-8")
+}
+
+/// Sends the request to `target`, following redirects to the leader (and remembering it); a
+/// member that does not answer, or answers 503, moves `target` on for the next request.
+async fn send_following(
+    target: &mut SocketAddr,
+    roots: &[SocketAddr],
+    method: &hyper::Method,
+    path: &str,
+    body: &[u8],
+    idle: &IdleConnections,
+) -> Answer {
+    for _ in 0..=REDIRECTS_MAX {
+        let to = *target;
+        let Some((status, location, answered)) = send(to, method, path, body, idle).await else {
+            move_on(target, roots);
+            return Answer { status: None, body: Vec::new(), at: to };
+        };
+        if status == 307
+            && let Some(leader) = leader_at(location)
+        {
+            *target = leader;
+            continue;
+        }
+        if status == 503 {
+            move_on(target, roots);
+        }
+        return Answer { status: Some(status), body: answered, at: to };
+    }
+    Answer { status: None, body: Vec::new(), at: *target }
+}
+
+/// The next member after `target`, in a root group.
+fn move_on(target: &mut SocketAddr, roots: &[SocketAddr]) {
+    if roots.len() > 1 {
+        let next = roots.iter().position(|r| r == target).map_or(0, |n| (n + 1) % roots.len());
+        *target = roots[next];
+    }
+}
+
+/// One request to `root`: its status, `Location` and whole body, or None without an answer.
+async fn send(
+    root: SocketAddr,
+    method: &hyper::Method,
+    path: &str,
+    body: &[u8],
+    idle: &IdleConnections,
+) -> Option<(u16, Option<String>, Vec<u8>)> {
+    let mut sender = connection(root, idle).await?;
+    let mut request = hyper::Request::builder()
+        .method(method.clone())
+        .uri(format!("http://{root}{path}"))
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .expect("a valid request");
+    as_producer(&mut request, root);
+    let response = sender.send_request(request).await.ok()?;
+    let status = response.status().as_u16();
+    let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let body = response.into_body().collect().await.ok()?.to_bytes().to_vec();
+    idle.locked().push((root, sender));
+    Some((status, location, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metrics_page_is_judged_line_by_line() {
+        let page = b"# TYPE qs_x counter\nqs_x_total 3\nqs_y{node=\"a b\"} 1.5\nqs_z +Inf\n# EOF\n";
+        assert_eq!(metrics_problem(page), None);
+        assert!(metrics_problem(b"qs_x_total three\n").is_some());
+        assert!(metrics_problem(b"9qs 1\n").is_some());
+        assert!(metrics_problem(b"qs_x_total\n").is_some());
+    }
+
+    #[test]
+    fn census_keys_survive_percent_encoding_apart() {
+        let keys = census_keys();
+        let decoded: std::collections::BTreeSet<Vec<u8>> =
+            keys.iter().map(|key| key_of(&format!("/v1/keys/{}", percent_encode(key, NON_ALPHANUMERIC)))).collect();
+        assert_eq!(decoded.len(), keys.len());
+        assert!(decoded.iter().all(|key| keys.contains(key)));
+    }
+}
