@@ -259,12 +259,25 @@ fn probes(summary: &SweepSummary) -> Markup {
     }
 }
 
-/// One scenario's max lags and convergence times, and how many runs did not converge.
+/// One scenario's max lags, convergence times and propagation, and how many runs did not
+/// converge.
 struct Distribution<'a> {
     name: &'a str,
     lags: Vec<u64>,
     conv: Vec<u64>,
+    /// Each run's slowest tier's p99 propagation.
+    propagation: Vec<u64>,
     never: usize,
+}
+
+/// The median and the largest of the runs' propagation p99s, or dashes without any.
+fn propagation_cells(values: &[u64]) -> [String; 2] {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    match (quantile(&sorted, 0.5), sorted.last()) {
+        (Some(median), Some(&max)) => [duration(median), duration(max)],
+        _ => ["–".into(), "–".into()],
+    }
 }
 
 fn distributions(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> Markup {
@@ -274,6 +287,7 @@ fn distributions(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> 
             name,
             lags: idx.iter().filter_map(|&i| summary.results[i].max_lag_ms).collect(),
             conv: idx.iter().filter_map(|&i| summary.results[i].converged_after_ms).collect(),
+            propagation: idx.iter().filter_map(|&i| summary.results[i].propagation_p99_ms).collect(),
             // A run that crashed, hung or never started wrote no summary: it says nothing about
             // convergence, so it is not counted as a run that did not converge.
             never: idx
@@ -284,13 +298,18 @@ fn distributions(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> 
         .collect();
     html! {
         section #distributions {
-            h2 { "Max lag and convergence per scenario" }
+            h2 { "Max lag, convergence and propagation per scenario" }
+            p.note {
+                "Propagation: each run's slowest tier's 99th percentile from the root's commit to a replica's \
+                 apply (faults included)."
+            }
             table #distribution-table {
                 thead {
                     tr {
                         th { "scenario" } th { "max lag: min" } th { "median" } th { "p90" } th { "max" }
                         th { "converged after: min" } th { "median" } th { "p90" } th { "max" }
                         th { "did not converge" }
+                        th { "propagation p99: median" } th { "max" }
                     }
                 }
                 tbody {
@@ -301,6 +320,9 @@ fn distributions(summary: &SweepSummary, scenarios: &[(String, Vec<usize>)]) -> 
                                 td.num { (cell) }
                             }
                             td.num { (d.never) }
+                            @for cell in propagation_cells(&d.propagation) {
+                                td.num { (cell) }
+                            }
                         }
                     }
                 }
@@ -470,6 +492,7 @@ mod tests {
             out: PathBuf::from(format!("/elsewhere/{scenario}/seed-{seed}")),
             max_lag_ms: Some(seed * 10),
             converged_after_ms: ok.then_some(seed),
+            propagation_p99_ms: Some(seed * 3),
             signature: (!ok).then(|| "sequence: broke".to_string()),
             wall_ms: 1000,
             determinism_checked: false,

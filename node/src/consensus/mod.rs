@@ -471,7 +471,11 @@ impl Member {
         let core = storage.entries.rl();
         let hard_state = protobuf::Message::write_to_bytes(core.hard_state()).expect("a hard state encodes");
         drop(core);
-        let (first, last) = (self.raw.raft.raft_log.first_index(), self.raw.raft.raft_log.last_index());
+        // The storage's own bounds, not the Raft log's: the log's last index counts entries
+        // still unstable (proposed or received, not yet persisted), which the storage does not
+        // hold — asking it for them panics in raft-rs (a heal while entries were in flight did).
+        let first = raft::Storage::first_index(storage).expect("a member's log has a first index");
+        let last = raft::Storage::last_index(storage).expect("a member's log has a last index");
         let entries = if last >= first {
             raft::Storage::entries(storage, first, last + 1, None, raft::GetEntriesContext::empty(false))
                 .expect("a member's own log reads back")

@@ -19,6 +19,7 @@ fn run(scenario: &str, engine: &str, seed: u64, failure: Option<&str>, wall_ms: 
         out: PathBuf::from(format!("{scenario}/seed-{seed}")),
         max_lag_ms: None,
         converged_after_ms: None,
+        propagation_p99_ms: None,
         signature: failure.map(str::to_string),
         wall_ms,
         determinism_checked: false,

@@ -63,6 +63,10 @@ pub struct RunResult {
     pub max_lag_ms: Option<u64>,
     #[serde(default)]
     pub converged_after_ms: Option<u64>,
+    /// The slowest tier's 99th-percentile propagation (root commit to a replica's apply), from
+    /// the run's summary; none for a run with no replica apply or no summary.
+    #[serde(default)]
+    pub propagation_p99_ms: Option<u64>,
     /// How the run failed, in a form shared by every run that failed the same way (see
     /// [`RunSummary::signature`](super::RunSummary::signature)); none for a run that passed.
     #[serde(default)]

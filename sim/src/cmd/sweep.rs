@@ -144,6 +144,15 @@ fn finish(summary: &SweepSummary, judged_by_groups: bool, out: &Path) -> ExitCod
         );
         println!("{:<10} first: {} seed {}; reproduce: {}", "", g.first_scenario, g.first_seed, g.reproduce);
     }
+    let mut propagation: Vec<u64> = summary.results.iter().filter_map(|r| r.propagation_p99_ms).collect();
+    propagation.sort_unstable();
+    if let (Some(median), Some(max)) = (qs_reports::series::quantile(&propagation, 0.5), propagation.last()) {
+        println!(
+            "propagated p99 of each run's slowest tier, root commit to replica apply: median {median} ms, max {max} ms \
+             ({} runs)",
+            propagation.len()
+        );
+    }
     let new = summary.new_groups().count();
     println!(
         "results    {} runs, {} not as expected in {} group(s){} ({} / junit.xml / report.html)",

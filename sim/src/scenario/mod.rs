@@ -410,7 +410,10 @@ pub struct Checks {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Census {
-    pub enabled: bool,
+    /// Unset: on, except in a scenario with `[resources]` — the cache and memory models scale
+    /// the writers' keys to the story's data set, and a census key there would stand for
+    /// hundreds of thousands of keys nobody declared.
+    pub enabled: Option<bool>,
     /// Requests a second, per session (each edge session, and the root session). Unset: 2, or
     /// [`Census::REQUESTS_PER_RUN`] over the whole run if that is fewer (a run of simulated
     /// days still sends each session's requests by the thousand, not by the million).
@@ -430,6 +433,11 @@ impl Census {
     /// Requests per session over a run, at most, unless the scenario sets a rate.
     pub const REQUESTS_PER_RUN: f64 = 1_000.0;
 
+    /// Whether the census runs in `scenario`.
+    pub fn runs_in(scenario: &Scenario) -> bool {
+        scenario.census.enabled.unwrap_or(scenario.resources.is_none())
+    }
+
     /// Requests a second per session in a run of `duration`.
     pub fn rate_in(&self, duration: Duration) -> f64 {
         self.rate_per_s
@@ -442,7 +450,7 @@ impl Census {
 impl Default for Census {
     fn default() -> Census {
         Census {
-            enabled: true,
+            enabled: None,
             rate_per_s: None,
             sessions: 2,
             value_bytes_max: bytesize::ByteSize(qs_node::limits::VALUE_BYTES_MAX as u64),

@@ -224,6 +224,7 @@ mod tests {
                 out: dir.join(scenario).join(format!("seed-{seed}")),
                 max_lag_ms: None,
                 converged_after_ms: None,
+                propagation_p99_ms: None,
                 signature: None,
                 wall_ms: 0,
                 determinism_checked: false,

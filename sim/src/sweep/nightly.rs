@@ -408,6 +408,7 @@ mod tests {
             out: PathBuf::new(),
             max_lag_ms: None,
             converged_after_ms: None,
+            propagation_p99_ms: None,
             signature: None,
             wall_ms,
             determinism_checked: false,

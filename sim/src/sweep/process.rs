@@ -255,6 +255,7 @@ pub fn run_one(exe: &Path, settings: &RunSettings, scenario: &Scenario, seed: u6
         digest: summary.as_ref().map(|s| s.digest.clone()),
         max_lag_ms: summary.as_ref().and_then(|s| s.max_lag_ms),
         converged_after_ms: summary.as_ref().and_then(|s| s.converged_after_ms),
+        propagation_p99_ms: summary.as_ref().and_then(|s| s.propagation.iter().map(|r| r.p99_ms).max()),
         first_problem,
         reproduce: scenario.reproduce(seed),
         out: dir.clone(),

@@ -200,80 +200,30 @@ struct Request {
 impl Request {
     fn draw(op: EdgeOp, rng: &mut ChaCha8Rng, spec: &EdgeSpec) -> Request {
         let cas = rng.random_bool(0.5);
-        let get_of = |keys: Vec<Vec<u8>>, cas: bool, what| {
-            let mut bytes = if cas { b"gets".to_vec() } else { b"get".to_vec() };
-            for key in &keys {
-                bytes.push(b' ');
-                bytes.extend_from_slice(key);
-            }
-            bytes.extend_from_slice(b"\r\n");
-            Request { op, shown: shown(&bytes), bytes, keys, cas, what }
-        };
-        let distinct = |rng: &mut ChaCha8Rng, n: usize, pick: &mut dyn FnMut(&mut ChaCha8Rng) -> Vec<u8>| {
-            let mut keys: Vec<Vec<u8>> = Vec::new();
-            for _ in 0..n {
-                let key = pick(rng);
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
-            }
-            keys
-        };
         let plain =
             |bytes: Vec<u8>, what| Request { op, shown: shown(&bytes), bytes, keys: Vec::new(), cas: false, what };
         match op {
-            EdgeOp::GetWritten if !spec.writer_keys.is_empty() => {
-                let n = rng.random_range(1..=4);
-                let keys = distinct(rng, n, &mut |rng| {
-                    spec.writer_keys[rng.random_range(0..spec.writer_keys.len())].as_bytes().to_vec()
-                });
-                get_of(keys, cas, "a get of keys the writers use")
-            }
-            EdgeOp::GetCensusKeys => {
-                let all = census_keys();
-                let n = rng.random_range(1..=3);
-                let keys = distinct(rng, n, &mut |rng| all[rng.random_range(0..all.len())].clone());
-                get_of(keys, cas, "a get of the census's own keys")
-            }
-            EdgeOp::GetWritten | EdgeOp::GetAbsent => {
-                let n = rng.random_range(1..=4);
-                get_of(distinct(rng, n, &mut absent_key), cas, "a get of keys nobody writes")
-            }
-            EdgeOp::GetKeyTooLong => {
-                let mut keys = vec![absent_key(rng)];
-                keys.insert(rng.random_range(0..=1), vec![b'!'; qs_node::limits::KEY_BYTES_MAX + 1]);
-                get_of(keys, cas, "a get naming a 251-byte key, over the protocol's limit")
-            }
-            EdgeOp::GetTooManyKeys => {
-                let keys = (0..=qs_node::memcached::KEYS_PER_GET_MAX).map(|n| format!("!{n}").into_bytes()).collect();
-                get_of(keys, cas, "a get of one key more than KEYS_PER_GET_MAX")
-            }
-            EdgeOp::GetForbiddenByte => {
-                let control = [0x01, 0x07, 0x0b, 0x7f][rng.random_range(0..4)];
-                get_of(vec![vec![b'!', control, b'x']], cas, "a get of a key with a control byte")
+            EdgeOp::GetWritten
+            | EdgeOp::GetCensusKeys
+            | EdgeOp::GetAbsent
+            | EdgeOp::GetKeyTooLong
+            | EdgeOp::GetTooManyKeys
+            | EdgeOp::GetForbiddenByte => {
+                let (keys, what) = get_keys(op, rng, spec);
+                let mut bytes = if cas { b"gets".to_vec() } else { b"get".to_vec() };
+                for key in &keys {
+                    bytes.push(b' ');
+                    bytes.extend_from_slice(key);
+                }
+                bytes.extend_from_slice(b"\r\n");
+                Request { op, shown: shown(&bytes), bytes, keys, cas, what }
             }
             EdgeOp::Version => plain(b"version\r\n".to_vec(), "version"),
             EdgeOp::Stats => plain(b"stats\r\n".to_vec(), "stats"),
-            EdgeOp::RefusedStorage | EdgeOp::RefusedCas => {
-                let command = match op {
-                    EdgeOp::RefusedCas => "cas",
-                    _ => ["set", "add", "replace", "append", "prepend"][rng.random_range(0..5)],
-                };
-                let keys = census_keys();
-                let key = &keys[rng.random_range(0..keys.len())];
-                // A refused write's data block is skipped, never stored: a few KiB say as much.
-                let data = census_value(rng, false, 4096);
-                let mut bytes = format!("{command} ").into_bytes();
-                bytes.extend_from_slice(key);
-                bytes.extend_from_slice(format!(" 0 0 {}", data.len()).as_bytes());
-                if command == "cas" {
-                    bytes.extend_from_slice(format!(" {}", rng.random_range(1..1_000_000u64)).as_bytes());
-                }
-                bytes.extend_from_slice(b"\r\n");
-                bytes.extend_from_slice(&data);
-                bytes.extend_from_slice(b"\r\n");
-                plain(bytes, "a write command with its data block, which a read-only edge refuses")
-            }
+            EdgeOp::RefusedStorage | EdgeOp::RefusedCas => plain(
+                storage_command(op == EdgeOp::RefusedCas, rng),
+                "a write command with its data block, which a read-only edge refuses",
+            ),
             EdgeOp::RefusedCommand => {
                 let line = ["delete ~", "incr ~ 1", "decr ~ 1", "touch ~ 10", "flush_all", "verbosity 1"]
                     [rng.random_range(0..6)];
@@ -410,6 +360,71 @@ impl Request {
     }
 }
 
+/// The keys of a get `op` asks for, and what the get is, in words.
+fn get_keys(op: EdgeOp, rng: &mut ChaCha8Rng, spec: &EdgeSpec) -> (Vec<Vec<u8>>, &'static str) {
+    let distinct = |rng: &mut ChaCha8Rng, n: usize, pick: &mut dyn FnMut(&mut ChaCha8Rng) -> Vec<u8>| {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..n {
+            let key = pick(rng);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    };
+    match op {
+        EdgeOp::GetWritten if !spec.writer_keys.is_empty() => {
+            let n = rng.random_range(1..=4);
+            let written = &spec.writer_keys;
+            let keys = distinct(rng, n, &mut |rng| written[rng.random_range(0..written.len())].as_bytes().to_vec());
+            (keys, "a get of keys the writers use")
+        }
+        EdgeOp::GetCensusKeys => {
+            let all = census_keys();
+            let n = rng.random_range(1..=3);
+            (distinct(rng, n, &mut |rng| all[rng.random_range(0..all.len())].clone()), "a get of the census's own keys")
+        }
+        EdgeOp::GetKeyTooLong => {
+            let mut keys = vec![absent_key(rng)];
+            keys.insert(rng.random_range(0..=1), vec![b'!'; qs_node::limits::KEY_BYTES_MAX + 1]);
+            (keys, "a get naming a 251-byte key, over the protocol's limit")
+        }
+        EdgeOp::GetTooManyKeys => {
+            let keys = (0..=qs_node::memcached::KEYS_PER_GET_MAX).map(|n| format!("!{n}").into_bytes()).collect();
+            (keys, "a get of one key more than KEYS_PER_GET_MAX")
+        }
+        EdgeOp::GetForbiddenByte => {
+            let control = [0x01, 0x07, 0x0b, 0x7f][rng.random_range(0..4)];
+            (vec![vec![b'!', control, b'x']], "a get of a key with a control byte")
+        }
+        // Keys nobody writes; a get of writer keys in a run without writers too.
+        _ => {
+            let n = rng.random_range(1..=4);
+            (distinct(rng, n, &mut absent_key), "a get of keys nobody writes")
+        }
+    }
+}
+
+/// A storage command (`cas` when `cas`, else `set`, `add`, `replace`, `append` or `prepend`)
+/// of a census key, with its data block.
+fn storage_command(cas: bool, rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let command = if cas { "cas" } else { ["set", "add", "replace", "append", "prepend"][rng.random_range(0..5)] };
+    let keys = census_keys();
+    let key = &keys[rng.random_range(0..keys.len())];
+    // A refused write's data block is skipped, never stored: a few KiB say as much.
+    let data = census_value(rng, false, 4096);
+    let mut bytes = format!("{command} ").into_bytes();
+    bytes.extend_from_slice(key);
+    bytes.extend_from_slice(format!(" 0 0 {}", data.len()).as_bytes());
+    if cas {
+        bytes.extend_from_slice(format!(" {}", rng.random_range(1..1_000_000u64)).as_bytes());
+    }
+    bytes.extend_from_slice(b"\r\n");
+    bytes.extend_from_slice(&data);
+    bytes.extend_from_slice(b"\r\n");
+    bytes
+}
+
 /// A `stats` reply: its lines up to `END`, no name twice, `get_hits` and `get_misses` present.
 async fn stats<R: tokio::io::AsyncBufRead + Unpin>(wire: &mut Wire<'_, R>) -> Judged<Counters> {
     let mut names = std::collections::BTreeMap::<Vec<u8>, Vec<u8>>::new();
@@ -450,5 +465,54 @@ async fn closed(conn: &mut BufReader<TcpStream>) -> Judged<Goes> {
         Ok(_) if rest.is_empty() => Ok(Goes::Closed),
         Ok(_) => breach(format!("answered quit with {}", shown(&rest))),
         Err(_) => Err(Breach::Lost),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> EdgeSpec {
+        EdgeSpec {
+            name: "census@edge-1".into(),
+            edge: "edge-1".into(),
+            addr: "10.0.2.1:11211".parse().expect("an address"),
+            rate_per_s: 2.0,
+            writer_keys: vec!["cfg0:1".to_string(), "cfg0:2".to_string()].into(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn every_operation_is_drawn_and_every_request_is_whole_lines() {
+        let ops: Vec<EdgeOp> = <EdgeOp as strum::IntoEnumIterator>::iter().collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..2_000 {
+            let op = draw(&mut rng, &ops, |op| EdgeOpWeights::DEFAULT.weight(op));
+            seen.insert(op);
+            let request = Request::draw(op, &mut rng, &spec());
+            assert!(request.bytes.ends_with(b"\r\n"), "{op:?}: {}", request.shown);
+            assert_eq!(request.keys.is_empty(), !request.bytes.starts_with(b"get"), "{op:?}");
+        }
+        assert_eq!(seen.len(), ops.len(), "every operation within 2 000 draws: {seen:?}");
+    }
+
+    #[test]
+    fn a_stats_reply_gives_its_counters_and_refuses_what_is_not_one() {
+        let stats_of = |reply: &[u8]| {
+            let mut conn = reply;
+            let mut wire = Wire { conn: &mut conn };
+            let mut future = std::pin::pin!(stats(&mut wire));
+            match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+                std::task::Poll::Ready(out) => out,
+                std::task::Poll::Pending => panic!("a read from a byte slice waited"),
+            }
+        };
+        let counters = stats_of(b"STAT version 1\r\nSTAT get_hits 5\r\nSTAT get_misses 7\r\nEND\r\n").expect("stats");
+        assert_eq!(counters, Counters { hits: 5, misses: 7, refusals: None });
+        assert!(stats_of(b"STAT get_hits 5\r\nEND\r\n").is_err(), "no get_misses");
+        assert!(stats_of(b"STAT get_hits 5\r\nSTAT get_hits 6\r\nSTAT get_misses 1\r\nEND\r\n").is_err(), "twice");
+        assert!(stats_of(b"STAT get_hits five\r\nSTAT get_misses 1\r\nEND\r\n").is_err(), "not a count");
     }
 }

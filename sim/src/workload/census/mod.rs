@@ -152,7 +152,7 @@ pub fn specs(
     edges: &[(String, SocketAddr)],
 ) -> CensusSpecs {
     let census = &scenario.census;
-    if !census.enabled {
+    if !crate::scenario::Census::runs_in(scenario) {
         return CensusSpecs { edges: Vec::new(), root: None };
     }
     let writers = scenario.workload.iter().filter_map(|w| match w {

@@ -59,6 +59,9 @@ pub enum RootOp {
     BatchTooLarge,
     /// `GET /v1/keys/{census key}`.
     Get,
+    /// `GET` of every census key in turn: each settled one must read exactly its last write,
+    /// so a write that landed on another key shows there.
+    ReadBackAll,
     Status,
     Metrics,
 }
@@ -74,6 +77,7 @@ pub struct RootOpWeights {
     pub put_value_too_large: u32,
     pub batch_too_large: u32,
     pub get: u32,
+    pub read_back_all: u32,
     pub status: u32,
     pub metrics: u32,
 }
@@ -89,6 +93,7 @@ impl RootOpWeights {
         put_value_too_large: 1,
         batch_too_large: 1,
         get: 4,
+        read_back_all: 2,
         status: 1,
         metrics: 1,
     };
@@ -102,6 +107,7 @@ impl RootOpWeights {
             RootOp::PutValueTooLarge => self.put_value_too_large,
             RootOp::BatchTooLarge => self.batch_too_large,
             RootOp::Get => self.get,
+            RootOp::ReadBackAll => self.read_back_all,
             RootOp::Status => self.status,
             RootOp::Metrics => self.metrics,
         };
@@ -121,6 +127,14 @@ pub struct RootSpec {
     pub value_bytes_max: usize,
     pub rate_per_s: f64,
     pub seed: u64,
+}
+
+impl RootSpec {
+    /// The root member at `address`, by name (the address itself if none is).
+    fn member_name(&self, address: SocketAddr) -> String {
+        let member = self.roots.iter().position(|r| *r == address).map(|n| self.names[n].clone());
+        member.unwrap_or_else(|| address.to_string())
+    }
 }
 
 /// The answer to one request, after redirects.
@@ -145,6 +159,97 @@ enum Expect {
     View,
 }
 
+/// One request as the census drafts it, before it is sent.
+struct Draft {
+    method: hyper::Method,
+    path: String,
+    body: Vec<u8>,
+    expect: Expect,
+    /// The operations the producer's quota counts.
+    ops: u64,
+    /// What a valid write writes, per key (None: a delete).
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl Draft {
+    fn new(method: hyper::Method, path: String, body: Vec<u8>, expect: Expect, ops: u64) -> Draft {
+        Draft { method, path, body, expect, ops, writes: BTreeMap::new() }
+    }
+
+    /// The request `op` sends, its choices drawn from `rng` (every op but `ReadBackAll`, which
+    /// is a request per key).
+    fn of(op: RootOp, rng: &mut ChaCha8Rng, keys: &[Vec<u8>], value_bytes_max: usize) -> Draft {
+        let path_of = |key: &[u8]| format!("/v1/keys/{}", percent_encode(key, NON_ALPHANUMERIC));
+        match op {
+            RootOp::PutValue => {
+                let key = keys[rng.random_range(0..keys.len())].clone();
+                let value = census_value(rng, false, value_bytes_max);
+                let mut draft = Draft::new(hyper::Method::PUT, path_of(&key), value.clone(), Expect::Taken, 1);
+                draft.writes.insert(key, Some(value));
+                draft
+            }
+            RootOp::Delete => {
+                let key = keys[rng.random_range(0..keys.len())].clone();
+                let mut draft = Draft::new(hyper::Method::DELETE, path_of(&key), Vec::new(), Expect::Taken, 1);
+                draft.writes.insert(key, None);
+                draft
+            }
+            RootOp::Get => {
+                let key = &keys[rng.random_range(0..keys.len())];
+                Draft::new(hyper::Method::GET, path_of(key), Vec::new(), Expect::Read, 0)
+            }
+            RootOp::Batch => {
+                let utf8_keys: Vec<&Vec<u8>> = keys.iter().filter(|k| std::str::from_utf8(k).is_ok()).collect();
+                let mut writes = BTreeMap::new();
+                for _ in 0..rng.random_range(2..=4) {
+                    let key = utf8_keys[rng.random_range(0..utf8_keys.len())].clone();
+                    writes.insert(key, Some(census_value(rng, true, value_bytes_max)));
+                }
+                let ops: Vec<serde_json::Value> = writes
+                    .iter()
+                    .map(|(key, value): (&Vec<u8>, &Option<Vec<u8>>)| {
+                        let (key, value) = (utf8(key), utf8(value.as_deref().unwrap_or_default()));
+                        serde_json::json!({ "op": "set", "key": key, "value": value })
+                    })
+                    .collect();
+                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
+                let count = writes.len() as u64;
+                Draft { writes, ..Draft::new(hyper::Method::POST, "/v1/batch".into(), body, Expect::Taken, count) }
+            }
+            RootOp::PutKeyTooLong => {
+                let mut key = super::CENSUS_PREFIX.as_bytes().to_vec();
+                key.resize(qs_node::limits::KEY_BYTES_MAX + 1, b'k');
+                Draft::new(hyper::Method::PUT, path_of(&key), b"x".to_vec(), Expect::Refused, 1)
+            }
+            RootOp::PutValueTooLarge => {
+                let key = &keys[rng.random_range(0..keys.len())];
+                let value = vec![b'v'; qs_node::limits::VALUE_BYTES_MAX + 1];
+                Draft::new(hyper::Method::PUT, path_of(key), value, Expect::Refused, 1)
+            }
+            RootOp::BatchTooLarge => {
+                let n = qs_node::http_api::BATCH_OPS_MAX + 1;
+                let ops: Vec<serde_json::Value> =
+                    (0..n).map(|_| serde_json::json!({ "op": "set", "key": "~", "value": "" })).collect();
+                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
+                Draft::new(hyper::Method::POST, "/v1/batch".into(), body, Expect::Refused, n as u64)
+            }
+            RootOp::Status => Draft::new(hyper::Method::GET, "/v1/status".into(), Vec::new(), Expect::View, 0),
+            RootOp::Metrics => Draft::new(hyper::Method::GET, "/metrics".into(), Vec::new(), Expect::View, 0),
+            RootOp::ReadBackAll => unreachable!("a request per key, sent by `read_back_all`"),
+        }
+    }
+}
+
+/// The root session's connections and where its next request goes.
+struct Session<'a> {
+    spec: &'a RootSpec,
+    recorder: &'a SharedRecorder,
+    judges: &'a CensusJudges,
+    idle: IdleConnections,
+    target: SocketAddr,
+    requests: u64,
+}
+
 /// Runs the root session for ever: a request per interval, each answered (or given up) before
 /// the next, so no two writes of one key are ever in flight.
 pub async fn root_census(spec: RootSpec, recorder: SharedRecorder, judges: CensusJudges) {
@@ -152,112 +257,87 @@ pub async fn root_census(spec: RootSpec, recorder: SharedRecorder, judges: Censu
     let ops: Vec<RootOp> = <RootOp as strum::IntoEnumIterator>::iter().collect();
     let weights = RootOpWeights::DEFAULT;
     let interval = std::time::Duration::from_secs_f64(1.0 / spec.rate_per_s);
-    let idle = IdleConnections::default();
-    let mut target = spec.roots[0];
     let keys = census_keys();
-    let utf8_keys: Vec<&Vec<u8>> = keys.iter().filter(|k| std::str::from_utf8(k).is_ok()).collect();
-    let mut requests = 0u64;
+    let target = spec.roots[0];
+    let mut session = Session {
+        spec: &spec,
+        recorder: &recorder,
+        judges: &judges,
+        idle: IdleConnections::default(),
+        target,
+        requests: 0,
+    };
     loop {
         tokio::time::sleep(interval).await;
-        let op = draw(&mut rng, &ops, |op| weights.weight(op));
-        // What the request writes, per key (None: a delete), when it is a valid write.
-        let mut writes: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        let (method, path, body, expect, ops_count) = match op {
-            RootOp::PutValue | RootOp::Delete | RootOp::Get => {
-                let key = keys[rng.random_range(0..keys.len())].clone();
-                let path = format!("/v1/keys/{}", percent_encode(&key, NON_ALPHANUMERIC));
-                match op {
-                    RootOp::PutValue => {
-                        let value = census_value(&mut rng, false, spec.value_bytes_max);
-                        writes.insert(key, Some(value.clone()));
-                        (hyper::Method::PUT, path, value, Expect::Taken, 1)
-                    }
-                    RootOp::Delete => {
-                        writes.insert(key, None);
-                        (hyper::Method::DELETE, path, Vec::new(), Expect::Taken, 1)
-                    }
-                    _ => (hyper::Method::GET, path, Vec::new(), Expect::Read, 0),
-                }
+        match draw(&mut rng, &ops, |op| weights.weight(op)) {
+            RootOp::ReadBackAll => session.read_back_all(&keys).await,
+            op => session.send(op, Draft::of(op, &mut rng, &keys, spec.value_bytes_max)).await,
+        }
+    }
+}
+
+impl Session<'_> {
+    /// One request, after redirects, within [`ANSWER_TIMEOUT`].
+    async fn answer(&mut self, method: &hyper::Method, path: &str, body: &[u8]) -> Answer {
+        let at = self.target;
+        let sent = send_following(&mut self.target, &self.spec.roots, method, path, body, &self.idle);
+        tokio::time::timeout(ANSWER_TIMEOUT, sent).await.unwrap_or(Answer { status: None, body: Vec::new(), at })
+    }
+
+    /// Records a `contract` violation against the member that answered.
+    fn breached(&self, at: SocketAddr, message: String) {
+        violation(self.recorder, &self.spec.member_name(at), message);
+    }
+
+    /// A `GET` of every census key, each judged as a read.
+    async fn read_back_all(&mut self, keys: &[Vec<u8>]) {
+        for key in keys {
+            let path = format!("/v1/keys/{}", percent_encode(key, NON_ALPHANUMERIC));
+            let answer = self.answer(&hyper::Method::GET, &path, &[]).await;
+            if let Some(wrong) = judge(Expect::Read, &answer, &path, self.judges) {
+                self.breached(answer.at, format!("GET {} (ReadBackAll): {wrong}", shown(path.as_bytes())));
             }
-            RootOp::Batch => {
-                for _ in 0..rng.random_range(2..=4) {
-                    let key = utf8_keys[rng.random_range(0..utf8_keys.len())].clone();
-                    let value = census_value(&mut rng, true, spec.value_bytes_max);
-                    writes.insert(key, Some(value));
-                }
-                let ops: Vec<serde_json::Value> = writes
-                    .iter()
-                    .map(|(key, value)| {
-                        let (key, value) = (utf8(key), utf8(value.as_deref().unwrap_or_default()));
-                        serde_json::json!({ "op": "set", "key": key, "value": value })
-                    })
-                    .collect();
-                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
-                (hyper::Method::POST, "/v1/batch".to_string(), body, Expect::Taken, writes.len() as u64)
-            }
-            RootOp::PutKeyTooLong => {
-                let mut key = super::CENSUS_PREFIX.as_bytes().to_vec();
-                key.resize(qs_node::limits::KEY_BYTES_MAX + 1, b'k');
-                let path = format!("/v1/keys/{}", percent_encode(&key, NON_ALPHANUMERIC));
-                (hyper::Method::PUT, path, b"x".to_vec(), Expect::Refused, 1)
-            }
-            RootOp::PutValueTooLarge => {
-                let key = &keys[rng.random_range(0..keys.len())];
-                let path = format!("/v1/keys/{}", percent_encode(key, NON_ALPHANUMERIC));
-                let value = vec![b'v'; qs_node::limits::VALUE_BYTES_MAX + 1];
-                (hyper::Method::PUT, path, value, Expect::Refused, 1)
-            }
-            RootOp::BatchTooLarge => {
-                let n = qs_node::http_api::BATCH_OPS_MAX + 1;
-                let ops: Vec<serde_json::Value> =
-                    (0..n).map(|_| serde_json::json!({ "op": "set", "key": "~", "value": "" })).collect();
-                let body = serde_json::json!({ "ops": ops }).to_string().into_bytes();
-                (hyper::Method::POST, "/v1/batch".to_string(), body, Expect::Refused, n as u64)
-            }
-            RootOp::Status => (hyper::Method::GET, "/v1/status".to_string(), Vec::new(), Expect::View, 0),
-            RootOp::Metrics => (hyper::Method::GET, "/metrics".to_string(), Vec::new(), Expect::View, 0),
-        };
-        let shown_request = format!("{method} {}", shown(path.as_bytes()));
+        }
+    }
+
+    /// Sends `draft`, tells the judges what it wrote and how it was answered, and judges the
+    /// answer.
+    async fn send(&mut self, op: RootOp, draft: Draft) {
+        let judges = self.judges;
         // Before it is sent: what each key may end with, and what a read of it may show.
         {
             let mut fates = judges.acked.locked();
-            for (key, value) in &writes {
+            for (key, value) in &draft.writes {
                 fates.entry(key.clone()).or_default().sent(value.clone());
                 if let Some(value) = value {
                     judges.sent.sent(key, value);
                 }
             }
         }
-        requests += 1;
-        let request_id = (CENSUS_WRITER, requests);
-        if ops_count > 0 {
-            let sent_ms = recorder.locked().now_ms();
-            judges.quota.lock().sent(request_id, sent_ms, ops_count);
+        self.requests += 1;
+        let request_id = (CENSUS_WRITER, self.requests);
+        if draft.ops > 0 {
+            let sent_ms = self.recorder.locked().now_ms();
+            judges.quota.lock().sent(request_id, sent_ms, draft.ops);
         }
-        let answer = tokio::time::timeout(
-            ANSWER_TIMEOUT,
-            send_following(&mut target, &spec.roots, &method, &path, &body, &idle),
-        )
-        .await
-        .unwrap_or(Answer { status: None, body: Vec::new(), at: target });
-        let how = match answer.status {
-            Some(200) => Answered::Acknowledged,
-            Some(429) => Answered::OverQuota,
-            Some(_) => Answered::Other,
-            None => Answered::Unknown,
-        };
-        if ops_count > 0 {
-            let mut recorder = recorder.locked();
+        let answer = self.answer(&draft.method, &draft.path, &draft.body).await;
+        if draft.ops > 0 {
+            let how = match answer.status {
+                Some(200) => Answered::Acknowledged,
+                Some(429) => Answered::OverQuota,
+                Some(_) => Answered::Other,
+                None => Answered::Unknown,
+            };
+            let mut recorder = self.recorder.locked();
             let at_ms = recorder.now_ms();
             if let Some(found) = judges.quota.lock().answered(request_id, at_ms, how) {
                 recorder.record(found);
             }
         }
-        settle_fates(&judges, &writes, answer.status);
-        if let Some(wrong) = judge(expect, &answer, &path, &judges) {
-            let member = spec.roots.iter().position(|r| *r == answer.at).map(|n| spec.names[n].clone());
-            let node = member.unwrap_or_else(|| answer.at.to_string());
-            violation(&recorder, &node, format!("{shown_request} ({op:?}): {wrong}"));
+        settle_fates(judges, &draft.writes, answer.status);
+        if let Some(wrong) = judge(draft.expect, &answer, &draft.path, judges) {
+            let request = format!("{} {}", draft.method, shown(draft.path.as_bytes()));
+            self.breached(answer.at, format!("{request} ({op:?}): {wrong}"));
         }
     }
 }
