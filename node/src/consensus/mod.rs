@@ -840,6 +840,42 @@ mod tests {
         StorePoint { log_index: n * 10, hash: ChainHash([n as u8; 32]) }
     }
 
+    /// A disk that fails every persist once `failing` is set (bit rot found mid-write).
+    #[derive(Clone, Default)]
+    struct Failing(Arc<std::sync::atomic::AtomicBool>);
+
+    impl RaftDisk for Failing {
+        fn persist(&mut self, _: RaftWrite) -> Result<(), String> {
+            match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+                true => Err("a value failed its checksum".into()),
+                false => Ok(()),
+            }
+        }
+
+        fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// A persist that failed leaves the proposal in raft-rs's log, unstable, and not in the
+    /// member's storage: the member's own state (what a heal writes over a peer's copy) is what
+    /// its storage holds, and reading it must not ask the storage for the unstable entry — it
+    /// did, and raft-rs panicked ("index out of bound").
+    #[test]
+    fn own_state_after_a_failed_persist_holds_what_the_storage_holds() {
+        let disk = Failing::default();
+        let mut member = Member::restore(1, &[1], Restored::default(), Box::new(disk.clone())).unwrap();
+        for _ in 0..2 * ELECTION_TICKS {
+            member.tick().unwrap();
+        }
+        assert!(member.is_leader(), "a group of one elects itself");
+        let (stored, _) = member.propose(vec![1]).unwrap();
+        disk.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(member.propose(vec![2]).is_err(), "the persist failed");
+        let own = member.own_state();
+        assert_eq!(own.entries.last().map(|(index, _)| *index), Some(stored), "the unstable entry left out");
+    }
+
     /// The member behind the leader's compacted log is sent the leader's snapshot: it reports
     /// it before any later commit, and after a restart from its disk its log starts after it.
     #[test]
