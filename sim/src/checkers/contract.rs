@@ -117,15 +117,16 @@ pub struct CountersRead {
 /// Whether the counters moved between two reads on one connection (`earlier`, then `later`)
 /// as the clients' ledger allows (see the module doc); the first that did not, in words.
 pub fn judge_counters(earlier: &CountersRead, later: &CountersRead) -> Option<String> {
-    let moved = |name: &str, before: u64, after: u64, answered: fn(&ReadLedger) -> u64, unanswered: u64| {
+    // One counter: `before` and `after` the node's, `answered` the clients' count of it, and
+    // what was unanswered at each read (keys for hits and misses, requests for refusals).
+    let moved = |name: &str, before: u64, after: u64, answered: fn(&ReadLedger) -> u64, unanswered: [u64; 2]| {
         let Some(moved) = after.checked_sub(before) else {
             return Some(format!("{name} went down from {before} to {after} on one connection"));
         };
         // Counted in between: answered in between, or still unanswered at the later read.
-        let most = answered(&later.received) - answered(&earlier.sent) + unanswered;
+        let most = answered(&later.received) - answered(&earlier.sent) + unanswered[1];
         // Answered in between: counted in between, unless unanswered at the earlier read.
-        let least =
-            answered(&later.sent).saturating_sub(answered(&earlier.received) + earlier_unanswered(name, earlier));
+        let least = answered(&later.sent).saturating_sub(answered(&earlier.received) + unanswered[0]);
         (!(least..=most).contains(&moved)).then(|| {
             format!(
                 "{name} moved by {moved} between two stats replies, but the clients were answered {least} to {most} \
@@ -133,22 +134,15 @@ pub fn judge_counters(earlier: &CountersRead, later: &CountersRead) -> Option<St
             )
         })
     };
-    let keys_unanswered = later.received.keys_unanswered;
+    let keys = [earlier.received.keys_unanswered, later.received.keys_unanswered];
+    let refusals = [earlier.received.refusals_unanswered, later.received.refusals_unanswered];
     let (before, after) = (earlier.counters, later.counters);
-    moved("get_hits", before.hits, after.hits, |l| l.hits, keys_unanswered)
-        .or_else(|| moved("get_misses", before.misses, after.misses, |l| l.misses, keys_unanswered))
+    moved("get_hits", before.hits, after.hits, |l| l.hits, keys)
+        .or_else(|| moved("get_misses", before.misses, after.misses, |l| l.misses, keys))
         .or_else(|| match (before.refusals, after.refusals) {
-            (Some(b), Some(a)) => moved("bogus_requests", b, a, |l| l.refusals, later.received.refusals_unanswered),
+            (Some(b), Some(a)) => moved("bogus_requests", b, a, |l| l.refusals, refusals),
             _ => None,
         })
-}
-
-/// What was unanswered at the earlier read, for the counter `name`.
-fn earlier_unanswered(name: &str, earlier: &CountersRead) -> u64 {
-    match name {
-        "bogus_requests" => earlier.received.refusals_unanswered,
-        _ => earlier.received.keys_unanswered,
-    }
 }
 
 /// Per census key, every value ever sent to it (hashed: a value may be a mebibyte).
