@@ -352,6 +352,10 @@ pub struct ListenConfig {
 pub struct ReplicationConfig {
     pub primaries: Vec<SocketAddr>,
     pub secondaries: Vec<SocketAddr>,
+    /// A replica leaves a source whose newest entry is older than this. A root group member
+    /// tells its replicas it is recovering once its own newest entry is older than this, so
+    /// the tier below waits for them instead of moving too: set it on the members to what the
+    /// tree's replicas use.
     #[serde(with = "humantime_serde")]
     pub staleness_failover: Duration,
     #[serde(with = "humantime_serde")]

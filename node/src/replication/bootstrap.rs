@@ -55,6 +55,11 @@ fn retired_dir(snapshots: &Path) -> PathBuf {
     snapshots.join("retired")
 }
 
+/// Most times in a row a broken transfer is resumed from one source before the next source
+/// gets a turn: each resume stores more, but a source whose export keeps changing under it
+/// must not hold a replica (or a root group member copying a peer's store) for ever.
+pub(crate) const RESUMES_IN_A_ROW_MAX: u32 = 64;
+
 /// Why a bootstrap attempt failed, and how many chunks it stored before the transfer broke off
 /// (a transfer that broke off after storing some resumes from the same source). A transfer that
 /// arrived whole and then failed to install (a damaged snapshot, a failed swap) counts none: the

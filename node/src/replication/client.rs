@@ -31,7 +31,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, timeout};
 
-use super::bootstrap::{BootstrapFailed, bootstrap};
+use super::bootstrap::{BootstrapFailed, RESUMES_IN_A_ROW_MAX, bootstrap};
 use super::protocol::{KEEPALIVE_INTERVAL, SOURCE_QUIET};
 use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
 use super::staleness::{Heard, Staleness, Verdict};
@@ -40,11 +40,6 @@ use crate::metrics::Metrics;
 use crate::observe::{NodeEvent, Probe, SourceChange};
 use crate::state::{DiskOp, NodeState};
 use crate::store::StoreError;
-
-/// Most times in a row a broken transfer is resumed from one source before the next source
-/// gets a turn: each resume stores more, but a source whose export keeps changing under it
-/// must not hold a replica for ever.
-const RESUMES_IN_A_ROW_MAX: u32 = 64;
 
 /// The legacy backoff's ceiling: far above any sane cap, as in the seed's incident.
 const LEGACY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(600);

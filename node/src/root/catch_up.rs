@@ -31,6 +31,7 @@ use tokio::time::timeout;
 use super::peers::REDIAL_AFTER;
 use crate::connections::{Lifecycle, reached};
 use crate::consensus::{MemberError, RaftWrite, StorePoint};
+use crate::replication::bootstrap::{RESUMES_IN_A_ROW_MAX, bootstrap_preparing};
 use crate::replication::client::{ApplyFailed, apply_frame, decode_frame};
 use crate::replication::protocol::{Message, Want, read_message, write_message};
 use crate::state::{DiskOp, NodeState};
@@ -168,16 +169,29 @@ async fn copy_peer_store(
             .map_err(|e| crate::store::StoreError::CorruptMeta(e.to_string()))?;
         store.adopt_raft(&own)
     };
-    let copied = tokio::select! {
-        biased;
-        () = reached(lifecycle, Lifecycle::Draining) => return false,
-        copied = crate::replication::bootstrap::bootstrap_preparing(state, peer, &prepare) => copied,
-    };
-    if let Err(e) = copied {
-        tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
-        pause(lifecycle).await;
+    // A transfer that broke off after storing chunks resumes from the same peer at once: each
+    // attempt stores more, so this ends. Another peer's export is another snapshot, and asking
+    // it would start again at chunk 0 — with a store of many chunks and transfers that keep
+    // breaking off, a member turning from peer to peer never finished a copy.
+    for resumed in 0.. {
+        let copied = tokio::select! {
+            biased;
+            () = reached(lifecycle, Lifecycle::Draining) => return false,
+            copied = bootstrap_preparing(state, peer, &prepare) => copied,
+        };
+        match copied {
+            Ok(()) => return true,
+            Err(e) if e.chunks_stored > 0 && resumed < RESUMES_IN_A_ROW_MAX => {
+                tracing::warn!(node = %state.config.name, %peer, error = %e.reason, chunks_stored = e.chunks_stored, "copying a peer's store broke off: resuming it");
+            }
+            Err(e) => {
+                tracing::warn!(node = %state.config.name, %peer, error = %e.reason, "copying a peer's store failed");
+                pause(lifecycle).await;
+                return true;
+            }
+        }
     }
-    true
+    unreachable!("the resumes end in a copy or a failure")
 }
 
 async fn pause(lifecycle: &mut watch::Receiver<Lifecycle>) {

@@ -113,9 +113,30 @@ impl Containment {
         self.wide_active > 0 || self.wide_ended_ms.is_some_and(|end| at_ms.saturating_sub(end) <= self.window_ms())
     }
 
-    /// The shortest chain from a faulted node down to `node` along configured sources
-    /// (`[faulted, …, node]`), if `node` is below one.
+    /// The chain from a faulted node down to `node` (`[faulted, …, node]`), if `node` is below
+    /// one: along the sources the nodes followed when it moved, or else the shortest along
+    /// configured sources.
     fn chain_from_fault(&self, node: &str, at_ms: u64) -> Option<Vec<String>> {
+        self.followed_chain_from_fault(node, at_ms).or_else(|| self.configured_chain_from_fault(node, at_ms))
+    }
+
+    /// The chain up the sources each node follows now, if a faulted node is on it.
+    fn followed_chain_from_fault(&self, node: &str, at_ms: u64) -> Option<Vec<String>> {
+        let mut chain = vec![node.to_string()];
+        while let Some((source, _)) = self.current.get(chain.last().expect("never empty")) {
+            if chain.contains(source) {
+                return None; // a loop in what the trace said: no chain to name
+            }
+            chain.push(source.clone());
+            if self.fault_on(source, at_ms).is_some() {
+                chain.reverse();
+                return Some(chain);
+            }
+        }
+        None
+    }
+
+    fn configured_chain_from_fault(&self, node: &str, at_ms: u64) -> Option<Vec<String>> {
         let mut queue = VecDeque::from([vec![node.to_string()]]);
         let mut seen = std::collections::BTreeSet::from([node.to_string()]);
         while let Some(path) = queue.pop_front() {
@@ -324,6 +345,31 @@ mod tests {
         assert_eq!(node, "edge-1");
         assert!(message.contains("2 hops below the partition of mid-1: mid-1 → region-1 → edge-1"), "{message}");
         assert!(message.contains("region-1 (stale) at 6000 ms"), "{message}");
+    }
+
+    /// The chain named is the one the nodes followed (edge-1 under region-2 under mid-1), not
+    /// the shortest configured one (through region-1), with the moves along it.
+    #[test]
+    fn the_chain_named_is_the_followed_one() {
+        let follows = |at_ms: u64, node: &str, ip: &str| Event::SourceChanged {
+            at_ms,
+            node: node.into(),
+            source: format!("{ip}:7000"),
+            reason: SourceChange::Start,
+        };
+        let events = [
+            follows(0, "region-2", "10.0.1.1"),
+            follows(0, "edge-1", "10.0.2.2"),
+            fault(1_000, "mid-1", FaultKind::SlowDisk, FaultPhase::Start),
+            moved(6_000, "edge-1", SourceChange::Stale),
+        ];
+        let found = violations(&events);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].1.contains("2 hops below the slow_disk of mid-1: mid-1 → region-2 → edge-1"),
+            "{}",
+            found[0].1
+        );
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<Strin
         .filter(|(name, _)| crate::trace::is_root(name))
         .filter_map(|(name, status)| Some((*name, status.as_ref().ok()?)))
         .max_by_key(|(_, status)| status.applied_index);
-    let Some((_, root)) = root else { return vec!["no root member answers".into()] };
+    let Some((root_name, root)) = root else { return vec!["no root member answers".into()] };
     let mut out = Vec::new();
     for (name, status) in &statuses {
         match status {
@@ -119,7 +119,7 @@ pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<Strin
                 out.push(format!("{name} is at index {}, past the root's {}", s.applied_index, root.applied_index))
             }
             Ok(s) if s.state_digest != root.state_digest => out.push(format!(
-                "{name} holds every write to index {}, but a different state than the root",
+                "{name} holds every write to index {}, but a different state than {root_name}, the reference root",
                 s.applied_index
             )),
             Ok(_) => {}

@@ -137,6 +137,11 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     };
     let replication = || {
         let mut replication = ReplicationConfig::default();
+        // Every node's, the root group's members too: a member judges itself behind its group
+        // by its newest entry's age against its own `staleness_failover` (what it tells its
+        // replicas), so a member left at the default would still say "healthy" long after the
+        // replicas below it went stale, and the tier below would move instead of waiting.
+        replication.staleness_failover = settings.staleness_failover;
         if let Some(bytes) = settings.snapshot_chunk_bytes {
             replication.snapshot_chunk_bytes = bytes;
         }
@@ -243,7 +248,6 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             let mut replication = replication();
             replication.primaries = (0..tier.primaries).map(&mut pick).collect();
             replication.secondaries = (tier.primaries..tier.primaries + tier.secondaries).map(&mut pick).collect();
-            replication.staleness_failover = settings.staleness_failover;
             let name = format!("{}-{}", tier.name, n + 1);
             out.push((node(name, Role::Replica, node_ip, replication, None), node_ip));
             this_tier.push((node_ip, dc, position));

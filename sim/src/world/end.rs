@@ -203,16 +203,24 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
         }
     }
     if out.is_empty() {
-        let digest = |state: &NodeState| state.read_store(|s| s.state_digest().ok());
-        let root_digest = digest(root);
-        for node in nodes {
-            let Some(state) = states.get(&node.name) else { continue };
-            if digest(state) != root_digest {
-                let index = state.read_store(|s| s.applied_index());
-                out.push(format!(
-                    "{} holds every write to index {index}, but a different state than the root",
-                    node.name
-                ));
+        let digest = |state: &NodeState| state.read_store(|s| s.state_digest().map_err(|e| e.to_string()));
+        match digest(root) {
+            Err(e) => out.push(format!("{root_name}, the reference root, holds a state that cannot be read: {e}")),
+            Ok(reference) => {
+                for node in nodes {
+                    let Some(state) = states.get(&node.name) else { continue };
+                    let index = state.read_store(|s| s.applied_index());
+                    match digest(state) {
+                        Ok(ours) if ours == reference => {}
+                        Ok(_) => out.push(format!(
+                            "{} holds every write to index {index}, but a different state than {root_name}, the reference root",
+                            node.name
+                        )),
+                        Err(e) => {
+                            out.push(format!("{} is at index {index}, but its state cannot be read: {e}", node.name))
+                        }
+                    }
+                }
             }
         }
     }
