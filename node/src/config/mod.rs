@@ -34,7 +34,7 @@
 //! secondaries = ["127.0.0.1:7100"]    # longer history; tried after the primaries
 //! staleness_failover = "30s"          # newest entry older than this: move to the next source
 //! # snapshot_chunk_bytes = "1 MiB"    # the chunks this node serves snapshots in (4 KiB..16 MiB)
-//! # snapshot_timeout = "30s"          # a bootstrap's longest wait for any one step
+//! # snapshot_timeout = "30s"          # a bootstrap's longest wait for any one step (its connect: staleness_failover, if shorter)
 //! # apply_batch_entries_max = 1000    # most entries a replica applies in one commit
 //! # dial_from = "127.0.0.2"          # local address outgoing replication and Raft connections use
 //!

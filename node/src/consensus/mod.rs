@@ -17,6 +17,7 @@
 //!   seed rather than the OS (raft-rs draws them from `rand::thread_rng()`, which madsim cannot
 //!   seed on Linux; `vendor/raft.patch` makes the source settable).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, EntryType, Message, Snapshot};
@@ -33,11 +34,6 @@ pub use adopt::own_state_over_copy;
 /// `ELECTION_TICKS..2 * ELECTION_TICKS`). With the node's tick of [`TICK`], a leader is
 /// replaced within 1 to 2 s of its last heartbeat — etcd's default ratio (10 heartbeats).
 pub const ELECTION_TICKS: usize = 10;
-/// Ticks a member that started with no Raft state abstains from elections: twice the longest
-/// election timeout, so the election it may have voted in before its disk was replaced is over.
-/// Timing, not a proof: the sound way to replace a member's disk is a membership change (a new
-/// member id), which this group does not make yet.
-pub const FRESH_ABSTAIN_TICKS: usize = 4 * ELECTION_TICKS;
 /// Ticks between a leader's heartbeats.
 pub const HEARTBEAT_TICKS: usize = 1;
 /// How often a member ticks.
@@ -110,7 +106,8 @@ pub enum MemberEvent {
 }
 
 /// Where a member's store stood once it applied a snapshot's Raft index: its Quicksilver log's
-/// last index and chain hash. A snapshot's data.
+/// last index and chain hash. A snapshot's data begins with it; the producers' quota ledger
+/// committed by then follows (see [`Member::snapshot_quotas`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StorePoint {
     pub log_index: u64,
@@ -139,6 +136,20 @@ impl StorePoint {
             log_index: u64::from_be_bytes(index.try_into().expect("8 bytes")),
             hash: ChainHash(hash.try_into().expect("32 bytes")),
         })
+    }
+
+    /// A snapshot's data: the store point, then the quota ledger's bytes (empty when none was
+    /// committed, and in snapshots written before ledgers travelled with them).
+    fn split_snapshot_data(data: &[u8]) -> Result<(StorePoint, &[u8]), MemberError> {
+        if data.len() < Self::BYTES {
+            return Err(MemberError::Damaged(format!(
+                "a snapshot's data is {} bytes, shorter than its store point ({} bytes)",
+                data.len(),
+                Self::BYTES
+            )));
+        }
+        let (point, quotas) = data.split_at(Self::BYTES);
+        Ok((StorePoint::decode(point)?, quotas))
     }
 }
 
@@ -259,6 +270,97 @@ pub enum MemberError {
     Damaged(String),
 }
 
+/// Whether a member may grant votes. A member that starts with nothing — its disk replaced, its
+/// damaged store set aside, or the group's first start — forgot every vote it cast and every
+/// entry it acknowledged: a vote now could be its second in a term (two leaders in one term),
+/// or could elect a candidate lacking entries committed with its lost acknowledgement (a lost
+/// committed write). So:
+///
+/// - Once it has heard a leader, it grants no vote until it holds what the group committed:
+///   until its log commits as far as the first leader it heard had committed (raised if a
+///   leader of a later term speaks first), or it is elected itself.
+/// - Before that it grants a candidate only once it has seen every other member's log (their
+///   vote requests carry where their logs end) and the candidate's is at least as up to date as
+///   each of them. Whatever committed entries survive its lost disk are in the most up-to-date
+///   log of the others, so such a candidate holds them; and a second vote in a term where it
+///   voted before its disk was replaced could only go to a candidate whose log is behind the
+///   log that term's winner wrote. A group's first start elects this way (every log empty),
+///   an election timeout or two later than a group of kept disks.
+///
+/// swarm-raft seed 7095: a member whose disk was replaced abstained for a few election
+/// timeouts, then voted a second time in term 2 for a member lacking the entries it had
+/// acknowledged — two leaders in term 2 and a forked chain. Seed 17: two members' disks
+/// replaced one after the other elected each other with empty logs while the third held every
+/// committed entry, when a fresh member still granted any empty-log candidate.
+///
+/// Not a proof against every history: a leader it hears may itself be stale (deposed where
+/// this member cannot hear the new one), and then "what the group committed" is judged by an
+/// old commit index. The sound way to replace a member's disk is a membership change (a new
+/// member id), which this group does not make yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Standing {
+    /// It kept its Raft state (or never had a disk to lose): it votes as Raft says.
+    Voting,
+    /// It started with nothing and has heard no leader; `seen`: per other member, the furthest
+    /// (last term, last index) its log was seen to end at.
+    Fresh { seen: BTreeMap<u64, (u64, u64)> },
+    /// It started with nothing and heard a leader of `term` that had committed `commit`.
+    CatchingUp { term: u64, commit: u64 },
+}
+
+impl Standing {
+    fn fresh() -> Standing {
+        Standing::Fresh { seen: BTreeMap::new() }
+    }
+
+    /// Member `from`'s log ends at `last_index` in `last_term` (from its vote request).
+    fn saw(&mut self, from: u64, last_term: u64, last_index: u64) {
+        if let Standing::Fresh { seen } = self {
+            let furthest = seen.entry(from).or_insert((last_term, last_index));
+            *furthest = (*furthest).max((last_term, last_index));
+        }
+    }
+
+    /// Whether a candidate whose log ends at `last_index` in `last_term` may have its vote;
+    /// `others` are the group's members but this one.
+    fn may_vote_for(&self, last_index: u64, last_term: u64, others: &[u64]) -> bool {
+        match self {
+            Standing::Voting => true,
+            Standing::Fresh { seen } => {
+                others.iter().all(|m| seen.contains_key(m))
+                    && seen.values().all(|&furthest| (last_term, last_index) >= furthest)
+            }
+            Standing::CatchingUp { .. } => false,
+        }
+    }
+
+    /// A leader of `term` sent entries or a snapshot, having committed `commit`.
+    fn heard_leader(&mut self, term: u64, commit: u64) {
+        match *self {
+            Standing::Voting => {}
+            Standing::Fresh { .. } => *self = Standing::CatchingUp { term, commit },
+            Standing::CatchingUp { term: known, .. } if term > known => {
+                *self = Standing::CatchingUp { term, commit };
+            }
+            Standing::CatchingUp { .. } => {}
+        }
+    }
+
+    /// After a step: it votes again once it leads (a majority chose its log) or its log
+    /// committed what the leader it heard had.
+    fn update(&mut self, leads: bool, committed: u64) {
+        let caught_up = match *self {
+            Standing::Voting => return,
+            Standing::Fresh { .. } => leads,
+            Standing::CatchingUp { commit, .. } => leads || committed >= commit,
+        };
+        if caught_up {
+            tracing::info!(committed, was = ?*self, "a member that started with nothing holds what the group committed: it votes again");
+            *self = Standing::Voting;
+        }
+    }
+}
+
 /// One member's consensus state.
 pub struct Member {
     raw: RawNode<MemberLog>,
@@ -267,8 +369,8 @@ pub struct Member {
     /// PLANTED BUG (legacy `raft_apply_before_commit`): entries come out as committed when
     /// they are appended; the last index that came out so.
     applies_uncommitted: Option<u64>,
-    /// Ticks left in which a member that started with nothing abstains from elections.
-    fresh_ticks_left: usize,
+    /// Whether it may vote yet (a member that started with nothing may not, at first).
+    standing: Standing,
     /// The first index of the term it last looked up, and that term (see `term_start`).
     term_start: std::cell::Cell<Option<(u64, u64)>>,
     /// The last (term, role, leader) reported.
@@ -287,7 +389,7 @@ impl Member {
     /// It takes part in elections at once (it has no disk that could have been replaced).
     pub fn new(id: u64, voters: &[u64]) -> Result<Member, MemberError> {
         let mut member = Member::restore(id, voters, Restored::default(), Box::new(Volatile))?;
-        member.fresh_ticks_left = 0;
+        member.standing = Standing::Voting;
         Ok(member)
     }
 
@@ -304,7 +406,7 @@ impl Member {
             Some(bytes) => {
                 let snapshot: Snapshot = protobuf::Message::parse_from_bytes(bytes)
                     .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
-                StorePoint::decode(snapshot.get_data())?;
+                StorePoint::split_snapshot_data(snapshot.get_data())?;
                 storage.wl().apply_snapshot(snapshot.clone())?;
                 Some(snapshot)
             }
@@ -373,13 +475,13 @@ impl Member {
         config.validate()?;
         let raw = RawNode::new(&config, storage, &logger())?;
         let fresh = restored.hard_state.is_none() && restored.entries.is_empty() && restored.snapshot.is_none();
-        let fresh_ticks_left = if fresh { FRESH_ABSTAIN_TICKS } else { 0 };
+        let standing = if fresh { Standing::fresh() } else { Standing::Voting };
         Ok(Member {
             raw,
             voters: voters.to_vec(),
             disk,
             applies_uncommitted: None,
-            fresh_ticks_left,
+            standing,
             term_start: std::cell::Cell::new(None),
             reported: None,
         })
@@ -438,14 +540,27 @@ impl Member {
     pub fn snapshot(&self) -> Option<(u64, StorePoint)> {
         let held = self.raw.raft.raft_log.store.snapshot.lock().expect("the snapshot lock is never poisoned");
         let snapshot = held.as_ref()?;
-        let point = StorePoint::decode(snapshot.get_data()).expect("a held snapshot's point was checked when it came");
+        let (point, _) = StorePoint::split_snapshot_data(snapshot.get_data())
+            .expect("a held snapshot's point was checked when it came");
         Some((snapshot.get_metadata().index, point))
     }
 
-    /// Snapshots at `applied` (an index this member applied, its store at `point`), and drops
-    /// the log before the last `keep` entries up to it: a member further behind than that is
-    /// sent the snapshot. Durable on the member's disk when it returns.
-    pub fn compact(&mut self, applied: u64, point: StorePoint, keep: u64) -> Result<(), MemberError> {
+    /// The producers' quota ledger (its encoded bytes) the snapshot this member's log starts
+    /// after carries, if it carries one: what the group had committed of the buckets by then.
+    /// A member that caught its store up to the snapshot from a peer's log has not applied the
+    /// proposals that carried it.
+    pub fn snapshot_quotas(&self) -> Option<Vec<u8>> {
+        let held = self.raw.raft.raft_log.store.snapshot.lock().expect("the snapshot lock is never poisoned");
+        let (_, quotas) = StorePoint::split_snapshot_data(held.as_ref()?.get_data())
+            .expect("a held snapshot's point was checked when it came");
+        (!quotas.is_empty()).then(|| quotas.to_vec())
+    }
+
+    /// Snapshots at `applied` (an index this member applied, its store at `point`, the quota
+    /// ledger committed by then `quotas`, empty for none), and drops the log before the last
+    /// `keep` entries up to it: a member further behind than that is sent the snapshot. Durable
+    /// on the member's disk when it returns.
+    pub fn compact(&mut self, applied: u64, point: StorePoint, quotas: &[u8], keep: u64) -> Result<(), MemberError> {
         let log = &self.raw.raft.raft_log;
         assert!(applied <= log.applied, "a snapshot at {applied} is past what was applied ({})", log.applied);
         let term = log.term(applied)?;
@@ -454,7 +569,9 @@ impl Member {
         metadata.index = applied;
         metadata.term = term;
         metadata.set_conf_state(ConfState::from((self.voters.clone(), Vec::<u64>::new())));
-        snapshot.data = point.encode().into();
+        let mut data = point.encode();
+        data.extend_from_slice(quotas);
+        snapshot.data = data.into();
         let storage = self.raw.raft.raft_log.store.clone();
         let first_kept = (applied + 1).saturating_sub(keep).max(raft::Storage::first_index(&storage)?);
         let bytes = protobuf::Message::write_to_bytes(&snapshot).expect("a snapshot encodes");
@@ -529,31 +646,58 @@ impl Member {
 
     /// One tick of [`TICK`].
     pub fn tick(&mut self) -> Result<Output, MemberError> {
-        self.fresh_ticks_left = self.fresh_ticks_left.saturating_sub(1);
         self.raw.tick();
-        self.drain()
+        let out = self.drain()?;
+        self.update_standing();
+        Ok(out)
+    }
+
+    fn update_standing(&mut self) {
+        self.standing.update(self.raw.raft.state == raft::StateRole::Leader, self.raw.raft.raft_log.committed);
     }
 
     /// A message from another member. A message raft-rs will not step (from a member outside
     /// the group, say) is an error the caller logs; the member goes on.
     ///
-    /// A member that started with nothing (its disk replaced) abstains from elections for
-    /// [`FRESH_ABSTAIN_TICKS`]: before its disk was replaced it may have voted in the term now
-    /// being decided, and a second vote there could elect two leaders. (A group's first start
-    /// waits as long: every member starts with nothing.) And a leader's heartbeat may commit
-    /// past what such a member holds (the leader remembers it holding more): the commit is
-    /// taken as far as the member's log goes, and the leader's next append finds the gap.
+    /// A member that started with nothing (its disk replaced) grants no vote until it holds
+    /// what the group committed (see [`Standing`]). And a leader's heartbeat may commit past what
+    /// such a member holds (the leader remembers it holding more): the commit is taken as far
+    /// as the member's log goes, and the leader's next append finds the gap.
     pub fn receive(&mut self, mut message: Message) -> Result<Output, MemberError> {
         use raft::prelude::MessageType;
         let vote = matches!(message.get_msg_type(), MessageType::MsgRequestVote | MessageType::MsgRequestPreVote);
-        if vote && self.fresh_ticks_left > 0 {
-            return Ok(Output::default());
+        if vote && self.standing != Standing::Voting {
+            self.standing.saw(message.from, message.log_term, message.index);
+            let others: Vec<u64> = self.voters.iter().copied().filter(|&m| m != self.id()).collect();
+            if !self.standing.may_vote_for(message.index, message.log_term, &others) {
+                tracing::debug!(member = self.id(), candidate = message.from, term = message.term, standing = ?self.standing, "no vote: this member started with nothing and has not caught up with the group");
+                return Ok(Output::default());
+            }
         }
-        if message.get_msg_type() == MessageType::MsgHeartbeat {
-            message.commit = message.commit.min(self.raw.raft.raft_log.last_index());
+        match message.get_msg_type() {
+            MessageType::MsgHeartbeat => message.commit = message.commit.min(self.raw.raft.raft_log.last_index()),
+            MessageType::MsgAppend => self.standing.heard_leader(message.term, message.commit),
+            MessageType::MsgSnapshot => {
+                let index = message.get_snapshot().get_metadata().index;
+                self.standing.heard_leader(message.term, index);
+            }
+            _ => {}
         }
         self.raw.step(message)?;
-        self.drain()
+        let out = self.drain()?;
+        self.update_standing();
+        Ok(out)
+    }
+
+    /// The snapshot message to `to` that the last output held was handed to its link. raft-rs
+    /// waits in its snapshot state for the follower's answer, and an answer lost on the way (a
+    /// link cut and dialled again) would strand the follower: no append, only heartbeats, for
+    /// ever. Reported as finished, the leader probes again at the next heartbeat answer
+    /// (raft-rs's `report_snapshot`, which etcd's transport calls after each snapshot it sends).
+    /// (raft-bit-rot-rocksdb seed 82: a member back from a set-aside store took a snapshot and
+    /// then stayed at it for 140 s while the group committed 250 entries more.)
+    pub fn snapshot_sent(&mut self, to: u64) {
+        self.raw.report_snapshot(to, raft::SnapshotStatus::Finish);
     }
 
     /// Proposes `data` for the group's log. Only the leader takes proposals: a follower
@@ -587,7 +731,7 @@ impl Member {
             if let Some(snapshot) = &received {
                 // From the leader, in place of the log this member lacks: its store point must
                 // be sound before it is recorded.
-                let point = StorePoint::decode(snapshot.get_data())?;
+                let (point, _) = StorePoint::split_snapshot_data(snapshot.get_data())?;
                 out.events.push(MemberEvent::Snapshot { index: snapshot.get_metadata().index, point });
                 write.snapshot = Some(protobuf::Message::write_to_bytes(snapshot).expect("a snapshot encodes"));
             }
@@ -857,6 +1001,134 @@ mod tests {
         }
     }
 
+    /// Ticks `members[at]` alone for long enough that it campaigns (a leader among them steps
+    /// down first, hearing nobody: check-quorum) and delivers everything among `members`.
+    fn campaign(members: &mut [Member], at: usize, events: &mut Vec<(u64, MemberEvent)>) {
+        let mut outbox = Vec::new();
+        for _ in 0..4 * ELECTION_TICKS {
+            outbox.extend(members[at].tick().unwrap().messages);
+        }
+        settle(members, outbox, events);
+    }
+
+    /// swarm-raft seed 7095's story, driven: member 1 leads and commits with member 2 while 3
+    /// is cut off; member 2's disk is replaced; member 1 is lost. Member 3 — lacking the
+    /// committed entries — must not win with the vote of member 2's new, empty self (it did:
+    /// after abstaining a few election timeouts, it voted again in the term it had voted in,
+    /// and the group had two leaders in one term and a forked log). Once member 2 heard a
+    /// leader and holds what it committed, it votes as Raft says again.
+    #[test]
+    fn a_member_whose_disk_was_replaced_votes_only_once_it_holds_what_was_committed() {
+        let voters = [1, 2, 3];
+        let fresh = |id: u64| Member::restore(id, &voters, Restored::default(), Box::new(Kept::default())).unwrap();
+        let mut events = Vec::new();
+        let mut members: Vec<Member> = voters.iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
+        campaign(&mut members, 0, &mut events);
+        assert!(members[0].is_leader());
+        let three = members.pop().expect("member 3");
+        for n in 0..5u8 {
+            let (_, out) = members[0].propose(vec![n]).unwrap();
+            settle(&mut members, out.messages, &mut events); // member 3 cut off: 1 and 2 commit
+        }
+        let committed = members[0].raw.raft.raft_log.committed;
+        assert!(three.raw.raft.raft_log.last_index() < committed, "member 3 missed the commits");
+        // Member 2's disk is replaced; member 1 is lost.
+        let one = members.remove(0);
+        members[0] = fresh(2);
+        members.push(three);
+        for _ in 0..5 {
+            for _ in 0..4 * ELECTION_TICKS {
+                members[0].tick().unwrap(); // the new member 2 has long waited: no timing helps 3
+            }
+            campaign(&mut members, 1, &mut events);
+            assert!(!members[1].is_leader(), "member 3 won without the committed entries: {events:?}");
+        }
+        // Member 1 is back: it leads again with member 3's vote, and its appends bring
+        // member 2 up to what it committed.
+        members.insert(0, one);
+        campaign(&mut members, 0, &mut events);
+        assert!(members[0].is_leader());
+        let (_, out) = members[0].propose(vec![9]).unwrap();
+        settle(&mut members, out.messages, &mut events);
+        assert_eq!(members[1].standing, Standing::Voting, "member 2 holds what was committed");
+        // Member 1 is lost again: member 3, caught up as well, now wins with member 2's vote
+        // (member 2's lease on member 1 run out first: what it sends meanwhile is lost).
+        members.remove(0);
+        for _ in 0..2 * ELECTION_TICKS {
+            members[0].tick().unwrap();
+        }
+        campaign(&mut members, 1, &mut events);
+        assert!(members[1].is_leader(), "member 2 votes again: {events:?}");
+    }
+
+    /// Every member starts with nothing (a group's first start): they elect once each has seen
+    /// the others' (empty) logs.
+    #[test]
+    fn a_groups_first_start_elects_with_every_member_fresh() {
+        let voters = [1, 2, 3];
+        let mut members: Vec<Member> = voters
+            .iter()
+            .map(|&id| Member::restore(id, &voters, Restored::default(), Box::new(Kept::default())).unwrap())
+            .collect();
+        let mut events = Vec::new();
+        for round in 0.. {
+            assert!(round < 10, "no leader after ten rounds: {events:?}");
+            let mut outbox = Vec::new();
+            for _ in 0..ELECTION_TICKS {
+                for member in &mut members {
+                    outbox.extend(member.tick().unwrap().messages);
+                }
+            }
+            settle(&mut members, outbox, &mut events);
+            if members.iter().any(Member::is_leader) {
+                break;
+            }
+        }
+        assert_eq!(members.iter().filter(|m| m.is_leader()).count(), 1);
+    }
+
+    /// swarm-raft seed 17's story: members 1 and 3 had their disks replaced one after the other;
+    /// member 2 holds every committed entry. The two fresh members must not elect each other
+    /// with empty logs; member 2 is elected with a fresh member's vote.
+    #[test]
+    fn two_fresh_members_elect_the_one_that_kept_its_log() {
+        let voters = [1, 2, 3];
+        let fresh = |id: u64| Member::restore(id, &voters, Restored::default(), Box::new(Kept::default())).unwrap();
+        let mut events = Vec::new();
+        let mut members: Vec<Member> = voters.iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
+        campaign(&mut members, 1, &mut events);
+        assert!(members[1].is_leader());
+        for n in 0..5u8 {
+            let (_, out) = members[1].propose(vec![n]).unwrap();
+            settle(&mut members, out.messages, &mut events);
+        }
+        members[0] = fresh(1);
+        members[2] = fresh(3);
+        // Leases run out on every side (what is sent meanwhile is lost); then member 3 campaigns
+        // with its empty log, and member 2 with the log.
+        let lapse = |members: &mut [Member]| {
+            for member in members.iter_mut() {
+                for _ in 0..2 * ELECTION_TICKS {
+                    member.tick().unwrap();
+                }
+            }
+        };
+        for _ in 0..3 {
+            lapse(&mut members);
+            campaign(&mut members, 2, &mut events);
+            assert!(!members[0].is_leader() && !members[2].is_leader(), "fresh members elected each other: {events:?}");
+            lapse(&mut members);
+            campaign(&mut members, 1, &mut events);
+            if members[1].is_leader() {
+                break;
+            }
+        }
+        assert!(members[1].is_leader(), "member 2 holds the log: {events:?}");
+        let (_, out) = members[1].propose(vec![9]).unwrap();
+        settle(&mut members, out.messages, &mut events);
+        assert!(members.iter().all(|m| m.standing == Standing::Voting), "both caught up with member 2");
+    }
+
     /// A persist that failed leaves the proposal in raft-rs's log, unstable, and not in the
     /// member's storage: the member's own state (what a heal writes over a peer's copy) is what
     /// its storage holds, and reading it must not ask the storage for the unstable entry — it
@@ -902,7 +1174,7 @@ mod tests {
         let out = members[0].tick().unwrap();
         settle(&mut members[..2], out.messages, &mut events);
         let applied = members[0].commit_index();
-        members[0].compact(applied, point(applied), 5).unwrap();
+        members[0].compact(applied, point(applied), b"ledger", 5).unwrap();
         assert_eq!(members[0].first_index(), applied + 1 - 5, "the last five entries are kept");
         assert_eq!(members[0].snapshot(), Some((applied, point(applied))));
         // Member 3 comes back: the leader's log no longer reaches it.
@@ -919,11 +1191,13 @@ mod tests {
             of_3[..snapshot_at].iter().all(|e| !matches!(e, MemberEvent::Committed { .. })),
             "nothing at or before the snapshot is applied by member 3: {of_3:?}"
         );
+        assert_eq!(members[2].snapshot_quotas().as_deref(), Some(&b"ledger"[..]), "the quota ledger travels with it");
         // It restarts from its disk: the log starts after the snapshot.
         let mut restored = disk.0.lock().unwrap().clone();
         restored.applied = applied; // its store caught up to the snapshot
         let member = Member::restore(3, &voters, restored, Box::new(disk.clone())).unwrap();
         assert_eq!((member.first_index(), member.snapshot()), (applied + 1, Some((applied, point(applied)))));
+        assert_eq!(member.snapshot_quotas().as_deref(), Some(&b"ledger"[..]));
         // A store behind its snapshot restarts too (it catches up before applying more).
         let mut behind = disk.0.lock().unwrap().clone();
         behind.applied = 0;
@@ -936,6 +1210,12 @@ mod tests {
         let p = point(7);
         assert_eq!(StorePoint::decode(&p.encode()).unwrap(), p);
         assert!(matches!(StorePoint::decode(&p.encode()[1..]), Err(MemberError::Damaged(_))));
+        // A snapshot's data: the point, then the quota ledger (none in older snapshots).
+        let mut data = p.encode();
+        assert_eq!(StorePoint::split_snapshot_data(&data).unwrap(), (p, &[][..]));
+        data.extend_from_slice(b"ledger");
+        assert_eq!(StorePoint::split_snapshot_data(&data).unwrap(), (p, &b"ledger"[..]));
+        assert!(matches!(StorePoint::split_snapshot_data(&data[..39]), Err(MemberError::Damaged(_))));
     }
 
     #[test]

@@ -155,8 +155,9 @@ impl Node {
                 // A replica's store is a copy: set the damaged one aside (kept for a post-mortem,
                 // replacing any earlier one) and start empty, to re-bootstrap from a source. A
                 // root group member's too, its Raft state with it: it starts as a member whose
-                // disk was replaced — fresh, abstaining from votes until it has heard the group
-                // (so it never votes twice in a term it forgot) — and is sent the log or a
+                // disk was replaced — fresh, granting no vote until it holds what the group
+                // committed (so it never votes twice in a term it forgot, nor for a log lacking
+                // what it acknowledged) — and is sent the log or a
                 // snapshot, catching its store up from a peer's.
                 let kept = set_aside_damaged_store(location, &options).map_err(StartError::Store)?;
                 tracing::error!(node = %config.name, error = %e, kept = %kept, "the store is damaged: set aside, starting empty to re-bootstrap");

@@ -120,8 +120,19 @@ async fn fetch_and_install(
         manifest_fingerprint: staged.as_ref().map(|(m, _)| m.fingerprint()),
     };
     let deadline = state.config.replication.snapshot_timeout;
-    let mut stream = super::dial::dial(state, source, deadline).await.map_err(|e| match e {
-        super::dial::DialError::TimedOut(_) => format!("{e} (replication.snapshot_timeout)"),
+    // A source that does not even accept the connection within `staleness_failover` is one the
+    // log's connection would have given up on too: the next source gets its turn. Waiting the
+    // whole `snapshot_timeout` on a source cut off (its answers lost: a SYN retried for minutes
+    // on a real network) kept a damaged replica from a healthy source for 26 s (swarm-raft seed
+    // 7006: `lag`, edge-1 behind a clear secondary while it dialled its cut-off primary).
+    let staleness = state.config.replication.staleness_failover;
+    let (connect_within, setting) = if staleness < deadline {
+        (staleness, "replication.staleness_failover")
+    } else {
+        (deadline, "replication.snapshot_timeout")
+    };
+    let mut stream = super::dial::dial(state, source, connect_within).await.map_err(|e| match e {
+        super::dial::DialError::TimedOut(_) => format!("{e} ({setting})"),
         _ => e.to_string(),
     })?;
     write_message(&mut stream, &Message::Hello(state.hello(want, None))).await.map_err(|e| e.to_string())?;

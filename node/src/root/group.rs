@@ -303,8 +303,18 @@ impl Group {
         if self.applied < last_snapshot + self.snapshot_entries {
             return Ok(());
         }
-        let (log_index, hash) = self.state.read_store(|store| (store.applied_index(), store.chain_hash()));
-        self.member.compact(self.applied, StorePoint { log_index, hash }, self.log_keep_entries)?;
+        let (log_index, hash, quotas) =
+            self.state.read_store(|store| (store.applied_index(), store.chain_hash(), store.quota_ledger()));
+        // The ledger committed with the entries up to here travels in the snapshot: a member
+        // that catches its store up to it from a peer's log never applies the proposals that
+        // carried it (see `Member::snapshot_quotas`).
+        let quotas = quotas.map_err(|e| consensus::MemberError::Disk(format!("reading the quota ledger: {e}")))?;
+        self.member.compact(
+            self.applied,
+            StorePoint { log_index, hash },
+            quotas.as_deref().unwrap_or_default(),
+            self.log_keep_entries,
+        )?;
         self.state.probe(crate::observe::Probe::RaftLogCompacted);
         tracing::debug!(node = %self.state.config.name, raft_index = self.applied, log_index, "the root group member snapshotted and compacted its Raft log");
         Ok(())
@@ -461,6 +471,11 @@ impl Group {
             };
             if outbox.try_send(consensus::encode(&message)).is_err() {
                 self.state.metrics.raft_messages_dropped.inc();
+            }
+            if message.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
+                // Sent or dropped, the leader probes the follower again at its next heartbeat
+                // answer rather than wait for an answer to this one (see `Member::snapshot_sent`).
+                self.member.snapshot_sent(message.to);
             }
         }
         // A member that became leader may take the batches it held back once it caught up.

@@ -201,20 +201,29 @@ pub fn start_group(
 }
 
 /// Lowers the producers' buckets to what the store's last commit recorded, refilled since: a
-/// restart hands no producer a second burst. A record that does not decode is logged and
-/// ignored (the buckets start full, as they did before records were kept).
+/// restart hands no producer a second burst, nor does a member's store replaced by a peer's
+/// copy (the copy's record is the peer's). A record that does not decode is logged and ignored
+/// (the buckets keep what they hold: full at a start, as before records were kept).
 fn restore_quotas(state: &NodeState) {
+    match state.read_store(|store| store.quota_ledger()) {
+        Ok(Some(bytes)) => adopt_quota_ledger(state, &bytes, "the store's"),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(error = %e, "reading the producers' quota record failed: their buckets keep what they hold")
+        }
+    }
+}
+
+/// Lowers the producers' buckets to the encoded ledger `bytes` (`whose`, for the log).
+fn adopt_quota_ledger(state: &NodeState, bytes: &[u8], whose: &str) {
     if state.config.planted().quotas_forgotten {
         return; // PLANTED BUG (legacy `quotas_forgotten`)
     }
-    let record = state.read_store(|store| store.quota_ledger());
-    match record.map(|bytes| bytes.map(|bytes| quota::Ledger::decode(&bytes).map(|(ledger, _)| ledger))) {
-        Ok(Some(Ok(ledger))) => state.quotas.adopt(&ledger, crate::clock::unix_ms()),
-        Ok(None) => {}
-        Ok(Some(Err(e))) => {
-            tracing::error!(error = %e, "the producers' quota record is damaged: their buckets start full")
+    match quota::Ledger::decode(bytes) {
+        Ok((ledger, _)) => state.quotas.adopt(&ledger, crate::clock::unix_ms()),
+        Err(e) => {
+            tracing::error!(error = %e, whose, "a producers' quota ledger is damaged: their buckets keep what they hold")
         }
-        Err(e) => tracing::error!(error = %e, "reading the producers' quota record failed: their buckets start full"),
     }
 }
 

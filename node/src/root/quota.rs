@@ -6,7 +6,9 @@
 //! - **A restart or a failover hands no producer a second burst.** What the buckets hold travels
 //!   with the writes they let through: a root of one commits a [`Ledger`] of its buckets with
 //!   every batch; a group's leader puts one in every proposal, and every member adopts it as it
-//!   applies the proposal and commits it with the entries. A root that starts, or a member that
+//!   applies the proposal and commits it with the entries. A member that skips proposals —
+//!   catching its store up to a Raft snapshot from a peer's log, or taking a peer's store copy —
+//!   adopts the ledger the snapshot carries, or the copy's. A root that starts, or a member that
 //!   comes to lead, holds at most the last committed ledger refilled since — the tokens one
 //!   bucket would have had, but for what writes took that never committed (and so were never
 //!   acknowledged).

@@ -30,7 +30,7 @@ impl Observer for Raft {
         | Event::StoreSetAside { node, .. } = event
         {
             // Its disk was replaced, or its damaged store set aside: a new life from term 0,
-            // abstaining from votes until it has heard the group.
+            // granting no vote until it holds what the group committed.
             self.terms.remove(node);
             return Vec::new();
         }

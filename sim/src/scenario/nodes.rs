@@ -136,12 +136,12 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
         storage
     };
     let replication = || {
-        let mut replication = ReplicationConfig::default();
-        // Every node's, the root group's members too: a member judges itself behind its group
-        // by its newest entry's age against its own `staleness_failover` (what it tells its
+        // Every node's staleness_failover, the root group's members' too: a member judges itself
+        // behind its group by its newest entry's age against its own (what it tells its
         // replicas), so a member left at the default would still say "healthy" long after the
         // replicas below it went stale, and the tier below would move instead of waiting.
-        replication.staleness_failover = settings.staleness_failover;
+        let mut replication =
+            ReplicationConfig { staleness_failover: settings.staleness_failover, ..ReplicationConfig::default() };
         if let Some(bytes) = settings.snapshot_chunk_bytes {
             replication.snapshot_chunk_bytes = bytes;
         }

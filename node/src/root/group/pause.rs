@@ -134,6 +134,13 @@ impl Group {
             Some(applied) => {
                 self.applied = applied;
                 self.state.metrics.raft_applied_index.set(applied as i64);
+                // The proposals up to the snapshot, and the quota ledgers they carried, were
+                // never applied here: the snapshot's ledger (and a copied store's) stands for
+                // them, or a member that comes to lead next could grant a second burst.
+                super::super::restore_quotas(&self.state);
+                if let Some(ledger) = self.member.snapshot_quotas() {
+                    super::super::adopt_quota_ledger(&self.state, &ledger, "the Raft snapshot's");
+                }
                 Ok(true)
             }
             None => Ok(false),
@@ -156,6 +163,7 @@ impl Group {
                 // skipped as they come out committed.
                 self.applied = self.applied.max(applied);
                 self.state.metrics.raft_applied_index.set(self.applied as i64);
+                super::super::restore_quotas(&self.state); // the copy's ledger: see catch_up_to_snapshot
                 Ok(true)
             }
             None => Ok(false),
