@@ -155,11 +155,11 @@ fn a_deep_tree_rides_out_root_flaps_unless_replicas_stop_serving_downstream() {
     );
     // Whether the uncapped, unjittered backoffs then keep a layer dark past the per-node lag
     // bound depends on how the layers' retries fall against the heal, so lag catches the slow
-    // recovery on most seeds, not all. Seed 1 is one where it does: nodes whose sources had a
-    // healthy path to the root stay stale. (A change to the simulator's scheduling or to the
-    // node's connection set-up — TLS's handshake, say — re-draws every seed's run;
-    // docs/scenarios.md's planted-bug table gives the rates.)
-    let (code, stdout) = qsim(&["run", "scenarios/bug-cascade.toml", "--seed", "1"], &dir.path().join("slow"));
+    // recovery on some seeds, not all (at c388634: seeds 3, 4 and 6 of 1-6): nodes whose
+    // sources had a healthy path to the root stay stale. Seed 3 is one. (A change to the
+    // simulator's scheduling, to the node's connection set-up or to its staleness rules
+    // re-draws every seed's run; docs/scenarios.md's planted-bug table gives the rates.)
+    let (code, stdout) = qsim(&["run", "scenarios/bug-cascade.toml", "--seed", "3"], &dir.path().join("slow"));
     assert_eq!(code, 1, "{stdout}");
     assert!(failed_naming(&dir.path().join("slow"), Checker::Lag, &["fault-free path upstream"]), "{stdout}");
 }
