@@ -243,6 +243,10 @@ pub struct LegacyConfig {
     /// term at every election timeout, the member between them follows it, and the leader is
     /// deposed though it reaches a majority: leadership flaps for as long as the link is down.
     pub raft_without_pre_vote: bool,
+    /// Root group: a member whose disk fails a persist or an apply, or whose store forks from
+    /// the group's log, stops its consensus for good — and keeps claiming the role it last had
+    /// ("leader, serving"), answering every write 503 for ever, its replicas still following it.
+    pub raft_stop_consensus_on_failure: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -586,6 +590,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     quotas_forgotten: false,
     raft_trust_claimed_member: false,
     raft_without_pre_vote: false,
+    raft_stop_consensus_on_failure: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,

@@ -40,7 +40,8 @@ pub enum Checker {
     Installs,
     Fetch,
     Quota,
-    /// A root group's consensus: at most one leader per term.
+    /// A root group's consensus: at most one leader per term, terms never go back, leadership
+    /// holds under cut links, members rejoin and a clear majority commits.
     Raft,
     /// Who may speak for a root member: no impostor admitted, every refusal counted.
     Admission,

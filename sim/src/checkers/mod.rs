@@ -14,6 +14,7 @@ pub mod fetch;
 pub mod installs;
 pub mod lag;
 pub mod leadership;
+pub mod member_liveness;
 pub mod memory;
 pub mod progress;
 pub mod quota;
@@ -46,6 +47,7 @@ const OF_NODES_BEFORE_WIRE: usize = 7;
 /// themselves). A real run (`crate::real`) judges its merged trace with these.
 pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     let paths = paths(scenario, plan);
+    let lag_bound_ms = paths.bound_ms;
     let mut sources = paths.sources.clone();
     // A root group member's store catches up from its peers (a copy of one's store when none
     // holds its next entry): for `installs`, they are its sources.
@@ -73,6 +75,8 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     if scenario.topology.root_members > 1 {
         checkers.push(Box::new(raft::Raft::default()));
         checkers.push(Box::new(leadership::Leadership::new(members.clone(), plan.draws.fault_points)));
+        let rejoin_ms = lag_bound_ms + leadership::ELECT_WITHIN_MS;
+        checkers.push(Box::new(member_liveness::MemberLiveness::new(&members, rejoin_ms)));
     }
     if has_impostors(scenario) {
         checkers.push(Box::new(admission::Admission));

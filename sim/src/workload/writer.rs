@@ -221,9 +221,21 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
         let (target, roots, idle, quota) = (target.clone(), roots.clone(), idle.clone(), quota.clone());
         tokio::spawn(async move {
-            let answer = tokio::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle))
-                .await
-                .unwrap_or(Answer::Unknown);
+            let asked = *target.locked();
+            let answer = match tokio::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle)).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // No answer in time (the member paused, cut off, its disk stalled): as a
+                    // client would, the next request tries the next member, unless another
+                    // answer has moved the target on meanwhile.
+                    let mut target = target.locked();
+                    if *target == asked && roots.len() > 1 {
+                        let next = roots.iter().position(|r| *r == asked).map_or(0, |n| (n + 1) % roots.len());
+                        *target = roots[next];
+                    }
+                    Answer::Unknown
+                }
+            };
             {
                 let how = match answer {
                     Answer::OverQuota => crate::checkers::quota::Answered::OverQuota,

@@ -50,6 +50,12 @@ impl Group {
                 self.state.forked();
             }
         }
+        if self.state.config.planted().raft_stop_consensus_on_failure {
+            // PLANTED BUG (legacy `raft_stop_consensus_on_failure`, the simulator's bug zoo
+            // only): the consensus ends here, its view left as it was — the role it claims.
+            tracing::error!(node = %name, "PLANTED BUG: the root group member's consensus stops for good");
+            return false;
+        }
         self.recover(lifecycle).await
     }
 
