@@ -40,8 +40,8 @@ pub fn own_state_over_copy(
     metadata.index = applied;
     metadata.term = term;
     metadata.set_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
-    snapshot.data = point.encode().into();
-    let snapshot = protobuf::Message::write_to_bytes(&snapshot).expect("a snapshot encodes");
+    snapshot.data = point.encode();
+    let snapshot = prost::Message::encode_to_vec(&snapshot);
     // Its entries all lie at or before the copy's applied index: the snapshot replaces them.
     Ok(RaftWrite { snapshot: Some(snapshot), hard_state: own.hard_state.clone(), entries: Vec::new() })
 }
@@ -50,7 +50,7 @@ pub fn own_state_over_copy(
 /// when that is at `index`.
 fn term_in_copy(copy: &RaftRecords, index: u64) -> Result<u64, MemberError> {
     if let Some((_, bytes)) = copy.entries.iter().find(|(at, _)| *at == index) {
-        let entry: Entry = protobuf::Message::parse_from_bytes(bytes)
+        let entry: Entry = prost::Message::decode(bytes.as_slice())
             .map_err(|e| MemberError::Damaged(format!("the copy's Raft entry {index}: {e}")))?;
         return Ok(entry.term);
     }
@@ -65,7 +65,7 @@ fn term_in_copy(copy: &RaftRecords, index: u64) -> Result<u64, MemberError> {
 }
 
 fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, MemberError> {
-    protobuf::Message::parse_from_bytes(bytes).map_err(|e| MemberError::Damaged(format!("a Raft snapshot: {e}")))
+    prost::Message::decode(bytes).map_err(|e| MemberError::Damaged(format!("a Raft snapshot: {e}")))
 }
 
 #[cfg(test)]
@@ -77,13 +77,13 @@ mod tests {
     fn entry(index: u64, term: u64) -> (u64, Vec<u8>) {
         let mut entry = Entry::default();
         (entry.index, entry.term) = (index, term);
-        (index, protobuf::Message::write_to_bytes(&entry).unwrap())
+        (index, prost::Message::encode_to_vec(&entry))
     }
 
     fn hard_state(term: u64, vote: u64, commit: u64) -> Vec<u8> {
         let mut hard_state = raft::prelude::HardState::default();
         (hard_state.term, hard_state.vote, hard_state.commit) = (term, vote, commit);
-        protobuf::Message::write_to_bytes(&hard_state).unwrap()
+        prost::Message::encode_to_vec(&hard_state)
     }
 
     /// Member 3's log ends at entry 3 (term 1); it copied peer 1's store, which applied

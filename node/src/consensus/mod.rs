@@ -12,7 +12,10 @@
 //!   the data. A member that receives one records it durably, acknowledges it, and reports
 //!   [`MemberEvent::Snapshot`]: its store must reach that point (the root catches it up from a
 //!   peer's Quicksilver log, as a replica does) before any later entry is applied;
-//! - [`encode`]/[`decode`]: a Raft message's bytes (protobuf, raft-rs's own codec), bounded;
+//! - [`encode`]/[`decode`]: a Raft message's bytes (protobuf's wire format, through raft-rs's
+//!   prost-codec: prost's `Message`), bounded. Raft entries, hard states and snapshots are kept
+//!   on the disk in the same encoding, which the rust-protobuf codec raft-rs used before wrote
+//!   too (`wire_tests` pins bytes it wrote);
 //! - `deterministic_elections`: under madsim, randomized election timeouts drawn from the run's
 //!   seed rather than the OS (raft-rs draws them from `rand::thread_rng()`, which madsim cannot
 //!   seed on Linux; `vendor/raft.patch` makes the source settable).
@@ -314,7 +317,7 @@ impl Member {
         let storage = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
         let snapshot = match &restored.snapshot {
             Some(bytes) => {
-                let snapshot: Snapshot = protobuf::Message::parse_from_bytes(bytes)
+                let snapshot: Snapshot = prost::Message::decode(bytes.as_slice())
                     .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
                 StorePoint::split_snapshot_data(snapshot.get_data())?;
                 storage.wl().apply_snapshot(snapshot.clone())?;
@@ -327,7 +330,7 @@ impl Member {
             .entries
             .iter()
             .map(|(index, bytes)| {
-                let entry: Entry = protobuf::Message::parse_from_bytes(bytes)
+                let entry: Entry = prost::Message::decode(bytes.as_slice())
                     .map_err(|e| MemberError::Damaged(format!("Raft entry {index}: {e}")))?;
                 if entry.index != *index {
                     return Err(MemberError::Damaged(format!("Raft entry {index} says it is entry {}", entry.index)));
@@ -346,7 +349,7 @@ impl Member {
         }
         storage.wl().append(&entries)?;
         let mut hard_state: raft::prelude::HardState = match &restored.hard_state {
-            Some(bytes) => protobuf::Message::parse_from_bytes(bytes)
+            Some(bytes) => prost::Message::decode(bytes.as_slice())
                 .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
             None => raft::prelude::HardState::default(),
         };
@@ -481,10 +484,10 @@ impl Member {
         metadata.set_conf_state(ConfState::from((self.voters.clone(), Vec::<u64>::new())));
         let mut data = point.encode();
         data.extend_from_slice(quotas);
-        snapshot.data = data.into();
+        snapshot.data = data;
         let storage = self.raw.raft.raft_log.store.clone();
         let first_kept = (applied + 1).saturating_sub(keep).max(raft::Storage::first_index(&storage)?);
-        let bytes = protobuf::Message::write_to_bytes(&snapshot).expect("a snapshot encodes");
+        let bytes = prost::Message::encode_to_vec(&snapshot);
         self.disk.compact(bytes, first_kept).map_err(MemberError::Disk)?;
         storage.entries.wl().compact(first_kept)?;
         *storage.snapshot.lock().expect("the snapshot lock is never poisoned") = Some(snapshot);
@@ -496,7 +499,7 @@ impl Member {
     pub fn own_state(&self) -> RaftWrite {
         let storage = &self.raw.raft.raft_log.store;
         let core = storage.entries.rl();
-        let hard_state = protobuf::Message::write_to_bytes(core.hard_state()).expect("a hard state encodes");
+        let hard_state = prost::Message::encode_to_vec(core.hard_state());
         drop(core);
         // The storage's own bounds, not the Raft log's: the log's last index counts entries
         // still unstable (proposed or received, not yet persisted), which the storage does not
@@ -511,12 +514,9 @@ impl Member {
         };
         let snapshot = storage.snapshot.lock().expect("the snapshot lock is never poisoned").clone();
         RaftWrite {
-            snapshot: snapshot.map(|s| protobuf::Message::write_to_bytes(&s).expect("a snapshot encodes")),
+            snapshot: snapshot.map(|s| prost::Message::encode_to_vec(&s)),
             hard_state: Some(hard_state),
-            entries: entries
-                .iter()
-                .map(|e| (e.index, protobuf::Message::write_to_bytes(e).expect("an entry encodes")))
-                .collect(),
+            entries: entries.iter().map(|e| (e.index, prost::Message::encode_to_vec(e))).collect(),
         }
     }
 
@@ -643,7 +643,7 @@ impl Member {
                 // be sound before it is recorded.
                 let (point, _) = StorePoint::split_snapshot_data(snapshot.get_data())?;
                 out.events.push(MemberEvent::Snapshot { index: snapshot.get_metadata().index, point });
-                write.snapshot = Some(protobuf::Message::write_to_bytes(snapshot).expect("a snapshot encodes"));
+                write.snapshot = Some(prost::Message::encode_to_vec(snapshot));
             }
             match &mut self.applies_uncommitted {
                 None => committed(ready.take_committed_entries(), &mut out),
@@ -654,13 +654,9 @@ impl Member {
                 }
             }
             let hard_state = ready.hs().cloned();
-            write.hard_state =
-                hard_state.as_ref().map(|hs| protobuf::Message::write_to_bytes(hs).expect("a hard state encodes"));
-            write.entries = ready
-                .entries()
-                .iter()
-                .map(|entry| (entry.index, protobuf::Message::write_to_bytes(entry).expect("an entry encodes")))
-                .collect();
+            write.hard_state = hard_state.as_ref().map(prost::Message::encode_to_vec);
+            write.entries =
+                ready.entries().iter().map(|entry| (entry.index, prost::Message::encode_to_vec(entry))).collect();
             if write != RaftWrite::default() {
                 let bytes = write.snapshot.as_ref().map_or(0, Vec::len)
                     + write.hard_state.as_ref().map_or(0, Vec::len)
@@ -733,14 +729,14 @@ pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSumma
         return Ok(None);
     }
     let hard_state: raft::prelude::HardState = match &records.hard_state {
-        Some(bytes) => protobuf::Message::parse_from_bytes(bytes)
+        Some(bytes) => prost::Message::decode(bytes.as_slice())
             .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
         None => raft::prelude::HardState::default(),
     };
     let log = records.entries.first().zip(records.entries.last()).map(|(first, last)| (first.0, last.0));
     let snapshot = match &records.snapshot {
         Some(bytes) => {
-            let snapshot: Snapshot = protobuf::Message::parse_from_bytes(bytes)
+            let snapshot: Snapshot = prost::Message::decode(bytes.as_slice())
                 .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
             Some(snapshot.get_metadata().index)
         }
@@ -758,7 +754,7 @@ pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSumma
 
 /// A Raft message's bytes.
 pub fn encode(message: &Message) -> Vec<u8> {
-    protobuf::Message::write_to_bytes(message).expect("a Raft message built by raft-rs encodes")
+    prost::Message::encode_to_vec(message)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -766,7 +762,7 @@ pub enum DecodeError {
     #[error("a Raft message of {0} bytes is over the {MESSAGE_BYTES_MAX}-byte limit")]
     TooLarge(usize),
     #[error("not a Raft message: {0}")]
-    Malformed(#[from] protobuf::ProtobufError),
+    Malformed(#[from] prost::DecodeError),
 }
 
 /// A Raft message from its bytes, refused past [`MESSAGE_BYTES_MAX`] or malformed.
@@ -774,7 +770,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
     if bytes.len() > MESSAGE_BYTES_MAX {
         return Err(DecodeError::TooLarge(bytes.len()));
     }
-    Ok(protobuf::Message::parse_from_bytes(bytes)?)
+    Ok(prost::Message::decode(bytes)?)
 }
 
 /// Under madsim: every member of this process draws its election timeouts from the run's
@@ -810,3 +806,5 @@ impl slog::Drain for TracingDrain {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_tests;

@@ -90,7 +90,7 @@
 //!                         4   CRC32C of the chunk's bytes (u32)
 //!                         4+  chunk bytes (bytes, CHUNK_BYTES_MAX)
 //! 9     SnapshotDone      (empty)
-//! 10    Raft              4+  one Raft message (bytes, RAFT_MESSAGE_BYTES_MAX; raft-rs's protobuf)
+//! 10    Raft              4+  one Raft message (bytes, RAFT_MESSAGE_BYTES_MAX; raft-rs's eraftpb in protobuf)
 //!       (client→server)
 //! ```
 
@@ -368,7 +368,8 @@ pub enum Message {
     /// Server → client: every chunk was sent.
     SnapshotDone,
     /// Root member → root member, after a [`Want::Raft`] hello: one Raft message (raft-rs's
-    /// protobuf encoding, decoded by `consensus::decode`).
+    /// `eraftpb::Message` in protobuf's wire format, encoded by prost: `consensus::encode`, decoded
+    /// by `consensus::decode`).
     Raft { message: Vec<u8> },
 }
 

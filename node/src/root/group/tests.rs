@@ -157,7 +157,7 @@ mod driven {
             log.iter()
                 .filter(|(index, _)| *index > after)
                 .filter(|(_, bytes)| {
-                    let entry: raft::prelude::Entry = protobuf::Message::parse_from_bytes(bytes).unwrap();
+                    let entry: raft::prelude::Entry = prost::Message::decode(bytes.as_slice()).unwrap();
                     !entry.data.is_empty()
                         && matches!(Proposal::decode(&entry.data).unwrap(), Proposal::Heartbeat { .. })
                 })
