@@ -8,7 +8,7 @@
 //! | `PUT /v1/keys/{key}` (body: the value) | producer | `200 {"index":N,"identical_dropped":0}` once durable |
 //! | `DELETE /v1/keys/{key}` | producer | same |
 //! | `POST /v1/batch` `{"ops":[{"op":"set","key":K,"value":V},{"op":"delete","key":K}]}` | producer | same, for all ops |
-//! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write: a root group member that does not lead redirects it to the leader, `307`, as a write), or `404` |
+//! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write: a root group member that does not lead redirects it to the leader, `307`, as a write; the leader answers once a majority confirmed it still leads, else `503`), or `404` |
 //! | `GET /v1/status` | anyone | JSON: name, role, applied index, chain hash, state digest, lag |
 //! | `GET /metrics` | anyone | Prometheus text format |
 //!
@@ -145,6 +145,7 @@ fn write_error_status(e: &crate::root::WriteError) -> StatusCode {
         | WriteError::Overwritten { .. }
         | WriteError::LeaderNotReady
         | WriteError::MemberPaused(_)
+        | WriteError::ReadUnconfirmed
         | WriteError::NotLeader { leader: None } => StatusCode::SERVICE_UNAVAILABLE,
         // Nothing applied; the same request, sent to the leader, may be.
         WriteError::NotLeader { leader: Some(_) } => StatusCode::TEMPORARY_REDIRECT,
@@ -291,6 +292,13 @@ impl Api {
                 if let Some(redirect) = crate::root::not_leading(&self.state) {
                     return self.write_refused(redirect, path);
                 }
+                // And a leader answers only once a majority confirmed it still leads: one
+                // deposed without hearing of it yet (paused, cut off) would answer stale.
+                if let Some(writes) = &self.writes
+                    && let Err(refused) = writes.confirm_read().await
+                {
+                    return self.write_refused(refused, path);
+                }
                 return match self.state.read_store(|store| store.get(&key)) {
                     Ok(Some(value)) => Response::new(Full::new(Bytes::from(value))),
                     Ok(None) => error(StatusCode::NOT_FOUND, "no such key"),
@@ -371,7 +379,8 @@ impl Api {
             }
             crate::root::WriteError::NotLeader { leader: None }
             | crate::root::WriteError::LeaderNotReady
-            | crate::root::WriteError::MemberPaused(_) => {
+            | crate::root::WriteError::MemberPaused(_)
+            | crate::root::WriteError::ReadUnconfirmed => {
                 response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
             }
             _ => {}

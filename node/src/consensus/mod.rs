@@ -107,6 +107,9 @@ pub enum MemberEvent {
     /// its store must reach `point` (what the entries up to `index` made of it) before any
     /// later entry is applied. Comes before every `Committed` after it.
     Snapshot { index: u64, point: StorePoint },
+    /// The read asked with `ctx` ([`Member::read_index`]) is confirmed: a majority still
+    /// followed this leader after it was asked, when the group had committed up to `index`.
+    ReadConfirmed { ctx: u64, index: u64 },
 }
 
 /// Where a member's store stood once it applied a snapshot's Raft index: its Quicksilver log's
@@ -610,6 +613,15 @@ impl Member {
         self.raw.report_snapshot(to, raft::SnapshotStatus::Finish);
     }
 
+    /// Asks the group to confirm that this member still leads, for reads asked before now
+    /// (Raft's ReadIndex; raft-rs's default `ReadOnlyOption::Safe`: a heartbeat round, no
+    /// clock): a [`MemberEvent::ReadConfirmed`] with `ctx` comes out once a majority answered.
+    /// Nothing comes out if it does not lead, or stops leading first.
+    pub fn read_index(&mut self, ctx: u64) -> Result<Output, MemberError> {
+        self.raw.read_index(ctx.to_be_bytes().to_vec());
+        self.drain()
+    }
+
     /// Proposes `data` for the group's log. Only the leader takes proposals: a follower
     /// refuses with the leader it knows, rather than forwarding inside Raft (raft-rs's default),
     /// where the proposal's fate would be unknown to the member the writer asked — the root
@@ -636,6 +648,12 @@ impl Member {
             let mut ready = self.raw.ready();
             let storage = self.raw.raft.raft_log.store.clone();
             out.messages.extend(ready.take_messages());
+            for read in ready.take_read_states() {
+                // Only this member's own contexts (8 bytes each) are ever asked.
+                if let Ok(ctx) = <[u8; 8]>::try_from(read.request_ctx.as_slice()) {
+                    out.events.push(MemberEvent::ReadConfirmed { ctx: u64::from_be_bytes(ctx), index: read.index });
+                }
+            }
             let mut write = RaftWrite::default();
             let received = (!ready.snapshot().is_empty()).then(|| ready.snapshot().clone());
             if let Some(snapshot) = &received {

@@ -45,7 +45,10 @@ fn three_members_elect_one_leader_and_commit_in_the_same_order() {
             .filter(|(member, _)| *member == id)
             .filter_map(|(_, e)| match e {
                 MemberEvent::Committed { data, .. } if !data.is_empty() => Some(data.clone()),
-                MemberEvent::Committed { .. } | MemberEvent::Role { .. } | MemberEvent::Snapshot { .. } => None,
+                MemberEvent::Committed { .. }
+                | MemberEvent::Role { .. }
+                | MemberEvent::Snapshot { .. }
+                | MemberEvent::ReadConfirmed { .. } => None,
             })
             .collect();
         assert_eq!(applied, (0..5u8).map(|n| vec![n]).collect::<Vec<_>>(), "member {id} applied otherwise");

@@ -60,18 +60,32 @@ use crate::consensus::{
 };
 use crate::entry::{LogEntry, Op};
 use crate::state::{DiskOp, NodeState};
+use reads::Reads;
+pub(crate) use reads::{READ_CONFIRM_TIMEOUT, ReadReply};
 
 /// Messages queued for one peer before more are dropped (Raft resends what matters).
 const OUTBOX_DEPTH: usize = 1024;
 /// Inbound Raft messages queued before more are dropped.
 pub(crate) const INBOX_DEPTH: usize = 4096;
 
+/// Reads waiting to be handed to the consensus before readers wait for room.
+const READ_QUEUE_DEPTH: usize = 1024;
+
+/// Where a member's consensus takes its work.
+pub(super) struct Channels {
+    /// The committer's batches.
+    pub batches: mpsc::Sender<Vec<WriteRequest>>,
+    /// Reads to confirm (see [`reads`]).
+    pub reads: mpsc::Sender<ReadReply>,
+}
+
 /// Starts member `me` of the root group: its consensus, restored from the store, and a task
-/// per peer carrying its messages. Returns where the committer sends its batches.
+/// per peer carrying its messages. Returns where the committer sends its batches and readers
+/// their reads.
 pub(super) fn start(
     state: Arc<NodeState>,
     root: &RootConfig,
-) -> Result<(mpsc::Sender<Vec<WriteRequest>>, tokio::task::JoinHandle<()>), consensus::MemberError> {
+) -> Result<(Channels, tokio::task::JoinHandle<()>), consensus::MemberError> {
     let me = root.member_id.expect("a group member's configuration names its id (validated)");
     let voters: Vec<u64> = root.members.iter().map(|m| m.id).collect();
     #[cfg(madsim)]
@@ -86,8 +100,9 @@ pub(super) fn start(
         tokio::spawn(send_to_peer(state.clone(), me, peer.id, peer.replication, rx));
     }
     let (batches_tx, batches) = mpsc::channel(16);
-    let group = Group::new(state, root, member, applied, outboxes, batches);
-    Ok((batches_tx, tokio::spawn(group.run(inbox))))
+    let (reads_tx, read_requests) = mpsc::channel(READ_QUEUE_DEPTH);
+    let group = Group::new(state, root, member, applied, outboxes, (batches, read_requests));
+    Ok((Channels { batches: batches_tx, reads: reads_tx }, tokio::spawn(group.run(inbox))))
 }
 
 /// Member `me` as the store holds it: its Raft log and hard state, and the last Raft index its
@@ -194,6 +209,9 @@ struct Group {
     outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
     /// The committer's batches.
     batches: mpsc::Receiver<Vec<WriteRequest>>,
+    /// Reads to confirm, and those being confirmed.
+    read_requests: mpsc::Receiver<ReadReply>,
+    reads: Reads,
 }
 
 impl Group {
@@ -205,7 +223,7 @@ impl Group {
         member: Member,
         applied: u64,
         outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
-        batches: mpsc::Receiver<Vec<WriteRequest>>,
+        (batches, read_requests): (mpsc::Receiver<Vec<WriteRequest>>, mpsc::Receiver<ReadReply>),
     ) -> Group {
         let me = member.id();
         Group {
@@ -227,6 +245,8 @@ impl Group {
             waiting: VecDeque::new(),
             outboxes,
             batches,
+            read_requests,
+            reads: Reads::default(),
         }
     }
 
@@ -268,6 +288,7 @@ impl Group {
                     self.waiting.push_back(batch);
                     self.propose_waiting()
                 }
+                Some(reply) = self.read_requests.recv() => self.read_requested(reply),
                 _ = ticker.tick() => {
                     if self.state.is_damaged() {
                         match self.heal(&mut lifecycle).await {
@@ -346,6 +367,7 @@ impl Group {
                 Err(e) => tracing::debug!(error = %e, "heartbeat not proposed"),
             }
         }
+        merge(&mut output, self.expire_reads()?);
         self.propose_waiting().map(|more| {
             merge(&mut output, more);
             output
@@ -460,8 +482,10 @@ impl Group {
                         return Ok(()); // draining: the loop ends at its next turn
                     }
                 }
+                MemberEvent::ReadConfirmed { ctx, index } => self.read_confirmed(ctx, index),
             }
         }
+        self.answer_applied_reads();
         self.state.metrics.raft_commit_index.set(self.member.commit_index() as i64);
         self.publish_view();
         for message in output.messages {
@@ -477,6 +501,11 @@ impl Group {
                 // answer rather than wait for an answer to this one (see `Member::snapshot_sent`).
                 self.member.snapshot_sent(message.to);
             }
+        }
+        // Reads that came while a confirmation was in flight go with the next.
+        let reads = self.confirm_queued_reads()?;
+        if !reads.messages.is_empty() || !reads.events.is_empty() {
+            Box::pin(self.handle(reads, lifecycle)).await?;
         }
         // A member that became leader may take the batches it held back once it caught up.
         if !self.waiting.is_empty() && self.may_judge() {
@@ -500,6 +529,7 @@ impl Group {
         if role != Role::Leader {
             // Answered "outcome unknown" as they drop: they may commit under the new leader.
             self.forget_proposals();
+            self.refuse_reads(&WriteError::NotLeader { leader: self.leader_http() });
         }
     }
 
@@ -643,5 +673,6 @@ fn merge(into: &mut Output, more: Output) {
 }
 
 mod pause;
+mod reads;
 #[cfg(test)]
 mod tests;

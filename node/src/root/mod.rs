@@ -88,6 +88,10 @@ pub enum WriteError {
     /// index: the write was not applied.
     #[error("leadership changed: Raft index {index} holds another leader's entry; the write was not applied")]
     Overwritten { index: u64 },
+    /// A read on a root group's leader that no majority confirmed in time: this member may
+    /// have been deposed without knowing it yet. Retry shortly, at any member.
+    #[error("this root group member could not confirm it still leads; the read was not answered: retry shortly")]
+    ReadUnconfirmed,
 }
 
 impl WriteError {
@@ -147,9 +151,28 @@ pub struct WriteReceipt {
 pub struct WriteQueue {
     requests: mpsc::Sender<WriteRequest>,
     queued_bytes: Gauge,
+    /// A root group member's consensus, which confirms reads (None: a root of one).
+    reads: Option<mpsc::Sender<group::ReadReply>>,
 }
 
 impl WriteQueue {
+    /// Waits until a read of this root's store may be answered: at once on a root of one; on
+    /// a root group's leader, once it confirmed it still leads and applied what the group had
+    /// committed then (see `group::reads`), so that a member deposed without knowing it never
+    /// answers a read that misses what the new leader acknowledged. An `Err` says where to
+    /// read instead, as for a write (nothing was read).
+    pub async fn confirm_read(&self) -> Result<(), WriteError> {
+        let Some(reads) = &self.reads else { return Ok(()) };
+        let (reply, confirmed) = oneshot::channel();
+        reads.send(reply).await.map_err(|_| WriteError::ShuttingDown)?;
+        match tokio::time::timeout(group::READ_CONFIRM_TIMEOUT, confirmed).await {
+            Ok(Ok(answer)) => answer,
+            // Dropped unanswered: the consensus ended (the node drains).
+            Ok(Err(_)) => Err(WriteError::ShuttingDown),
+            Err(_) => Err(WriteError::ReadUnconfirmed),
+        }
+    }
+
     /// Submits `ops` and waits until they are durable. An `Err` says whether they may have been
     /// applied ([`WriteError::may_have_applied`]). Every operation is validated first, so one
     /// producer's bad operation never fails the batch it would have shared with others.
@@ -179,7 +202,7 @@ pub struct RootTasks {
 pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> (WriteQueue, RootTasks) {
     restore_quotas(&state);
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
-    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
+    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone(), reads: None };
     let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window, Sink::Store));
     let heartbeat = tokio::spawn(run_heartbeat(state, heartbeat_interval));
     (queue, RootTasks { committer, heartbeat })
@@ -193,10 +216,11 @@ pub fn start_group(
     root: &crate::config::RootConfig,
 ) -> Result<(WriteQueue, RootTasks), crate::consensus::MemberError> {
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
-    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone() };
     restore_quotas(&state);
-    let (batches, consensus) = group::start(state.clone(), root)?;
-    let committer = tokio::spawn(run_committer(state, rx, root.batch_window, Sink::Group(batches)));
+    let (channels, consensus) = group::start(state.clone(), root)?;
+    let queue =
+        WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone(), reads: Some(channels.reads) };
+    let committer = tokio::spawn(run_committer(state, rx, root.batch_window, Sink::Group(channels.batches)));
     Ok((queue, RootTasks { committer, heartbeat: consensus }))
 }
 

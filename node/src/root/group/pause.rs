@@ -191,6 +191,7 @@ impl Group {
     pub(super) fn pause(&mut self, why: Pause) {
         self.publish_view_paused(Some(why));
         self.forget_proposals();
+        self.refuse_reads(&WriteError::MemberPaused(why));
         for batch in self.waiting.drain(..) {
             refuse(batch, why);
         }

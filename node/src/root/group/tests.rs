@@ -95,7 +95,9 @@ mod driven {
             }
             let root = RootConfig { heartbeat_interval, ..root };
             let (_batches, batches_rx) = mpsc::channel(1);
-            let group = Group::new(state, &root, Member::new(1, &voters).unwrap(), 0, outboxes, batches_rx);
+            let (_reads, reads_rx) = mpsc::channel(1);
+            let member = Member::new(1, &voters).unwrap();
+            let group = Group::new(state, &root, member, 0, outboxes, (batches_rx, reads_rx));
             let lifecycle = group.state.lifecycle();
             let peers = [2, 3].iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
             Driven { group, peers, sent, lifecycle }
@@ -279,5 +281,92 @@ mod driven {
             assert!(applied - snapshot < snapshot_entries, "a snapshot every {snapshot_entries}: {snapshot}");
             assert_eq!(driven.group.member.first_index(), snapshot + 1 - keep, "the last {keep} entries kept");
         }
+    }
+
+    /// Asks member 1 to confirm a read; returns where the answer comes.
+    async fn read(driven: &mut Driven) -> tokio::sync::oneshot::Receiver<Result<(), WriteError>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let output = driven.group.read_requested(reply).unwrap();
+        driven.group.handle(output, &mut driven.lifecycle).await.unwrap();
+        answer
+    }
+
+    /// Members 2 and 3, cut off from member 1, tick until one of them leads, and it commits
+    /// one entry with the other; returns the new leader's commit index.
+    fn peers_elect_and_commit(driven: &mut Driven) -> u64 {
+        let route = |peers: &mut Vec<Member>, mut messages: Vec<raft::prelude::Message>| {
+            while let Some(message) = messages.pop() {
+                if let Some(peer) = peers.iter_mut().find(|p| p.id() == message.to) {
+                    messages.extend(peer.receive(message).unwrap().messages);
+                } // to member 1: lost
+            }
+        };
+        for _ in 0..4 * ELECTION_TICKS {
+            for n in 0..driven.peers.len() {
+                let messages = driven.peers[n].tick().unwrap().messages;
+                route(&mut driven.peers, messages);
+            }
+            if let Some(leader) = driven.peers.iter_mut().find(|p| p.is_leader()) {
+                let (_, output) = leader.propose(b"the new leader's write".to_vec()).unwrap();
+                route(&mut driven.peers, output.messages);
+                let leader = driven.peers.iter().find(|p| p.is_leader()).unwrap();
+                return leader.commit_index();
+            }
+        }
+        panic!("members 2 and 3 elected no leader");
+    }
+
+    /// A leader confirms a read with a heartbeat round its peers answer.
+    #[tokio::test]
+    async fn a_leader_confirms_a_read_once_a_majority_answers() {
+        let mut driven = Driven::new(Duration::from_secs(3600));
+        driven.elect().await;
+        let mut answer = read(&mut driven).await;
+        assert!(answer.try_recv().is_err(), "not before a majority answered");
+        driven.deliver().await;
+        assert_eq!(answer.try_recv(), Ok(Ok(())));
+    }
+
+    /// The deposed-leader read (#54): member 1 leads, is cut off from its peers (a pause, a
+    /// partition its clients do not share), and they elect one of themselves, which commits a
+    /// write member 1 never saw. Member 1 still believes it leads — `not_leading` says so, and
+    /// before reads were confirmed a `GET` there was answered from its store: stale. Now the
+    /// read waits for a majority that never answers, and is refused when member 1 steps down.
+    #[tokio::test]
+    async fn a_leader_cut_off_from_its_peers_confirms_no_read_and_refuses_it_once_deposed() {
+        let mut driven = Driven::new(Duration::from_secs(3600));
+        driven.elect().await;
+        let new_commit = peers_elect_and_commit(&mut driven);
+        assert!(new_commit > driven.group.applied, "the new leader committed what member 1 lacks");
+        assert!(driven.group.member.is_leader(), "member 1 has not heard of it");
+        assert!(crate::root::not_leading(&driven.group.state).is_none(), "and would serve reads by its view");
+        let mut answer = read(&mut driven).await;
+        for _ in 0..2 * ELECTION_TICKS {
+            driven.lose();
+            assert!(answer.try_recv().is_err(), "confirmed by nobody, a read is never answered as read");
+            driven.tick().await;
+        }
+        assert!(!driven.group.member.is_leader(), "check-quorum: member 1 stepped down");
+        assert!(matches!(answer.try_recv(), Ok(Err(WriteError::NotLeader { .. }))), "refused once deposed");
+        let mut late = read(&mut driven).await;
+        assert!(matches!(late.try_recv(), Ok(Err(WriteError::NotLeader { .. }))), "a follower refuses at once");
+    }
+
+    /// A confirmation whose heartbeat answers are lost is given up after READ_CONFIRM_TIMEOUT
+    /// (its reader gave up then too), and the reads queued behind it go with the next.
+    #[tokio::test(start_paused = true)]
+    async fn a_confirmation_that_never_comes_is_given_up_and_the_next_batch_goes() {
+        let mut driven = Driven::new(Duration::from_secs(3600));
+        driven.elect().await;
+        let mut lost = read(&mut driven).await;
+        driven.lose();
+        let mut queued = read(&mut driven).await;
+        driven.deliver().await; // nothing to deliver: the second waits behind the first
+        assert!(queued.try_recv().is_err());
+        tokio::time::advance(READ_CONFIRM_TIMEOUT).await;
+        driven.tick().await;
+        driven.deliver().await;
+        assert!(lost.try_recv().is_err(), "given up: dropped unanswered (the reader timed out)");
+        assert_eq!(queued.try_recv(), Ok(Ok(())));
     }
 }
