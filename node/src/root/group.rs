@@ -55,11 +55,10 @@ use super::proposal::Proposal;
 use super::{WriteError, WriteReceipt, WriteRequest};
 use crate::config::RootConfig;
 use crate::connections::{Lifecycle, reached};
-use crate::consensus::{
-    self, Member, MemberEvent, Output, ProposeError, RaftDisk, RaftWrite, Restored, Role, StorePoint,
-};
+use crate::consensus::{self, Member, MemberEvent, Output, ProposeError, Role, StorePoint};
 use crate::entry::{LogEntry, Op};
 use crate::state::{DiskOp, NodeState};
+use disk::restore;
 use reads::Reads;
 pub(crate) use reads::{READ_CONFIRM_TIMEOUT, ReadReply};
 
@@ -105,56 +104,8 @@ pub(super) fn start(
     Ok((Channels { batches: batches_tx, reads: reads_tx }, tokio::spawn(group.run(inbox))))
 }
 
-/// Member `me` as the store holds it: its Raft log and hard state, and the last Raft index its
-/// store applied.
-fn restore(state: &Arc<NodeState>, me: u64, voters: &[u64]) -> Result<(Member, u64), consensus::MemberError> {
-    let records =
-        state.read_store(|store| store.raft_records()).map_err(|e| consensus::MemberError::Damaged(e.to_string()))?;
-    let restored = Restored {
-        hard_state: records.hard_state,
-        entries: records.entries,
-        applied: records.applied,
-        snapshot: records.snapshot,
-    };
-    let planted = state.config.planted();
-    let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
-    let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
-    if planted.raft_apply_before_commit {
-        member.apply_before_commit(records.applied);
-    }
-    if planted.raft_without_pre_vote {
-        member.without_pre_vote_or_check_quorum();
-    }
-    Ok((member, records.applied))
-}
-
 /// How long a member whose disk failed waits before it reopens its store and tries again.
 const RECOVER_AFTER: Duration = Duration::from_secs(1);
-
-/// The store as a member's [`RaftDisk`]: each persist one synced commit.
-struct StoreDisk {
-    state: Arc<NodeState>,
-    /// PLANTED BUG (legacy `raft_forget_vote`): the hard state is never persisted.
-    forget_vote: bool,
-}
-
-impl RaftDisk for StoreDisk {
-    fn persist(&mut self, mut write: RaftWrite) -> Result<(), String> {
-        if self.forget_vote {
-            write.hard_state = None;
-        }
-        self.state.with_store(|store| store.persist_raft(&write)).map_err(|e| {
-            if e.is_damage() {
-                self.state.found_damage(); // healed from a peer's copy, not by a reopen (`recover`)
-            }
-            e.to_string()
-        })
-    }
-
-    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
-        self.state.with_store(|store| store.compact_raft(snapshot, first_kept)).map_err(|e| e.to_string())
-    }
-}
 
 /// Requests proposed at one Raft index, waiting for it to come out committed.
 struct InFlight {
@@ -672,6 +623,7 @@ fn merge(into: &mut Output, more: Output) {
     into.persisted_bytes += more.persisted_bytes;
 }
 
+mod disk;
 mod pause;
 mod reads;
 #[cfg(test)]
