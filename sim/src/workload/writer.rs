@@ -230,8 +230,7 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     // answer has moved the target on meanwhile.
                     let mut target = target.locked();
                     if *target == asked && roots.len() > 1 {
-                        let next = roots.iter().position(|r| *r == asked).map_or(0, |n| (n + 1) % roots.len());
-                        *target = roots[next];
+                        *target = member_after(&roots, asked);
                     }
                     Answer::Unknown
                 }
@@ -322,14 +321,19 @@ async fn send_to_leader(target: &Target, roots: &[SocketAddr], ops: &[Operation]
             }
             answer => {
                 if roots.len() > 1 && matches!(answer, Answer::Refused | Answer::Unknown) {
-                    let next = roots.iter().position(|r| *r == to).map_or(0, |n| (n + 1) % roots.len());
-                    *target.locked() = roots[next];
+                    *target.locked() = member_after(roots, to);
                 }
                 return answer;
             }
         }
     }
     Answer::Unknown
+}
+
+/// The member a producer tries after `member` failed it: the next in `roots`, in turn.
+fn member_after(roots: &[SocketAddr], member: SocketAddr) -> SocketAddr {
+    let next = roots.iter().position(|r| *r == member).map_or(0, |n| (n + 1) % roots.len());
+    roots[next]
 }
 
 /// What a producer's read-back found.

@@ -27,7 +27,8 @@ use crate::consensus::{self, Output};
 /// How long a read waits for the leader to confirm it: two election timeouts. A leader that
 /// hears no majority for one election timeout steps down (check-quorum) and refuses its reads
 /// then; the second is room for the heartbeat round itself.
-pub const READ_CONFIRM_TIMEOUT: Duration = Duration::from_millis(2 * consensus::ELECTION_TICKS as u64 * 100);
+pub const READ_CONFIRM_TIMEOUT: Duration =
+    Duration::from_millis(2 * consensus::ELECTION_TICKS as u64 * consensus::TICK.as_millis() as u64);
 
 /// Where a reader waits for its read to be confirmed.
 pub(crate) type ReadReply = oneshot::Sender<Result<(), WriteError>>;
@@ -119,5 +120,14 @@ impl Group {
             let _ = reader.send(Err(refusal.clone()));
         }
         self.reads.last_ctx = reads.last_ctx; // never reuse a context raft-rs may still answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The shipped timeout: two election timeouts of the shipped tick (2 s).
+    #[test]
+    fn a_read_waits_two_election_timeouts_at_most() {
+        assert_eq!(super::READ_CONFIRM_TIMEOUT, std::time::Duration::from_secs(2));
     }
 }
