@@ -172,6 +172,8 @@ impl Api {
         match (method, path.as_str()) {
             (Method::GET, "/metrics") => self.metrics(),
             (Method::GET, "/v1/status") => self.status(),
+            (Method::GET, "/v1/root/members") => self.members(),
+            (Method::POST, "/v1/root/members") => self.change_members(request).await,
             (method, path) if path.starts_with("/v1/keys/") || path == "/v1/batch" => {
                 let response = self.producer_request(method, path, request).await;
                 if response.status() == StatusCode::TOO_MANY_REQUESTS {
@@ -233,11 +235,120 @@ impl Api {
                         "leader": view.map_or(0, |v| v.leader),
                         "commit_index": m.raft_commit_index.get(),
                         "applied_index": m.raft_applied_index.get(),
+                        "configuration": state.raft_configuration(),
                     });
                 }
                 reply(StatusCode::OK, body)
             }
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    /// The root group's configuration as this member applied it, and its roster.
+    fn members(&self) -> Reply {
+        let Some(root) = self.state.config.root.as_ref().filter(|root| root.is_group()) else {
+            return error(StatusCode::NOT_FOUND, "this node is not a root group member");
+        };
+        let Some(configuration) = self.state.raft_configuration() else {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the member's consensus has not started");
+        };
+        let roster: Vec<serde_json::Value> = root
+            .members
+            .iter()
+            .map(|m| serde_json::json!({ "id": m.id, "replication": m.replication, "http": m.http, "standby": m.standby }))
+            .collect();
+        reply(
+            StatusCode::OK,
+            serde_json::json!({
+                "member": root.member_id,
+                "index": configuration.index,
+                "voters": configuration.voters,
+                "outgoing": configuration.outgoing,
+                "roster": roster,
+            }),
+        )
+    }
+
+    /// An operator's membership change (`{"add": [ids], "remove": [ids]}`), with
+    /// `root.operator_token`: answered once this member applied the configuration it made.
+    async fn change_members(&self, request: Request<Incoming>) -> Reply {
+        use crate::consensus::{MembershipChange, MembershipError};
+        use crate::root::MembershipRefused;
+        let (Some(writes), Some(root)) = (&self.writes, self.state.config.root.as_ref().filter(|r| r.is_group()))
+        else {
+            return error(StatusCode::NOT_FOUND, "this node is not a root group member");
+        };
+        let Some(expected) = &root.operator_token else {
+            return error(
+                StatusCode::FORBIDDEN,
+                "membership changes are off on this member: root.operator_token is unset",
+            );
+        };
+        let token = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let Some(token) = token else {
+            return error(StatusCode::UNAUTHORIZED, "missing `Authorization: Bearer <operator token>`");
+        };
+        if !constant_time_eq::constant_time_eq(expected.as_bytes(), token.as_bytes()) {
+            return error(StatusCode::UNAUTHORIZED, "not the operator token (root.operator_token)");
+        }
+        let change: MembershipChange = match self.read_body(request).await.and_then(|body| {
+            serde_json::from_slice(&body).map_err(|e| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("a membership change is {{\"add\": [ids], \"remove\": [ids]}}: {e}"),
+                )
+            })
+        }) {
+            Ok(change) => change,
+            Err(reply) => return reply,
+        };
+        match writes.change_membership(change).await {
+            Ok(configuration) => reply(
+                StatusCode::OK,
+                serde_json::json!({
+                    "index": configuration.index,
+                    "voters": configuration.voters,
+                    "outgoing": configuration.outgoing,
+                }),
+            ),
+            Err(refused) => {
+                let status = match &refused {
+                    MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(_) }) => {
+                        StatusCode::TEMPORARY_REDIRECT
+                    }
+                    MembershipRefused::Refused(
+                        MembershipError::NotLeader { leader: None }
+                        | MembershipError::Pending(_)
+                        | MembershipError::Joint
+                        | MembershipError::RemovesLeader(_),
+                    ) => StatusCode::SERVICE_UNAVAILABLE,
+                    MembershipRefused::Refused(MembershipError::AlreadyVoter(_) | MembershipError::NotVoter(_)) => {
+                        StatusCode::CONFLICT
+                    }
+                    MembershipRefused::Refused(_) | MembershipRefused::NotInRoster(_) => StatusCode::BAD_REQUEST,
+                    // It may have been made: the operator reads the configuration before asking again.
+                    MembershipRefused::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                let mut response = error(status, refused.to_string());
+                let leader = match &refused {
+                    MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(id) }) => root.member(*id),
+                    _ => None,
+                };
+                if let Some(leader) = leader {
+                    let scheme =
+                        if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
+                    if let Ok(value) = format!("{scheme}://{}/v1/root/members", leader.http).parse() {
+                        response.headers_mut().insert(hyper::header::LOCATION, value);
+                    }
+                } else if status == StatusCode::SERVICE_UNAVAILABLE {
+                    response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+                }
+                response
+            }
         }
     }
 

@@ -32,6 +32,8 @@ pub mod memcached;
 pub mod metrics;
 pub mod node;
 pub mod observe;
+#[cfg(not(madsim))]
+pub mod operator;
 pub mod replication;
 // Reads the real process: never compiled into a simulated (`--cfg madsim`) build.
 #[cfg(not(madsim))]

@@ -35,6 +35,9 @@ pub enum NodeEvent {
     FaultPoint { point: FaultPoint, active: bool },
     /// A root group member's Raft term, role or known leader changed (`leader` 0: none known).
     RaftRole { term: u64, role: crate::consensus::Role, leader: u64 },
+    /// A root group member applied a membership change committed at Raft `index`: the group's
+    /// voters are now `voters` (and, while joint, `outgoing` too). Sorted.
+    RaftConfiguration { index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
     /// The store was found damaged at start and set aside (`kept`: where it went); the node
     /// started with an empty one — a root group member with no Raft state, as after its disk
     /// was replaced.

@@ -9,6 +9,12 @@
 //! `qs-node certs ca --out DIR` and `qs-node certs node --ca DIR --name NAME --ip IP ...` issue
 //! the certificates `[tls]` reads (`qs_node::tls::issue`; docs/operating.md, "TLS").
 //!
+//! `qs-node members --node URL` prints a root group's configuration as that member applied it;
+//! with `--add ID` / `--remove ID` (repeatable) it asks the group for that membership change,
+//! with the operator token from `QS_OPERATOR_TOKEN` (`[root] operator_token`), following the
+//! redirect to the leader, and exits 0 once the change was made (docs/operating.md,
+//! "Changing a root group's members"; `qs_node::operator`).
+//!
 //! Logs go to standard error (`qs_node::logs`): `text`, coloured only on a terminal, or `json`,
 //! one object per line; levels from `RUST_LOG` (or `QS_LOG`), default `info`.
 //!
@@ -74,6 +80,25 @@ enum Command {
     /// Issue TLS certificates: a CA for one deployment, and each node's certificate.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Show a root group's members, or change them (one change at a time).
+    Members(MembersArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct MembersArgs {
+    /// A member's HTTP API: http://HOST:PORT, or https://… with --ca.
+    #[arg(long)]
+    node: String,
+    /// The deployment's CA certificate (PEM), to verify an https:// member.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// A member of the roster ([[root.members]]) to add as a voter; repeatable.
+    #[arg(long = "add", value_name = "ID")]
+    add: Vec<u64>,
+    /// A voter to remove; repeatable. Replacing a member (add one, remove one) goes through
+    /// joint consensus.
+    #[arg(long = "remove", value_name = "ID")]
+    remove: Vec<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -148,6 +173,7 @@ fn main() -> ExitCode {
     match args.command {
         Some(Command::Inspect(inspect_args)) => return run_inspect(inspect_args),
         Some(Command::Certs(certs)) => return run_certs(certs),
+        Some(Command::Members(members)) => return run_members(members),
         None => {}
     }
     let Some(config_path) = args.config else {
@@ -189,6 +215,48 @@ fn main() -> ExitCode {
     #[cfg(not(madsim))]
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
+}
+
+/// `qs-node members`: prints the member's answer; exit 0 when it is a success, 1 when the
+/// member refused or could not be asked, 2 when a change is asked without an operator token.
+#[cfg(not(madsim))]
+fn run_members(args: MembersArgs) -> ExitCode {
+    let change = (!args.add.is_empty() || !args.remove.is_empty())
+        .then(|| qs_node::consensus::MembershipChange { add: args.add.clone(), remove: args.remove.clone() });
+    let token = std::env::var("QS_OPERATOR_TOKEN").ok();
+    if change.is_some() && token.is_none() {
+        eprintln!("qs-node members: a change needs the operator token ([root] operator_token) in QS_OPERATOR_TOKEN");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("qs-node members: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let asked = qs_node::operator::members(&args.node, args.ca.as_deref(), token.as_deref(), change.as_ref());
+    match runtime.block_on(asked) {
+        Ok(answer) => {
+            println!("{}", serde_json::to_string_pretty(&answer.body).unwrap_or_default());
+            if answer.status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("qs-node members: the member answered {}", answer.status);
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("qs-node members: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(madsim)]
+fn run_members(_: MembersArgs) -> ExitCode {
+    eprintln!("qs-node members: not in a --cfg madsim build");
+    ExitCode::FAILURE
 }
 
 /// `qs-node certs`: exit 0 with the files written, 1 when they could not be.

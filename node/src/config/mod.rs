@@ -445,10 +445,16 @@ pub struct RootConfig {
     /// This node's id in its root group (`[[root.members]]`); unset for a root of one.
     #[serde(default)]
     pub member_id: Option<u64>,
-    /// The root group: 3 or 5 members, this node among them, each with the addresses the
-    /// others reach it at. Empty (the default): the root is this one process.
+    /// The root group's roster: each member with the addresses the others reach it at, this
+    /// node among them. Those not marked `standby` (3 or 5) are the group's first voters; a
+    /// standby one votes once an operator adds it (`qs-node members`). Empty (the default):
+    /// the root is this one process.
     #[serde(default)]
     pub members: Vec<MemberConfig>,
+    /// The bearer token `POST /v1/root/members` (a membership change) must carry. Unset (the
+    /// default): membership changes are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_token: Option<String>,
     /// A group member snapshots its state and compacts its Raft log once it applied this many
     /// entries since its last snapshot (a member further behind than the log reaches catches
     /// up from the snapshot). 1 to 1 000 000; unused by a root of one.
@@ -472,6 +478,12 @@ impl RootConfig {
     pub fn member(&self, id: u64) -> Option<&MemberConfig> {
         self.members.iter().find(|m| m.id == id)
     }
+
+    /// The group's first voters: its members but the standby ones. Membership changes the
+    /// group committed (in its Raft log and snapshots) take over from there.
+    pub fn first_voters(&self) -> Vec<u64> {
+        self.members.iter().filter(|m| !m.standby).map(|m| m.id).collect()
+    }
 }
 
 impl Default for RootConfig {
@@ -483,6 +495,7 @@ impl Default for RootConfig {
             producers: Vec::new(),
             member_id: None,
             members: Vec::new(),
+            operator_token: None,
             raft_snapshot_entries: default_raft_snapshot_entries(),
             raft_log_keep_entries: default_raft_log_keep_entries(),
         }
@@ -499,6 +512,10 @@ pub struct MemberConfig {
     pub replication: SocketAddr,
     /// Where a member that does not lead redirects a producer's write (its `[listen] http`).
     pub http: SocketAddr,
+    /// Known by its addresses, but not one of the group's first voters: it takes part once an
+    /// operator adds it (a member replacing one whose disk failed, say, under a new id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standby: bool,
 }
 
 fn default_batch_window() -> Duration {

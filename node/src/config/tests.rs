@@ -254,6 +254,38 @@ fn a_root_group_has_three_or_five_distinct_members_this_one_among_them() {
     }
 }
 
+/// Members marked `standby` are in the roster (their addresses known) but not among the first
+/// voters: a group starts with 3 or 5 others, and the roster holds at most 7. An operator
+/// token too short to resist guessing is refused.
+#[test]
+fn a_roster_may_hold_standby_members_beside_the_first_voters() {
+    let standby = |text: String, ids: &[u64]| {
+        ids.iter()
+            .fold(text, |text, id| text.replace(&format!("\nid = {id}\n"), &format!("\nid = {id}\nstandby = true\n")))
+    };
+    let config = NodeConfig::parse(&standby(group(Some(4), &[1, 2, 3, 4]), &[4]), "member.toml").unwrap();
+    let root = config.root.unwrap();
+    assert_eq!(root.first_voters(), [1, 2, 3], "member 4 stands by");
+    assert!(root.member(4).unwrap().standby);
+    assert!(NodeConfig::parse(&standby(group(Some(1), &[1, 2, 3, 4, 5, 6]), &[4, 5, 6]), "m.toml").is_ok());
+    for (text, field, says) in [
+        (standby(group(Some(1), &[1, 2, 3, 4]), &[3, 4]), "root.members", "lists 2 members not marked standby (of 4)"),
+        (group(Some(1), &[1, 2, 3, 4, 5, 6, 7, 8]), "root.members", "lists 8 members; a roster holds at most 7"),
+        (
+            group(Some(1), &[1, 2, 3]).replace("member_id = 1", "member_id = 1\noperator_token = \"short\""),
+            "root.operator_token",
+            "shorter than 16 bytes",
+        ),
+    ] {
+        let err = refused(&text);
+        assert!(err.contains(field) && err.contains(says), "expected {field}: {says}, got: {err}");
+    }
+    let with_token =
+        group(Some(1), &[1, 2, 3]).replace("member_id = 1", "member_id = 1\noperator_token = \"0123456789abcdef\"");
+    let root = NodeConfig::parse(&with_token, "member.toml").unwrap().root.unwrap();
+    assert_eq!(root.operator_token.as_deref(), Some("0123456789abcdef"));
+}
+
 /// `to_toml` writes what `parse` reads back to the same values — every field, sizes to the
 /// byte (a size's own text rounds: 1 000 000 bytes is "976.6 KiB") — for the shipped examples
 /// and for a configuration with every optional field set.

@@ -228,16 +228,35 @@ impl NodeConfig {
     }
 }
 
-/// A root group: 3 or 5 members with distinct ids from 1, this node's among them. (An even
-/// group tolerates no more failures than the odd one below it, and more members slow every
-/// commit; a group of one is a root without `members`.)
+/// A root group: 3 or 5 first voters and at most [`ROSTER_MAX`] members in all, with distinct
+/// ids from 1, this node's among them. (An even group tolerates no more failures than the odd
+/// one below it, and more members slow every commit; a group of one is a root without
+/// `members`.)
 fn validate_group(root: &super::RootConfig, planted_keep_zero: bool) -> Result<(), (&'static str, String)> {
+    let first = root.first_voters().len();
     match (root.member_id, root.members.len()) {
         (None, 0) => return Ok(()),
         (Some(_), 0) => return Err(("root.member_id", "is set, but [[root.members]] lists no group".into())),
         (None, _) => return Err(("root.member_id", "must name this node's id among [[root.members]]".into())),
-        (Some(_), 3 | 5) => {}
-        (Some(_), n) => return Err(("root.members", format!("lists {n} members; a root group has 3 or 5"))),
+        (Some(_), n) if n > ROSTER_MAX => {
+            return Err(("root.members", format!("lists {n} members; a roster holds at most {ROSTER_MAX}")));
+        }
+        (Some(_), _) if first == 3 || first == 5 => {}
+        (Some(_), n) if n == first => {
+            return Err(("root.members", format!("lists {n} members; a root group has 3 or 5")));
+        }
+        (Some(_), n) => {
+            return Err((
+                "root.members",
+                format!("lists {first} members not marked standby (of {n}); a root group starts with 3 or 5"),
+            ));
+        }
+    }
+    if root.operator_token.as_deref().is_some_and(|token| token.len() < OPERATOR_TOKEN_BYTES_MIN) {
+        return Err((
+            "root.operator_token",
+            format!("is shorter than {OPERATOR_TOKEN_BYTES_MIN} bytes: too easy to guess for what it allows"),
+        ));
     }
     let mut ids: Vec<u64> = root.members.iter().map(|m| m.id).collect();
     ids.sort_unstable();
@@ -253,6 +272,11 @@ fn validate_group(root: &super::RootConfig, planted_keep_zero: bool) -> Result<(
     }
     validate_raft_log(root, planted_keep_zero)
 }
+
+/// Most members a roster lists: 5 voters and 2 standing by to replace them.
+const ROSTER_MAX: usize = 7;
+/// Shortest `root.operator_token`.
+const OPERATOR_TOKEN_BYTES_MIN: usize = 16;
 
 /// Largest `root.raft_snapshot_entries` and `root.raft_log_keep_entries`. A member holds its
 /// Raft log in memory (raft-rs's) as well as on disk: up to both settings' entries together

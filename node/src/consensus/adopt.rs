@@ -35,11 +35,12 @@ pub fn own_state_over_copy(
         return Ok(own.clone()); // the member's own log reaches what the copy applied
     }
     let term = term_in_copy(copy, applied)?;
+    let conf = conf_in_copy(copy, voters, applied)?;
     let mut snapshot = Snapshot::default();
     let metadata = snapshot.mut_metadata();
     metadata.index = applied;
     metadata.term = term;
-    metadata.set_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
+    metadata.set_conf_state(conf);
     snapshot.data = point.encode();
     let snapshot = prost::Message::encode_to_vec(&snapshot);
     // Its entries all lie at or before the copy's applied index: the snapshot replaces them.
@@ -62,6 +63,37 @@ fn term_in_copy(copy: &RaftRecords, index: u64) -> Result<u64, MemberError> {
     Err(MemberError::Damaged(format!(
         "the copy applied Raft entry {index} but holds no record of its term (neither the entry nor a snapshot at it)"
     )))
+}
+
+/// The group's configuration at Raft index `index` by the copy's own records: its snapshot's
+/// (or the group's first, `voters`), then each membership change its log holds up to `index`.
+fn conf_in_copy(copy: &RaftRecords, voters: &[u64], index: u64) -> Result<ConfState, MemberError> {
+    let snapshot = copy.snapshot.as_deref().map(decode_snapshot).transpose()?;
+    let (from, base) = match snapshot.filter(|s| s.get_metadata().index <= index) {
+        Some(s) => (s.get_metadata().index, s.get_metadata().get_conf_state().clone()),
+        None => (0, ConfState::from((voters.to_vec(), Vec::<u64>::new()))),
+    };
+    let mut changes = Vec::new();
+    for (at, bytes) in copy.entries.iter().filter(|(at, _)| *at > from && *at <= index) {
+        let entry: Entry = prost::Message::decode(bytes.as_slice())
+            .map_err(|e| MemberError::Damaged(format!("the copy's Raft entry {at}: {e}")))?;
+        if entry.get_entry_type() == raft::prelude::EntryType::EntryConfChangeV2 {
+            changes.push(super::membership::decode(*at, &entry.data)?);
+        }
+    }
+    if changes.is_empty() {
+        return Ok(base);
+    }
+    // raft-rs's own rules, on a scratch member that never sends or persists anything.
+    let any = base.voters.first().copied().unwrap_or(1);
+    let storage = raft::storage::MemStorage::new_with_conf_state(base);
+    let config = raft::Config { id: any, ..raft::Config::default() };
+    let mut scratch = raft::RawNode::new(&config, storage, &super::logger())?;
+    let mut conf = ConfState::default();
+    for cc in changes {
+        conf = scratch.apply_conf_change(&cc)?;
+    }
+    Ok(conf)
 }
 
 fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, MemberError> {

@@ -29,9 +29,11 @@ use raft::{Config, RawNode, StateRole};
 use crate::entry::ChainHash;
 
 mod adopt;
+mod membership;
 mod standing;
 pub use crate::store::RaftWrite;
 pub use adopt::own_state_over_copy;
+pub use membership::{Configuration, MembershipChange, MembershipError, VOTERS_MIN};
 use standing::Standing;
 
 /// Ticks without a leader's heartbeat before a follower campaigns (raft-rs randomizes it into
@@ -110,6 +112,10 @@ pub enum MemberEvent {
     /// The read asked with `ctx` ([`Member::read_index`]) is confirmed: a majority still
     /// followed this leader after it was asked, when the group had committed up to `index`.
     ReadConfirmed { ctx: u64, index: u64 },
+    /// A membership change committed at `index` (in `term`) and was applied: the group's
+    /// voters are now `configuration`'s. The entry carries nothing for the store, which
+    /// records it as applied as it does the empty entry a new leader appends.
+    Configured { index: u64, term: u64, configuration: Configuration },
 }
 
 /// Where a member's store stood once it applied a snapshot's Raft index: its Quicksilver log's
@@ -280,7 +286,10 @@ pub enum MemberError {
 /// One member's consensus state.
 pub struct Member {
     raw: RawNode<MemberLog>,
-    voters: Vec<u64>,
+    /// The configurations this member applied since the snapshot its log starts after (the
+    /// first: the snapshot's, or the group's first), each with the index that made it: a
+    /// snapshot records the one at its index.
+    configurations: Vec<(u64, ConfState)>,
     disk: Box<dyn RaftDisk>,
     /// PLANTED BUG (legacy `raft_apply_before_commit`): entries come out as committed when
     /// they are appended; the last index that came out so.
@@ -304,19 +313,22 @@ impl Member {
     /// [`Volatile`] disk, from nothing.
     /// It takes part in elections at once (it has no disk that could have been replaced).
     pub fn new(id: u64, voters: &[u64]) -> Result<Member, MemberError> {
+        assert!(voters.contains(&id), "member {id} is not among the voters {voters:?}");
         let mut member = Member::restore(id, voters, Restored::default(), Box::new(Volatile))?;
         member.standing = Standing::Voting;
         Ok(member)
     }
 
     /// Member `id` restarting from what `disk` held (`restored`), persisting to it from now on.
+    /// `voters` is the group's first configuration (`[[root.members]]` but the standby ones):
+    /// the configuration until a snapshot or a membership change in the log says otherwise.
+    /// `id` need not be among them: a standby member takes part once the group adds it.
     pub fn restore(
         id: u64,
         voters: &[u64],
         restored: Restored,
         disk: Box<dyn RaftDisk>,
     ) -> Result<Member, MemberError> {
-        assert!(voters.contains(&id), "member {id} is not among the voters {voters:?}");
         let storage = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
         let snapshot = match &restored.snapshot {
             Some(bytes) => {
@@ -351,6 +363,7 @@ impl Member {
             )));
         }
         storage.wl().append(&entries)?;
+        let restored_snapshot_conf = snapshot.as_ref().map(|s| s.get_metadata().get_conf_state().clone());
         let mut hard_state: raft::prelude::HardState = match &restored.hard_state {
             Some(bytes) => prost::Message::decode(bytes.as_slice())
                 .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
@@ -389,12 +402,31 @@ impl Member {
             ..Config::default()
         };
         config.validate()?;
-        let raw = RawNode::new(&config, storage, &logger())?;
+        let mut raw = RawNode::new(&config, storage, &logger())?;
+        // The configuration at what was applied: the snapshot's (or the first), then every
+        // change the log holds up to there. Later ones come out again as they commit.
+        let base = match &restored_snapshot_conf {
+            Some(conf) => conf.clone(),
+            None => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
+        };
+        let mut configurations = vec![(snapshot_index, base)];
+        for entry in entries.iter().filter(|e| e.index <= applied) {
+            if entry.get_entry_type() == EntryType::EntryConfChangeV2 {
+                let cc = membership::decode(entry.index, &entry.data)?;
+                let conf = raw.apply_conf_change(&cc).map_err(|e| {
+                    MemberError::Damaged(format!(
+                        "the membership change at Raft index {} cannot apply: {e}",
+                        entry.index
+                    ))
+                })?;
+                configurations.push((entry.index, conf));
+            }
+        }
         let fresh = restored.hard_state.is_none() && restored.entries.is_empty() && restored.snapshot.is_none();
         let standing = if fresh { Standing::fresh() } else { Standing::Voting };
         Ok(Member {
             raw,
-            voters: voters.to_vec(),
+            configurations,
             disk,
             applies_uncommitted: None,
             standing,
@@ -484,7 +516,8 @@ impl Member {
         let metadata = snapshot.mut_metadata();
         metadata.index = applied;
         metadata.term = term;
-        metadata.set_conf_state(ConfState::from((self.voters.clone(), Vec::<u64>::new())));
+        let at = self.configurations.iter().rposition(|(index, _)| *index <= applied).unwrap_or(0);
+        metadata.set_conf_state(self.configurations[at].1.clone());
         let mut data = point.encode();
         data.extend_from_slice(quotas);
         snapshot.data = data;
@@ -494,7 +527,75 @@ impl Member {
         self.disk.compact(bytes, first_kept).map_err(MemberError::Disk)?;
         storage.entries.wl().compact(first_kept)?;
         *storage.snapshot.lock().expect("the snapshot lock is never poisoned") = Some(snapshot);
+        // The snapshot records the configuration at its index: older ones are no longer asked.
+        self.configurations.drain(..at);
         Ok(())
+    }
+
+    /// The group's configuration as this member applied it.
+    pub fn configuration(&self) -> Configuration {
+        let (index, conf) = self.configurations.last().expect("a member always has a configuration");
+        Configuration::of(*index, conf)
+    }
+
+    /// Proposes `change` of the group's voters (see [`membership`]): `Ok((Ok(index), output))`
+    /// once it is in the leader's log at `index` — it is made once a
+    /// [`MemberEvent::Configured`] at or after `index` comes out — or why it was not proposed.
+    /// A leader asked to remove itself hands its leadership to the voter that holds most of
+    /// the log (the output carries that message) and proposes nothing.
+    pub fn propose_membership(
+        &mut self,
+        change: &MembershipChange,
+    ) -> Result<(Result<u64, MembershipError>, Output), MemberError> {
+        if !self.is_leader() {
+            return Ok((Err(MembershipError::NotLeader { leader: self.leader() }), Output::default()));
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Ok((Err(MembershipError::Pending(self.raw.raft.pending_conf_index)), Output::default()));
+        }
+        let voters = match membership::validate(&self.configuration(), change) {
+            Ok(voters) => voters,
+            Err(refused) => return Ok((Err(refused), Output::default())),
+        };
+        if change.remove.contains(&self.id()) {
+            let progress = self.raw.raft.prs();
+            let heir = voters
+                .iter()
+                .copied()
+                .filter(|id| !change.add.contains(id))
+                .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)))
+                .expect("a change leaves at least VOTERS_MIN voters, not all of them added");
+            self.raw.transfer_leader(heir);
+            return Ok((Err(MembershipError::RemovesLeader(heir)), self.drain()?));
+        }
+        match self.raw.propose_conf_change(Vec::new(), membership::conf_change(change)) {
+            Ok(()) => {}
+            // Dropped: a leadership transfer is under way.
+            Err(raft::Error::ProposalDropped) => {
+                return Ok((Err(MembershipError::NotLeader { leader: None }), Output::default()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let index = self.raw.raft.raft_log.last_index();
+        Ok((Ok(index), self.drain()?))
+    }
+
+    /// A leader that finds the group joint with no change pending proposes the leave. raft-rs
+    /// proposes it as a leader applies through its pending change (which covers a leader
+    /// elected mid-change: its pending index is its log's end at election), and marks the
+    /// paths it does not cover as a TODO ("it may never auto_leave if leader steps down before
+    /// enter joint is applied"); a group left joint would need both majorities for ever.
+    fn leave_stranded_joint(&mut self) -> Result<(), MemberError> {
+        let conf = self.raw.raft.prs().conf().to_conf_state();
+        if !self.is_leader() || conf.voters_outgoing.is_empty() || !conf.auto_leave || self.raw.raft.has_pending_conf()
+        {
+            return Ok(());
+        }
+        tracing::info!(member = self.id(), configuration = ?self.configuration(), "leaving a joint configuration a former leader entered");
+        match self.raw.propose_conf_change(Vec::new(), raft::prelude::ConfChangeV2::default()) {
+            Ok(()) | Err(raft::Error::ProposalDropped) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// What this member keeps on its disk, as one write: its hard state, its log, and the
@@ -560,6 +661,7 @@ impl Member {
     /// One tick of [`TICK`].
     pub fn tick(&mut self) -> Result<Output, MemberError> {
         self.raw.tick();
+        self.leave_stranded_joint()?;
         let out = self.drain()?;
         self.update_standing();
         Ok(out)
@@ -581,7 +683,7 @@ impl Member {
         let vote = matches!(message.get_msg_type(), MessageType::MsgRequestVote | MessageType::MsgRequestPreVote);
         if vote && self.standing != Standing::Voting {
             self.standing.saw(message.from, message.log_term, message.index);
-            let others: Vec<u64> = self.voters.iter().copied().filter(|&m| m != self.id()).collect();
+            let others: Vec<u64> = self.configuration().members().into_iter().filter(|&m| m != self.id()).collect();
             if !self.standing.may_vote_for(message.index, message.log_term, &others) {
                 tracing::debug!(member = self.id(), candidate = message.from, term = message.term, standing = ?self.standing, "no vote: this member started with nothing and has not caught up with the group");
                 return Ok(Output::default());
@@ -596,7 +698,16 @@ impl Member {
             }
             _ => {}
         }
-        self.raw.step(message)?;
+        match self.raw.step(message) {
+            Ok(()) => {}
+            // An answer from a member the configuration no longer holds (one just removed, still
+            // answering what it was sent): nothing to act on, and no reason to stop.
+            Err(raft::Error::StepPeerNotFound) => {
+                tracing::debug!(member = self.id(), "an answer from a member outside the configuration: ignored");
+                return Ok(Output::default());
+            }
+            Err(e) => return Err(e.into()),
+        }
         let out = self.drain()?;
         self.update_standing();
         Ok(out)
@@ -661,14 +772,17 @@ impl Member {
                 // be sound before it is recorded.
                 let (point, _) = StorePoint::split_snapshot_data(snapshot.get_data())?;
                 out.events.push(MemberEvent::Snapshot { index: snapshot.get_metadata().index, point });
+                // raft-rs takes the snapshot's configuration as it restores it.
+                self.configurations =
+                    vec![(snapshot.get_metadata().index, snapshot.get_metadata().get_conf_state().clone())];
                 write.snapshot = Some(prost::Message::encode_to_vec(snapshot));
             }
             match &mut self.applies_uncommitted {
-                None => committed(ready.take_committed_entries(), &mut out),
+                None => self.committed(ready.take_committed_entries(), &mut out)?,
                 Some(emitted) => {
                     let fresh: Vec<Entry> = ready.entries().iter().filter(|e| e.index > *emitted).cloned().collect();
                     *emitted = fresh.last().map_or(*emitted, |e| e.index);
-                    committed(fresh, &mut out);
+                    self.committed(fresh, &mut out)?;
                 }
             }
             let hard_state = ready.hs().cloned();
@@ -699,7 +813,7 @@ impl Member {
             }
             out.messages.extend(light.take_messages());
             if self.applies_uncommitted.is_none() {
-                committed(light.take_committed_entries(), &mut out);
+                self.committed(light.take_committed_entries(), &mut out)?;
             }
             self.raw.advance_apply();
         }
@@ -713,13 +827,37 @@ impl Member {
     }
 }
 
-/// Committed normal entries, as events. An empty one is the entry a new leader appends on its
-/// election: Raft's own, yet it comes out, so the applier can count every index it applied.
-fn committed(entries: Vec<Entry>, out: &mut Output) {
-    for entry in entries {
-        if entry.get_entry_type() == EntryType::EntryNormal {
-            out.events.push(MemberEvent::Committed { index: entry.index, term: entry.term, data: entry.data.to_vec() });
+impl Member {
+    /// Committed entries, as events, in index order. An empty normal one is the entry a new
+    /// leader appends on its election: Raft's own, yet it comes out, so the applier can count
+    /// every index it applied. A membership change is applied to the consensus here, as it
+    /// comes out, and comes out as [`MemberEvent::Configured`].
+    fn committed(&mut self, entries: Vec<Entry>, out: &mut Output) -> Result<(), MemberError> {
+        for entry in entries {
+            let (index, term) = (entry.index, entry.term);
+            match entry.get_entry_type() {
+                EntryType::EntryNormal => {
+                    out.events.push(MemberEvent::Committed { index, term, data: entry.data.to_vec() })
+                }
+                EntryType::EntryConfChangeV2 => {
+                    let cc = membership::decode(index, &entry.data)?;
+                    let conf = self.raw.apply_conf_change(&cc).map_err(|e| {
+                        MemberError::Damaged(format!("the membership change at Raft index {index} cannot apply: {e}"))
+                    })?;
+                    let configuration = Configuration::of(index, &conf);
+                    let last = self.configurations.last().map_or(0, |(at, _)| *at);
+                    assert!(index > last, "membership change {index} applied after the one at {last}");
+                    self.configurations.push((index, conf));
+                    out.events.push(MemberEvent::Configured { index, term, configuration });
+                }
+                EntryType::EntryConfChange => {
+                    return Err(MemberError::Damaged(format!(
+                        "Raft index {index} holds a version 1 membership change, which no member proposes"
+                    )));
+                }
+            }
         }
+        Ok(())
     }
 }
 
@@ -822,6 +960,8 @@ impl slog::Drain for TracingDrain {
     }
 }
 
+#[cfg(test)]
+mod membership_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

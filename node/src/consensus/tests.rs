@@ -5,7 +5,7 @@ use super::*;
 
 /// Delivers every message until the group is quiet; a message to a member not in `members`
 /// (cut off) is lost.
-fn settle(members: &mut [Member], mut outbox: Vec<Message>, events: &mut Vec<(u64, MemberEvent)>) {
+pub(super) fn settle(members: &mut [Member], mut outbox: Vec<Message>, events: &mut Vec<(u64, MemberEvent)>) {
     while let Some(message) = outbox.pop() {
         let Some(to) = members.iter_mut().find(|m| m.id() == message.to) else { continue };
         let id = to.id();
@@ -48,7 +48,8 @@ fn three_members_elect_one_leader_and_commit_in_the_same_order() {
                 MemberEvent::Committed { .. }
                 | MemberEvent::Role { .. }
                 | MemberEvent::Snapshot { .. }
-                | MemberEvent::ReadConfirmed { .. } => None,
+                | MemberEvent::ReadConfirmed { .. }
+                | MemberEvent::Configured { .. } => None,
             })
             .collect();
         assert_eq!(applied, (0..5u8).map(|n| vec![n]).collect::<Vec<_>>(), "member {id} applied otherwise");
@@ -57,7 +58,7 @@ fn three_members_elect_one_leader_and_commit_in_the_same_order() {
 
 /// A disk that keeps what it is given, for restarts in tests.
 #[derive(Clone, Default)]
-struct Kept(Arc<Mutex<Restored>>);
+pub(super) struct Kept(pub(super) Arc<Mutex<Restored>>);
 
 impl RaftDisk for Kept {
     fn persist(&mut self, write: RaftWrite) -> Result<(), String> {
@@ -84,7 +85,7 @@ impl RaftDisk for Kept {
     }
 }
 
-fn point(n: u64) -> StorePoint {
+pub(super) fn point(n: u64) -> StorePoint {
     StorePoint { log_index: n * 10, hash: ChainHash([n as u8; 32]) }
 }
 

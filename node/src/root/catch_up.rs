@@ -158,7 +158,7 @@ async fn copy_peer_store(
     own: &RaftWrite,
     lifecycle: &mut watch::Receiver<Lifecycle>,
 ) -> bool {
-    let voters: Vec<u64> = state.config.root.iter().flat_map(|root| root.members.iter().map(|m| m.id)).collect();
+    let voters: Vec<u64> = state.config.root.iter().flat_map(|root| root.first_voters()).collect();
     // The copy may have applied past the end of this member's own log: its state then gains a
     // snapshot record at the copy's applied index, so it restarts from the copy (see
     // `consensus::own_state_over_copy`).

@@ -59,6 +59,8 @@ use crate::consensus::{self, Member, MemberEvent, Output, ProposeError, Role, St
 use crate::entry::{LogEntry, Op};
 use crate::state::{DiskOp, NodeState};
 use disk::restore;
+pub use membership::MembershipRefused;
+pub(crate) use membership::{MembershipReply, MembershipRequest};
 use reads::Reads;
 pub(crate) use reads::{READ_CONFIRM_TIMEOUT, ReadReply};
 
@@ -69,6 +71,8 @@ pub(crate) const INBOX_DEPTH: usize = 4096;
 
 /// Reads waiting to be handed to the consensus before readers wait for room.
 const READ_QUEUE_DEPTH: usize = 1024;
+/// Membership changes waiting to be handed to the consensus (one is made at a time).
+const MEMBERSHIP_QUEUE_DEPTH: usize = 8;
 
 /// Where a member's consensus takes its work.
 pub(super) struct Channels {
@@ -76,6 +80,8 @@ pub(super) struct Channels {
     pub batches: mpsc::Sender<Vec<WriteRequest>>,
     /// Reads to confirm (see [`reads`]).
     pub reads: mpsc::Sender<ReadReply>,
+    /// Operators' membership changes (see [`membership`]).
+    pub members: mpsc::Sender<MembershipRequest>,
 }
 
 /// Starts member `me` of the root group: its consensus, restored from the store, and a task
@@ -86,7 +92,7 @@ pub(super) fn start(
     root: &RootConfig,
 ) -> Result<(Channels, tokio::task::JoinHandle<()>), consensus::MemberError> {
     let me = root.member_id.expect("a group member's configuration names its id (validated)");
-    let voters: Vec<u64> = root.members.iter().map(|m| m.id).collect();
+    let voters = root.first_voters();
     #[cfg(madsim)]
     consensus::deterministic_elections();
     let (member, applied) = restore(&state, me, &voters)?;
@@ -100,8 +106,10 @@ pub(super) fn start(
     }
     let (batches_tx, batches) = mpsc::channel(16);
     let (reads_tx, read_requests) = mpsc::channel(READ_QUEUE_DEPTH);
-    let group = Group::new(state, root, member, applied, outboxes, (batches, read_requests));
-    Ok((Channels { batches: batches_tx, reads: reads_tx }, tokio::spawn(group.run(inbox))))
+    let (members_tx, membership_requests) = mpsc::channel(MEMBERSHIP_QUEUE_DEPTH);
+    let group = Group::new(state, root, member, applied, outboxes, (batches, read_requests, membership_requests));
+    let channels = Channels { batches: batches_tx, reads: reads_tx, members: members_tx };
+    Ok((channels, tokio::spawn(group.run(inbox))))
 }
 
 /// How long a member whose disk failed waits before it reopens its store and tries again.
@@ -128,7 +136,10 @@ impl Drop for InFlight {
 struct Group {
     state: Arc<NodeState>,
     me: u64,
+    /// The group's first voters (`RootConfig::first_voters`): what a restart starts from.
     voters: Vec<u64>,
+    /// Every member `[[root.members]]` names: the ids a membership change may add.
+    roster: Vec<u64>,
     member: Member,
     /// The last Raft index this member applied.
     applied: u64,
@@ -163,6 +174,11 @@ struct Group {
     /// Reads to confirm, and those being confirmed.
     read_requests: mpsc::Receiver<ReadReply>,
     reads: Reads,
+    /// Operators' membership changes.
+    membership_requests: mpsc::Receiver<MembershipRequest>,
+    /// The change this member proposed as leader and has not made yet: its index, and where
+    /// its requester waits.
+    membership: Option<(u64, MembershipReply)>,
 }
 
 impl Group {
@@ -174,13 +190,18 @@ impl Group {
         member: Member,
         applied: u64,
         outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
-        (batches, read_requests): (mpsc::Receiver<Vec<WriteRequest>>, mpsc::Receiver<ReadReply>),
+        (batches, read_requests, membership_requests): (
+            mpsc::Receiver<Vec<WriteRequest>>,
+            mpsc::Receiver<ReadReply>,
+            mpsc::Receiver<MembershipRequest>,
+        ),
     ) -> Group {
         let me = member.id();
         Group {
             applied,
             me,
-            voters: root.members.iter().map(|m| m.id).collect(),
+            voters: root.first_voters(),
+            roster: root.members.iter().map(|m| m.id).collect(),
             state,
             member,
             leaders_http: root.members.iter().map(|m| (m.id, m.http)).collect(),
@@ -198,6 +219,8 @@ impl Group {
             batches,
             read_requests,
             reads: Reads::default(),
+            membership_requests,
+            membership: None,
         }
     }
 
@@ -225,7 +248,13 @@ impl Group {
                 // flight would commit through it; every request is answered now (see InFlight).
                 () = reached(&mut lifecycle, Lifecycle::Draining) => break,
                 Some((from, bytes)) = inbox.recv() => match consensus::decode(&bytes) {
-                    Ok(message) if message.from == from => self.member.receive(message),
+                    Ok(message) if message.from == from && message.to == self.me => self.member.receive(message),
+                    Ok(message) if message.from == from => {
+                        // Meant for another member id at this address (a member that rejoined
+                        // under a new id after its disk was replaced): never stepped as ours.
+                        tracing::warn!(from, to = message.to, me = self.me, "a Raft message for another member: dropped");
+                        continue;
+                    }
                     Ok(message) => {
                         tracing::warn!(from, claimed = message.from, "a Raft message whose sender is not the member that sent it: dropped");
                         continue;
@@ -240,6 +269,7 @@ impl Group {
                     self.propose_waiting()
                 }
                 Some(reply) = self.read_requests.recv() => self.read_requested(reply),
+                Some(request) = self.membership_requests.recv() => self.membership_requested(request),
                 _ = ticker.tick() => {
                     if self.state.is_damaged() {
                         match self.heal(&mut lifecycle).await {
@@ -434,6 +464,9 @@ impl Group {
                     }
                 }
                 MemberEvent::ReadConfirmed { ctx, index } => self.read_confirmed(ctx, index),
+                MemberEvent::Configured { index, term, configuration } => {
+                    self.configured(index, term, configuration).await?
+                }
             }
         }
         self.answer_applied_reads();
@@ -481,6 +514,7 @@ impl Group {
             // Answered "outcome unknown" as they drop: they may commit under the new leader.
             self.forget_proposals();
             self.refuse_reads(&WriteError::NotLeader { leader: self.leader_http() });
+            self.forget_membership("this member stopped leading before it was made");
         }
     }
 
@@ -624,6 +658,7 @@ fn merge(into: &mut Output, more: Output) {
 }
 
 mod disk;
+mod membership;
 mod pause;
 mod reads;
 #[cfg(test)]

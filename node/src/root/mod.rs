@@ -153,7 +153,15 @@ pub struct WriteQueue {
     queued_bytes: Gauge,
     /// A root group member's consensus, which confirms reads (None: a root of one).
     reads: Option<mpsc::Sender<group::ReadReply>>,
+    /// A root group member's consensus, which makes membership changes (None: a root of one).
+    members: Option<mpsc::Sender<group::MembershipRequest>>,
 }
+
+pub use group::MembershipRefused;
+
+/// How long an operator's membership change waits to be made: a change of several voters takes
+/// two commits (into joint consensus and out), and an election may come between.
+pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl WriteQueue {
     /// Waits until a read of this root's store may be answered: at once on a root of one; on
@@ -170,6 +178,28 @@ impl WriteQueue {
             // Dropped unanswered: the consensus ended (the node drains).
             Ok(Err(_)) => Err(WriteError::ShuttingDown),
             Err(_) => Err(WriteError::ReadUnconfirmed),
+        }
+    }
+
+    /// Asks the group for `change` of its voters and waits until this member applied the
+    /// configuration it made (see `group::membership`), up to [`MEMBERSHIP_CHANGE_TIMEOUT`]. A
+    /// root of one has no group to change.
+    pub async fn change_membership(
+        &self,
+        change: crate::consensus::MembershipChange,
+    ) -> Result<crate::consensus::Configuration, MembershipRefused> {
+        let Some(members) = &self.members else {
+            return Err(MembershipRefused::Unknown("this root is not a root group member".into()));
+        };
+        let shutting_down = || MembershipRefused::Unknown("the node is shutting down".into());
+        let (reply, made) = oneshot::channel();
+        members.send(group::MembershipRequest { change, reply }).await.map_err(|_| shutting_down())?;
+        match tokio::time::timeout(MEMBERSHIP_CHANGE_TIMEOUT, made).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(shutting_down()),
+            Err(_) => Err(MembershipRefused::Unknown(format!(
+                "not made within {MEMBERSHIP_CHANGE_TIMEOUT:?} (the group may be electing a leader)"
+            ))),
         }
     }
 
@@ -202,7 +232,8 @@ pub struct RootTasks {
 pub fn start(state: Arc<NodeState>, batch_window: Duration, heartbeat_interval: Duration) -> (WriteQueue, RootTasks) {
     restore_quotas(&state);
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
-    let queue = WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone(), reads: None };
+    let queue =
+        WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone(), reads: None, members: None };
     let committer = tokio::spawn(run_committer(state.clone(), rx, batch_window, Sink::Store));
     let heartbeat = tokio::spawn(run_heartbeat(state, heartbeat_interval));
     (queue, RootTasks { committer, heartbeat })
@@ -218,8 +249,12 @@ pub fn start_group(
     let (tx, rx) = mpsc::channel(WRITE_QUEUE_DEPTH_MAX);
     restore_quotas(&state);
     let (channels, consensus) = group::start(state.clone(), root)?;
-    let queue =
-        WriteQueue { requests: tx, queued_bytes: state.metrics.write_queue_bytes.clone(), reads: Some(channels.reads) };
+    let queue = WriteQueue {
+        requests: tx,
+        queued_bytes: state.metrics.write_queue_bytes.clone(),
+        reads: Some(channels.reads),
+        members: Some(channels.members),
+    };
     let committer = tokio::spawn(run_committer(state, rx, root.batch_window, Sink::Group(channels.batches)));
     Ok((queue, RootTasks { committer, heartbeat: consensus }))
 }

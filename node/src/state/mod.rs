@@ -99,6 +99,9 @@ pub struct NodeState {
     /// A root group member's last reported term, role and leader; None before its consensus
     /// reported one, and on every other node.
     raft_view: std::sync::Mutex<Option<RaftView>>,
+    /// A root group member's configuration as its consensus applied it (None: not a member,
+    /// or not started yet).
+    raft_configuration: std::sync::Mutex<Option<crate::consensus::Configuration>>,
     /// A root's producers and their buckets (none on a replica).
     pub quotas: crate::root::quota::Quotas,
 }
@@ -174,6 +177,7 @@ impl NodeState {
             lifecycle: watch::Sender::new(Lifecycle::Serving),
             raft_inbox: std::sync::OnceLock::new(),
             raft_view: std::sync::Mutex::new(None),
+            raft_configuration: std::sync::Mutex::new(None),
             quotas,
         });
         state.after_apply();
@@ -588,6 +592,16 @@ impl NodeState {
     /// Records what the member's consensus reported.
     pub(crate) fn set_raft_view(&self, view: RaftView) {
         *self.raft_view.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(view);
+    }
+
+    /// This root group member's configuration of its group (None: not a member, or not
+    /// started yet).
+    pub fn raft_configuration(&self) -> Option<crate::consensus::Configuration> {
+        self.raft_configuration.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    pub(crate) fn set_raft_configuration(&self, configuration: crate::consensus::Configuration) {
+        *self.raft_configuration.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(configuration);
     }
 
     pub fn lifecycle(&self) -> watch::Receiver<Lifecycle> {

@@ -37,7 +37,7 @@ pub mod failure;
 mod identity;
 pub mod issue;
 mod material;
-mod provider;
+pub(crate) mod provider;
 mod stream;
 
 use std::net::SocketAddr;

@@ -19,6 +19,7 @@ mod corruption;
 mod crash;
 mod inspect;
 mod logs;
+mod membership;
 mod memcached_protocol;
 mod model;
 mod refusals;

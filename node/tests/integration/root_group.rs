@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::process::{MemcachedConnection, NodeProcess, Ports, Role, TOKEN, write_config};
 
-const ENV: &[(&str, &str)] = &[("QS_LOG", "info")];
+pub(crate) const ENV: &[(&str, &str)] = &[("QS_LOG", "info")];
 
-fn members_toml(ports: &[Ports]) -> String {
+pub(crate) fn members_toml(ports: &[Ports]) -> String {
     let mut text = String::new();
     for (n, p) in ports.iter().enumerate() {
         text +=
@@ -31,12 +31,12 @@ fn member_config(dir: &Path, id: usize, ports: &[Ports]) -> PathBuf {
 }
 
 /// The member that says it leads, by its `/status`, if one does.
-fn leader(members: &[Option<NodeProcess>]) -> Option<usize> {
+pub(crate) fn leader(members: &[Option<NodeProcess>]) -> Option<usize> {
     members.iter().position(|m| m.as_ref().and_then(NodeProcess::status).is_some_and(|s| s["raft"]["role"] == "leader"))
 }
 
 /// What one write attempt came to.
-enum Outcome {
+pub(crate) enum Outcome {
     Acknowledged,
     /// Redirected to another member, or none leads now: try again there, or shortly.
     Elsewhere(Option<SocketAddr>),
@@ -54,7 +54,7 @@ fn producer() -> ureq::Agent {
         .into()
 }
 
-fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
+pub(crate) fn put(http: SocketAddr, key: &str, value: &str) -> Outcome {
     let agent = producer();
     let url = format!("http://{http}/v1/keys/{key}");
     let Ok(response) = agent.put(&url).header("authorization", &format!("Bearer {TOKEN}")).send(value) else {

@@ -191,6 +191,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
                 id: n as u64 + 1,
                 replication: listen(ip(0, n)).replication,
                 http: listen(ip(0, n)).http,
+                standby: false,
             })
             .collect()
     } else {

@@ -183,6 +183,7 @@ impl Group {
         if self.state.raft_view() != Some(view) {
             self.state.set_raft_view(view);
         }
+        self.publish_configuration();
     }
 
     /// Stops taking part for a while (`why`): says so (the HTTP API refuses writes, "not
@@ -192,6 +193,7 @@ impl Group {
         self.publish_view_paused(Some(why));
         self.forget_proposals();
         self.refuse_reads(&WriteError::MemberPaused(why));
+        self.forget_membership(why.describe());
         for batch in self.waiting.drain(..) {
             refuse(batch, why);
         }

@@ -96,8 +96,9 @@ mod driven {
             let root = RootConfig { heartbeat_interval, ..root };
             let (_batches, batches_rx) = mpsc::channel(1);
             let (_reads, reads_rx) = mpsc::channel(1);
+            let (_members, members_rx) = mpsc::channel(1);
             let member = Member::new(1, &voters).unwrap();
-            let group = Group::new(state, &root, member, 0, outboxes, (batches_rx, reads_rx));
+            let group = Group::new(state, &root, member, 0, outboxes, (batches_rx, reads_rx, members_rx));
             let lifecycle = group.state.lifecycle();
             let peers = [2, 3].iter().map(|&id| Member::new(id, &voters).unwrap()).collect();
             Driven { group, peers, sent, lifecycle }
