@@ -261,6 +261,9 @@ pub fn node_event(at_ms: u64, node: String, event: NodeEvent) -> Result<Event, P
         }
         NodeEvent::CursorPersisted { index } => Event::Cursor { at_ms, node, index },
         NodeEvent::RaftRole { term, role, leader } => Event::RaftRole { at_ms, node, term, role, leader },
+        NodeEvent::RaftConfiguration { index, voters, outgoing } => {
+            Event::RaftConfiguration { at_ms, node, index, voters, outgoing }
+        }
         // Where the store went is a path on this machine (a scratch folder under the
         // simulator): not in the trace, whose every byte is a function of the seed.
         NodeEvent::StoreSetAside { kept: _ } => Event::StoreSetAside { at_ms, node },

@@ -204,6 +204,10 @@ pub enum Probe {
     /// A root group member's store reached the snapshot it was sent (from a peer's log, or a
     /// copy of a peer's store: that one also counts `snapshot_installed`).
     RaftStoreCaughtUp,
+    /// An operator's membership change was asked of a root group (the `membership` fault).
+    FaultMembership,
+    /// A root group member applied a membership change: its group's voters changed.
+    RaftConfigurationChanged,
 }
 
 impl Probe {
@@ -266,7 +270,7 @@ mod tests {
     /// Names already in traces of older runs: renaming a variant must not change them.
     #[test]
     fn trace_names_are_stable() {
-        assert_eq!(Probe::ALL.len(), 39);
+        assert_eq!(Probe::ALL.len(), 41);
         assert_eq!(Probe::FaultImpostor.name(), "fault_impostor");
         assert_eq!(Probe::ALL[0].name(), "left_stale_source");
         assert_eq!(Probe::FaultPointDropMidSnapshot.name(), "fault_point_drop_mid_snapshot");

@@ -580,6 +580,26 @@ impl Member {
         Ok((Ok(index), self.drain()?))
     }
 
+    /// A leader the configuration it just applied does not hold as a voter hands its
+    /// leadership to the voter that holds most of the log. It proposed no such change (see
+    /// [`Member::propose_membership`]), but another leader may have, before this member was
+    /// elected; raft-rs would let it go on leading a group it is not a voter of.
+    fn hand_over_if_removed(&mut self, configuration: &Configuration) {
+        if !self.is_leader() || configuration.voters.contains(&self.id()) {
+            return;
+        }
+        let progress = self.raw.raft.prs();
+        let heir = configuration
+            .voters
+            .iter()
+            .copied()
+            .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)));
+        if let Some(heir) = heir {
+            tracing::info!(member = self.id(), heir, "this leader is no longer a voter: it hands its leadership on");
+            self.raw.transfer_leader(heir);
+        }
+    }
+
     /// A leader that finds the group joint with no change pending proposes the leave. raft-rs
     /// proposes it as a leader applies through its pending change (which covers a leader
     /// elected mid-change: its pending index is its log's end at election), and marks the
@@ -848,6 +868,7 @@ impl Member {
                     let last = self.configurations.last().map_or(0, |(at, _)| *at);
                     assert!(index > last, "membership change {index} applied after the one at {last}");
                     self.configurations.push((index, conf));
+                    self.hand_over_if_removed(&configuration);
                     out.events.push(MemberEvent::Configured { index, term, configuration });
                 }
                 EntryType::EntryConfChange => {

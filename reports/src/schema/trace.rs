@@ -50,6 +50,9 @@ pub enum Event {
     /// Root group member `node`'s Raft term, role or known leader (a member id, 0: none)
     /// changed.
     RaftRole { at_ms: u64, node: String, term: u64, role: RaftRole, leader: u64 },
+    /// Root group member `node` applied a membership change committed at Raft `index`: the
+    /// group's voters (member ids) are now `voters`, and while joint `outgoing` too.
+    RaftConfiguration { at_ms: u64, node: String, index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
     /// `node` persisted its resume position `index` (the store's applied index, or a legacy
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
@@ -176,6 +179,7 @@ impl Event {
             | Event::SourceChanged { at_ms, .. }
             | Event::Cursor { at_ms, .. }
             | Event::RaftRole { at_ms, .. }
+            | Event::RaftConfiguration { at_ms, .. }
             | Event::ReadSample { at_ms, .. }
             | Event::DiskSample { at_ms, .. }
             | Event::CacheSample { at_ms, .. }
@@ -258,6 +262,12 @@ pub enum FaultKind {
     /// plaintext); admitted, it sends a Raft message from a far later term that would depose
     /// a leader. It tries again every second for `duration`. Every attempt must be refused.
     Impostor,
+    /// An operator asks the root group for a membership change — `add` these member ids as
+    /// voters, `remove` these — through the target member's HTTP API (any member, or
+    /// `leader`), following redirects to the leader and asking again for `duration` until it is
+    /// made. A removed member is then stopped for good (decommissioned: recorded as a
+    /// `membership` fault on it that never ends), as an operator retires a machine.
+    Membership,
     /// The node's modelled memory passed its limit: killed, restarted by its supervisor.
     Oom,
     /// One of the node's fault points fired (`detail` names it): a stalled commit, a dropped
@@ -285,6 +295,7 @@ impl FaultKind {
             FaultKind::PowerLoss => Probe::FaultPowerLoss,
             FaultKind::DiskError => Probe::FaultDiskError,
             FaultKind::Impostor => Probe::FaultImpostor,
+            FaultKind::Membership => Probe::FaultMembership,
             FaultKind::Oom => Probe::FaultOom,
             // Each point has its own probe, counted by the node when it fires.
             FaultKind::FaultPoint => return None,

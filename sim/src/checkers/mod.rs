@@ -15,6 +15,7 @@ pub mod installs;
 pub mod lag;
 pub mod leadership;
 pub mod member_liveness;
+pub mod membership;
 pub mod memory;
 pub mod progress;
 pub mod quota;
@@ -52,9 +53,10 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     // A root group member's store catches up from its peers (a copy of one's store when none
     // holds its next entry): for `installs`, they are its sources.
     let members = scenario.topology.root_names();
-    if members.len() > 1 {
-        for member in &members {
-            let peers = members.iter().filter(|peer| *peer != member).cloned().collect();
+    let roster = scenario.topology.roster_names();
+    if roster.len() > 1 {
+        for member in &roster {
+            let peers = roster.iter().filter(|peer| *peer != member).cloned().collect();
             sources.insert(member.clone(), peers);
         }
     }
@@ -77,6 +79,15 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
         checkers.push(Box::new(leadership::Leadership::new(members.clone(), plan.draws.fault_points)));
         let rejoin_ms = lag_bound_ms + leadership::ELECT_WITHIN_MS;
         checkers.push(Box::new(member_liveness::MemberLiveness::new(&members, rejoin_ms)));
+        let first = (1..=scenario.topology.root_members as u64).collect();
+        let asked = plan
+            .draws
+            .faults
+            .iter()
+            .filter(|f| f.kind == crate::scenario::FaultKind::Membership)
+            .map(|f| (f.at.as_millis() as u64, f.add.clone(), f.remove.clone()))
+            .collect();
+        checkers.push(Box::new(membership::Membership::new(first, asked)));
     }
     if has_impostors(scenario) {
         checkers.push(Box::new(admission::Admission));

@@ -26,6 +26,7 @@
 
 pub mod disk;
 pub mod impostor;
+pub mod membership;
 pub mod network;
 pub mod page_cache;
 pub mod process;
@@ -182,6 +183,8 @@ pub fn apply(step: &FaultStep, nodes: &[SimNode], recorder: &SharedRecorder) {
         // The impostor is a client of its own, started and stopped by the world
         // (`impostor::Impostor`); the fault event marks when it tries.
         FaultKind::Impostor => {}
+        // The operator is a client too (`membership::Operator`), started by the world.
+        FaultKind::Membership => {}
         FaultKind::Oom | FaultKind::FaultPoint => {
             unreachable!("recorded kinds are refused in a scenario at load; the models and the node record their own")
         }

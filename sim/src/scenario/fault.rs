@@ -50,6 +50,12 @@ pub struct Fault {
     /// all its error can fail when empty.
     #[serde(default)]
     pub ops: Vec<IoOp>,
+    /// `membership`: the member ids to add as voters (members of the roster).
+    #[serde(default)]
+    pub add: Vec<u64>,
+    /// `membership`: the voters to remove (then stopped for good).
+    #[serde(default)]
+    pub remove: Vec<u64>,
 }
 
 /// The target that names a root group's leader at the moment the fault starts (the member
@@ -84,6 +90,8 @@ impl Fault {
             during: None,
             error: None,
             ops: Vec::new(),
+            add: Vec::new(),
+            remove: Vec::new(),
         }
     }
 
@@ -109,6 +117,7 @@ impl Fault {
                 }
                 other => other.describe().to_string(),
             },
+            FaultKind::Membership => format!("add {:?}, remove {:?}", self.add, self.remove),
             FaultKind::DiskError => {
                 let ops: Vec<&str> = self.failing_ops().iter().map(|op| op.as_str()).collect();
                 format!("{} on {}", self.error.unwrap_or(DiskError::Eio).as_str(), ops.join(", "))

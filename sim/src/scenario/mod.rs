@@ -259,12 +259,22 @@ pub struct Topology {
     /// commits each batch through Raft. The first is `root`, the others `root-2`, `root-3`, ...
     #[serde(default = "one")]
     pub root_members: usize,
+    /// Root group members on standby (`standby = true` in every roster): running, known to
+    /// every member by their addresses, voting once a `membership` fault adds them. Named after
+    /// the first voters (`root-4` after three). 0 (the default) to 2.
+    #[serde(default)]
+    pub root_standby: usize,
 }
 
 impl Topology {
-    /// The root's members' names, the first `root`.
+    /// The root's first voters' names, the first `root`.
     pub fn root_names(&self) -> Vec<String> {
         (1..=self.root_members.max(1)).map(root_member_name).collect()
+    }
+
+    /// Every member a root group's roster names: the first voters, then those on standby.
+    pub fn roster_names(&self) -> Vec<String> {
+        (1..=self.root_members.max(1) + self.root_standby).map(root_member_name).collect()
     }
 
     /// The data center of node `n` (0-based) of a tier; the root (`n = 0`) is in data center 0.
@@ -617,7 +627,7 @@ impl Scenario {
         let topology = &self.topology;
         let datacenter = |n: usize| (topology.datacenters > 1).then(|| topology.datacenter(n) as u32);
         let mut nodes: Vec<qs_reports::schema::NodeInfo> = topology
-            .root_names()
+            .roster_names()
             .into_iter()
             .map(|name| qs_reports::schema::NodeInfo { name, tier: "root".into(), depth: 0, datacenter: datacenter(0) })
             .collect();

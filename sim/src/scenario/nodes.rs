@@ -25,6 +25,8 @@ pub const MEMCACHED_PORT: u16 = 11211;
 pub const HTTP_PORT: u16 = 8000;
 /// The bearer token of the simulated writers, the root's one producer.
 pub const PRODUCER_TOKEN: &str = "qsim-producer-token";
+/// The root group members' `operator_token`: what the `membership` fault's operator carries.
+pub const OPERATOR_TOKEN: &str = "qsim-operator-token";
 /// The producer's one prefix: every writer key starts with it (`cfg<w>:<n>`); a key outside it
 /// is refused (403).
 pub const KEY_PREFIX: &str = "cfg";
@@ -184,14 +186,14 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     let quota = u32::try_from(producer_quota(scenario)).unwrap_or(u32::MAX);
     let burst = u32::try_from(producer_burst(scenario)).unwrap_or(u32::MAX);
     let topology = &scenario.topology;
-    // A root group's members, at 10.0.0.1, .2, ...; each lists them all.
+    // A root group's members, at 10.0.0.1, .2, ...; each lists them all, the standby ones last.
     let members: Vec<MemberConfig> = if topology.root_members > 1 {
-        (0..topology.root_members)
+        (0..topology.root_members + topology.root_standby)
             .map(|n| MemberConfig {
                 id: n as u64 + 1,
                 replication: listen(ip(0, n)).replication,
                 http: listen(ip(0, n)).http,
-                standby: false,
+                standby: n >= topology.root_members,
             })
             .collect()
     } else {
@@ -209,10 +211,11 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             writes_per_s: quota,
             burst,
         }],
+        operator_token: (topology.root_members > 1).then(|| OPERATOR_TOKEN.to_string()),
         ..RootConfig::default()
     };
     let mut out = Vec::new();
-    for (n, name) in topology.root_names().into_iter().enumerate() {
+    for (n, name) in topology.roster_names().into_iter().enumerate() {
         let root = RootConfig {
             member_id: (!members.is_empty()).then_some(n as u64 + 1),
             members: members.clone(),
@@ -223,9 +226,10 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
     let relayed = topology.datacenters > 1 && !topology.cross_dc_latency.is_zero();
     // Per node in topology order, the relay ports its host serves.
     let mut relays: Vec<BTreeSet<u16>> = vec![BTreeSet::new(); out.len()];
-    // (address, data center, position) of each node of the tier above: the root's members
-    // first, all in data center 0.
-    let mut parents: Vec<(IpAddr, usize, usize)> = (0..out.len()).map(|n| (ip(0, n), 0, n)).collect();
+    // (address, data center, position) of each node of the tier above: the root's first
+    // voters first, all in data center 0 (a standby member is no replica's configured source).
+    let mut parents: Vec<(IpAddr, usize, usize)> =
+        (0..topology.root_members.max(1)).map(|n| (ip(0, n), 0, n)).collect();
     for (t, tier) in topology.tiers.iter().enumerate() {
         let tier = tier.get_ref();
         let mut this_tier = Vec::new();

@@ -81,6 +81,23 @@ impl Scenario {
         if ![1, 3, 5].contains(&topology.root_members) {
             return bad(None, "topology.root_members", "must be 1 (a root of one), 3 or 5 (a root group)".into());
         }
+        if topology.root_standby > 0 && (topology.root_members == 1 || topology.root_standby > 2) {
+            return bad(
+                None,
+                "topology.root_standby",
+                "0 to 2, and only beside a root group (root_members 3 or 5)".into(),
+            );
+        }
+        // A standby member never added stays empty, and the run could never converge.
+        for (n, name) in topology.roster_names().iter().enumerate().skip(topology.root_members) {
+            let id = n as u64 + 1;
+            let added =
+                self.fault.iter().any(|f| f.get_ref().kind == FaultKind::Membership && f.get_ref().add.contains(&id));
+            if !added {
+                let problem = format!("{name} (member {id}) stands by but no membership fault adds it");
+                return bad(None, "topology.root_standby", problem);
+            }
+        }
         let tiers = &self.topology.tiers;
         if tiers.is_empty() || tiers.len() > TIERS_MAX {
             return bad(None, "topology.tiers", format!("needs 1 to {TIERS_MAX} tiers below the root"));
@@ -286,6 +303,7 @@ impl Scenario {
                     }
                 }
                 FaultKind::Impostor => self.check_impostor(span.clone(), f, &names)?,
+                FaultKind::Membership => self.check_membership(span.clone(), f)?,
                 FaultKind::Latency => {
                     needs("latency", f.latency.is_some_and(|l| !l.is_zero() && l <= Duration::from_secs(10)))?
                 }
@@ -294,6 +312,13 @@ impl Scenario {
             }
             if f.kind != FaultKind::Impostor && f.credentials.is_some() {
                 return bad(span, "fault.credentials", format!("`credentials` are an impostor's, not a {}'s", f.kind));
+            }
+            if f.kind != FaultKind::Membership && (!f.add.is_empty() || !f.remove.is_empty()) {
+                return bad(
+                    span,
+                    "fault.add",
+                    format!("`add` and `remove` are a membership change's, not a {}'s", f.kind),
+                );
             }
             if f.kind != FaultKind::DiskError && (f.error.is_some() || !f.ops.is_empty()) {
                 return bad(span, "fault.error", format!("`error` and `ops` are a disk_error's, not a {}'s", f.kind));
@@ -310,6 +335,8 @@ impl Scenario {
                 Some("kinds must name at least one fault kind")
             } else if swarm.kinds.iter().any(|k| !k.injectable()) {
                 Some(NOT_INJECTED)
+            } else if swarm.kinds.contains(&FaultKind::Membership) {
+                Some("membership changes are written out, not drawn: name what they add and remove in a [[fault]]")
             } else if swarm.kinds.contains(&FaultKind::Impostor) {
                 Some("impostor faults are written out, not drawn: name their credentials and peer in a [[fault]]")
             } else if swarm.count_min > swarm.count_max || swarm.count_max > FAULTS_MAX {
@@ -353,6 +380,28 @@ impl Scenario {
 impl Scenario {
     /// An `impostor` fault: aimed at a root group member (or its leader) over TLS, with the
     /// certificate of another node when it steals one.
+    /// A membership change: asked of a member (or `leader`), of ids in the roster, adding or
+    /// removing at least one; the swarm never draws one.
+    fn check_membership(&self, span: Option<std::ops::Range<usize>>, f: &Fault) -> Result<(), Refusal> {
+        let bad = |field: &str, problem: String| Err((span.clone(), field.to_string(), problem));
+        if self.topology.root_members == 1 {
+            return bad("fault.kind", "a membership change is a root group's: set topology.root_members".into());
+        }
+        let roster = self.topology.roster_names();
+        let target = f.target.get_ref();
+        if target != super::LEADER && !roster.contains(target) {
+            let problem = format!("{target:?} is not a root group member: the operator asks one (or \"leader\")");
+            return Err((Some(f.target.span()), "fault.target".into(), problem));
+        }
+        if f.add.is_empty() && f.remove.is_empty() {
+            return bad("fault.add", "a membership change adds or removes at least one member".into());
+        }
+        if let Some(id) = f.add.iter().chain(&f.remove).find(|&&id| id == 0 || id as usize > roster.len()) {
+            return bad("fault.add", format!("member {id} is not in the roster (ids 1 to {})", roster.len()));
+        }
+        Ok(())
+    }
+
     fn check_impostor(&self, span: Option<std::ops::Range<usize>>, f: &Fault, names: &[String]) -> Result<(), Refusal> {
         let bad = |span: Option<std::ops::Range<usize>>, field: &str, problem: String| {
             Err((span, field.to_string(), problem))

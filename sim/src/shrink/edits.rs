@@ -65,8 +65,23 @@ fn millis(d: Duration) -> Value {
 /// One fault as the scenario file writes it. Destructured whole: a field added to `Fault` does
 /// not compile here until it is written out too.
 fn fault_table(fault: &Fault) -> Table {
-    let Fault { at, kind, target, duration, peer, credentials, group, model, latency, rate, during, error, ops } =
-        fault;
+    let Fault {
+        at,
+        kind,
+        target,
+        duration,
+        peer,
+        credentials,
+        group,
+        model,
+        latency,
+        rate,
+        during,
+        error,
+        ops,
+        add,
+        remove,
+    } = fault;
     let mut t = Table::new();
     t.insert("at".into(), millis(*at));
     t.insert("kind".into(), Value::try_from(kind).expect("fault kinds serialize"));
@@ -99,6 +114,11 @@ fn fault_table(fault: &Fault) -> Table {
     if !ops.is_empty() {
         let ops = ops.iter().map(|op| Value::try_from(op).expect("I/O operations serialize")).collect();
         t.insert("ops".into(), Value::Array(ops));
+    }
+    for (name, ids) in [("add", add), ("remove", remove)] {
+        if !ids.is_empty() {
+            t.insert(name.into(), Value::Array(ids.iter().map(|&id| Value::Integer(id as i64)).collect()));
+        }
     }
     t
 }

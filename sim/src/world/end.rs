@@ -180,7 +180,13 @@ fn root_log(root: &NodeState) -> RootLog {
 /// States are compared only once every node passes the cheap checks (index and chain hash):
 /// a state digest reads the whole store, and ten thousand of them every poll while the tree is
 /// still catching up would cost more than the run.
-pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<String> {
+pub(super) fn pending(
+    nodes: &[SimNode],
+    states: &States,
+    acked: &Acked,
+    retired: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    let nodes: Vec<&SimNode> = nodes.iter().filter(|n| !retired.contains(&n.name)).collect();
     let states = live(states);
     let head = |state: &NodeState| state.read_store(|s| (s.applied_index(), s.chain_hash()));
     let Some((root_name, root)) = reference_root(&states) else {
@@ -188,7 +194,7 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
     };
     let log = root_log(root);
     let mut out = Vec::new();
-    for node in nodes {
+    for node in &nodes {
         let Some(state) = states.get(&node.name) else {
             out.push(format!("{} has not started", node.name));
             continue;
@@ -207,7 +213,7 @@ pub(super) fn pending(nodes: &[SimNode], states: &States, acked: &Acked) -> Vec<
         match digest(root) {
             Err(e) => out.push(format!("{root_name}, the reference root, holds a state that cannot be read: {e}")),
             Ok(reference) => {
-                for node in nodes {
+                for node in &nodes {
                     let Some(state) = states.get(&node.name) else { continue };
                     let index = state.read_store(|s| s.applied_index());
                     match digest(state) {

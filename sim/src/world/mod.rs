@@ -332,6 +332,9 @@ struct FaultBook {
     down: Arc<Mutex<std::collections::BTreeSet<String>>>,
     /// Each fault on the root group's leader, with the member it found leading.
     resolved: Arc<Mutex<Vec<(crate::scenario::Fault, String)>>>,
+    /// Root group members an operator removed and stopped for good: no fault acts on them
+    /// any more (a kill's end would start one again).
+    retired: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 /// The root group member that leads now, by the members' role reports: the newest leader of
@@ -373,6 +376,10 @@ impl FaultBook {
     /// Applies `step` and keeps the book.
     fn apply(&self, step: &FaultStep) {
         let step = &self.resolve(step);
+        if self.retired.locked().contains(step.fault.target.get_ref()) {
+            self.open.locked().retain(|s| s.fault != step.fault);
+            return;
+        }
         crate::faults::apply(step, &self.nodes, &self.recorder);
         if step.fault.kind.stops_the_node() {
             let mut down = self.down.locked();
@@ -392,6 +399,43 @@ impl FaultBook {
         }
     }
 
+    /// The operator of the `membership` fault `step` starts: it asks the member the fault
+    /// targets, until the safety phase ends (`until`), and retires each member it removed.
+    fn operator(&self, step: &FaultStep, until: madsim::time::Instant) -> crate::faults::membership::Operator {
+        let fault = self.resolve(step).fault;
+        let members = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((crate::checkers::membership::member_id(&n.name)?, (n.name.clone(), n))))
+            .map(|(id, (name, n))| (id, (name, SocketAddr::new(n.ip, HTTP_PORT))))
+            .collect();
+        let (nodes, recorder, down, retired) =
+            (self.nodes.clone(), self.recorder.clone(), self.down.clone(), self.retired.clone());
+        let retire = move |name: &str| {
+            let Some(node) = nodes.iter().find(|n| n.name == name) else { return };
+            retired.locked().insert(name.to_string());
+            down.locked().insert(name.to_string());
+            crate::faults::process::kill(&node.handle);
+            let mut recorder = recorder.locked();
+            let at_ms = recorder.now_ms();
+            recorder.record(Event::Fault {
+                at_ms,
+                node: name.to_string(),
+                kind: crate::scenario::FaultKind::Membership,
+                phase: crate::trace::FaultPhase::Start,
+                detail: "removed from the group: stopped for good".into(),
+            });
+        };
+        crate::faults::membership::Operator {
+            members,
+            target: fault.target.get_ref().clone(),
+            add: fault.add.clone(),
+            remove: fault.remove.clone(),
+            until,
+            retire: Box::new(retire),
+        }
+    }
+
     /// Ends `started` unless it has ended already (healed when the liveness phase began).
     fn end(&self, started: &FaultStep) {
         let started = &self.resolve(started);
@@ -404,7 +448,8 @@ impl FaultBook {
     /// Ends every fault under way, in the order they started: the liveness phase's heal.
     fn heal_all(&self) {
         let open = std::mem::take(&mut *self.open.locked());
-        for step in open {
+        let retired = self.retired.locked().clone();
+        for step in open.into_iter().filter(|s| !retired.contains(s.fault.target.get_ref())) {
             crate::faults::apply(&FaultStep { start: false, ..step }, &self.nodes, &self.recorder);
         }
         self.down.locked().clear();
@@ -620,6 +665,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         open: Arc::default(),
         down,
         resolved: Arc::default(),
+        retired: Arc::default(),
     };
     let devices = nodes.iter().map(|n| (n.name.clone(), n.device.clone())).collect();
     let resource_nodes = scenario.resources.as_ref().map(|spec| sampler::ResourceNodes {
@@ -655,6 +701,10 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
             let host = impostor_host.as_ref().expect("made for a run with impostor faults");
             host.spawn(impostor.run(step.fault.duration));
         }
+        if step.start && step.fault.kind == crate::scenario::FaultKind::Membership {
+            let operator = book.operator(&step, start + scenario.scenario.duration);
+            producer.spawn(operator.run());
+        }
     }
     madsim::time::sleep_until(start + scenario.scenario.duration).await;
 
@@ -669,7 +719,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     // comes later is a failure.
     let deadline = madsim::time::Instant::now() + scenario.checks.converge_within;
     let pending = loop {
-        let pending = pending(&nodes, &states, &acked);
+        let pending = pending(&nodes, &states, &acked, &book.retired.locked());
         let now = madsim::time::Instant::now();
         if pending.is_empty() || now >= deadline {
             break pending;

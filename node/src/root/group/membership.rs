@@ -87,6 +87,7 @@ impl Group {
             outgoing: configuration.outgoing.clone(),
         });
         self.state.set_raft_configuration(configuration.clone());
+        self.state.probe(crate::observe::Probe::RaftConfigurationChanged);
         // Nothing for the store but the index, as for a new leader's empty entry.
         self.apply(index, term, &[]).await?;
         if !configuration.is_joint() && self.membership.as_ref().is_some_and(|(at, _)| *at <= index) {
