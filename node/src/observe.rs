@@ -38,6 +38,11 @@ pub enum NodeEvent {
     /// A root group member applied a membership change committed at Raft `index`: the group's
     /// voters are now `voters` (and, while joint, `outgoing` too). Sorted.
     RaftConfiguration { index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
+    /// A root group member took up a configuration without applying a change: the one it
+    /// restored at start (its snapshot's, then the changes its log held up to what it had
+    /// applied) or a snapshot it was sent held. It says the group's voters were `voters` (and
+    /// `outgoing`) at Raft `index`. Sorted.
+    RaftConfigurationHeld { index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
     /// The store was found damaged at start and set aside (`kept`: where it went); the node
     /// started with an empty one — a root group member with no Raft state, as after its disk
     /// was replaced.

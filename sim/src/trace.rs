@@ -264,6 +264,9 @@ pub fn node_event(at_ms: u64, node: String, event: NodeEvent) -> Result<Event, P
         NodeEvent::RaftConfiguration { index, voters, outgoing } => {
             Event::RaftConfiguration { at_ms, node, index, voters, outgoing }
         }
+        NodeEvent::RaftConfigurationHeld { index, voters, outgoing } => {
+            Event::RaftConfigurationHeld { at_ms, node, index, voters, outgoing }
+        }
         // Where the store went is a path on this machine (a scratch folder under the
         // simulator): not in the trace, whose every byte is a function of the seed.
         NodeEvent::StoreSetAside { kept: _ } => Event::StoreSetAside { at_ms, node },

@@ -247,6 +247,10 @@ pub struct LegacyConfig {
     /// the group's log, stops its consensus for good — and keeps claiming the role it last had
     /// ("leader, serving"), answering every write 503 for ever, its replicas still following it.
     pub raft_stop_consensus_on_failure: bool,
+    /// Root group: a snapshot records the group's first voters (`[[root.members]]` but the
+    /// standby ones) whatever membership changes the group made since, so a member sent it —
+    /// or restarting from it — takes a configuration the group has left.
+    pub raft_snapshot_first_configuration: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -608,6 +612,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_trust_claimed_member: false,
     raft_without_pre_vote: false,
     raft_stop_consensus_on_failure: false,
+    raft_snapshot_first_configuration: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,

@@ -296,6 +296,9 @@ pub struct Member {
     applies_uncommitted: Option<u64>,
     /// Whether it may vote yet (a member that started with nothing may not, at first).
     standing: Standing,
+    /// PLANTED BUG (legacy `raft_snapshot_first_configuration`): the voters every snapshot
+    /// records, whatever the configuration at its index.
+    snapshots_first_voters: Option<ConfState>,
     /// The first index of the term it last looked up, and that term (see `term_start`).
     term_start: std::cell::Cell<Option<(u64, u64)>>,
     /// The last (term, role, leader) reported.
@@ -430,6 +433,7 @@ impl Member {
             disk,
             applies_uncommitted: None,
             standing,
+            snapshots_first_voters: None,
             term_start: std::cell::Cell::new(None),
             reported: None,
         })
@@ -440,6 +444,13 @@ impl Member {
     /// whether or not a majority has it; what raft-rs later reports committed is ignored.
     pub fn apply_before_commit(&mut self, applied: u64) {
         self.applies_uncommitted = Some(applied);
+    }
+
+    /// PLANTED BUG (legacy `raft_snapshot_first_configuration`, the simulator's bug zoo only):
+    /// every snapshot from now on records `first` as the group's voters, whatever the
+    /// configuration at its index.
+    pub fn snapshot_first_configuration(&mut self, first: &[u64]) {
+        self.snapshots_first_voters = Some(ConfState::from((first.to_vec(), Vec::<u64>::new())));
     }
 
     /// PLANTED BUG (legacy `raft_without_pre_vote`, the simulator's bug zoo only): pre-vote
@@ -517,7 +528,8 @@ impl Member {
         metadata.index = applied;
         metadata.term = term;
         let at = self.configurations.iter().rposition(|(index, _)| *index <= applied).unwrap_or(0);
-        metadata.set_conf_state(self.configurations[at].1.clone());
+        let conf = self.snapshots_first_voters.clone().unwrap_or_else(|| self.configurations[at].1.clone());
+        metadata.set_conf_state(conf);
         let mut data = point.encode();
         data.extend_from_slice(quotas);
         snapshot.data = data;
@@ -538,7 +550,7 @@ impl Member {
         Configuration::of(*index, conf)
     }
 
-    /// Proposes `change` of the group's voters (see [`membership`]): `Ok((Ok(index), output))`
+    /// Proposes `change` of the group's voters (see `consensus::membership`): `Ok((Ok(index), output))`
     /// once it is in the leader's log at `index` — it is made once a
     /// [`MemberEvent::Configured`] at or after `index` comes out — or why it was not proposed.
     /// A leader asked to remove itself hands its leadership to the voter that holds most of

@@ -53,6 +53,10 @@ pub enum Event {
     /// Root group member `node` applied a membership change committed at Raft `index`: the
     /// group's voters (member ids) are now `voters`, and while joint `outgoing` too.
     RaftConfiguration { at_ms: u64, node: String, index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
+    /// Root group member `node` took up a configuration without applying a change (restored
+    /// at start, or held by a snapshot it was sent): it says the group's voters were `voters`
+    /// (and `outgoing`) at Raft `index`.
+    RaftConfigurationHeld { at_ms: u64, node: String, index: u64, voters: Vec<u64>, outgoing: Vec<u64> },
     /// `node` persisted its resume position `index` (the store's applied index, or a legacy
     /// cursor file).
     Cursor { at_ms: u64, node: String, index: u64 },
@@ -180,6 +184,7 @@ impl Event {
             | Event::Cursor { at_ms, .. }
             | Event::RaftRole { at_ms, .. }
             | Event::RaftConfiguration { at_ms, .. }
+            | Event::RaftConfigurationHeld { at_ms, .. }
             | Event::ReadSample { at_ms, .. }
             | Event::DiskSample { at_ms, .. }
             | Event::CacheSample { at_ms, .. }

@@ -10,6 +10,9 @@
 //!   either one voter added or removed, or a joint one whose outgoing voters are exactly the
 //!   old ones; from a joint one the next leaves it, keeping its incoming voters — never two
 //!   majorities that need not overlap;
+//! - **a configuration held is the group's**: one a member takes up without applying a change
+//!   (restored at start, or held by a snapshot it was sent: `raft_configuration_held`) is the
+//!   configuration the group had at the index it names — the newest change at or before it;
 //! - **a leader is a voter**: a member that says it leads is among the voters (incoming or
 //!   outgoing) of the newest configuration it applied in this life (one that applied none since
 //!   it started is not judged: the configuration it restored is not reported);
@@ -101,6 +104,31 @@ impl Membership {
         found
     }
 
+    /// `node` took up `voters` as the group's at `index` without applying a change.
+    fn held(&mut self, at_ms: u64, node: &str, index: u64, voters: Voters) -> Vec<Event> {
+        let (known, since) = self
+            .history
+            .range(..=index)
+            .next_back()
+            .map_or(((self.first.clone(), Vec::new()), 0), |(at, (v, _))| (v.clone(), *at));
+        let mut found = Vec::new();
+        if known != voters {
+            found.push(Self::violation(
+                at_ms,
+                node,
+                index,
+                format!(
+                    "{node} took up voters {:?} (outgoing {:?}) as the group's at Raft index {index} (restored, or \
+                     held by a snapshot), but the group's configuration there is {:?} (outgoing {:?}), made at \
+                     index {since}: a snapshot and a restart carry the configuration at their index",
+                    voters.0, voters.1, known.0, known.1
+                ),
+            ));
+        }
+        self.applied.insert(node.to_string(), (index, voters));
+        found
+    }
+
     fn leads(&self, at_ms: u64, node: &str, term: u64) -> Option<Event> {
         let id = member_id(node)?;
         // Nothing applied in this life yet: the configuration it restarted with is not
@@ -180,6 +208,9 @@ impl Observer for Membership {
         match event {
             Event::RaftConfiguration { at_ms, node, index, voters, outgoing } => {
                 self.configured(*at_ms, node, *index, (voters.clone(), outgoing.clone()))
+            }
+            Event::RaftConfigurationHeld { at_ms, node, index, voters, outgoing } => {
+                self.held(*at_ms, node, *index, (voters.clone(), outgoing.clone()))
             }
             Event::RaftRole { at_ms, node, term, role: RaftRole::Leader, .. } => {
                 self.leads(*at_ms, node, *term).into_iter().collect()
@@ -302,6 +333,25 @@ mod tests {
             stuck[0].contains("asked at 5000 ms to add [4] and remove [3]") && stuck[0].contains("outgoing [1, 2, 3]")
         );
         assert!(check.observe(&end(60_001)).is_empty(), "judged once");
+    }
+
+    #[test]
+    fn a_configuration_held_is_the_groups_at_its_index() {
+        let held = |at_ms, node: &str, index, voters: &[u64]| Event::RaftConfigurationHeld {
+            at_ms,
+            node: node.into(),
+            index,
+            voters: voters.to_vec(),
+            outgoing: Vec::new(),
+        };
+        let mut check = Membership::new(vec![1, 2, 3], Vec::new());
+        assert!(check.observe(&held(0, "root", 0, &[1, 2, 3])).is_empty(), "the first voters at start");
+        assert!(check.observe(&configuration(5_000, "root", 40, &[1, 2, 4], &[1, 2, 3])).is_empty());
+        assert!(check.observe(&configuration(5_100, "root", 41, &[1, 2, 4], &[])).is_empty());
+        assert!(check.observe(&held(9_000, "root-4", 300, &[1, 2, 4])).is_empty(), "a snapshot past the change");
+        assert!(check.observe(&held(9_000, "root-2", 30, &[1, 2, 3])).is_empty(), "one before it");
+        let stale = messages(check.observe(&held(9_500, "root-4", 600, &[1, 2, 3])));
+        assert!(stale[0].contains("made at index 41") && stale[0].contains("carry the configuration"), "{stale:?}");
     }
 
     #[test]

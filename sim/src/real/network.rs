@@ -150,6 +150,9 @@ impl Capabilities {
             PowerLoss => Some("power loss has no equivalent a process can inject on its own machine".into()),
             BitRot => Some("bit rot is injected into a stopped node's files by the simulator only".into()),
             Impostor => Some("an impostor is a client of the simulator's own; real runs do not start one".into()),
+            Membership => {
+                Some("the operator of a membership change is a client of the simulator's own; real runs do not start one yet".into())
+            }
             Oom | FaultPoint => Some("recorded by the simulator, never injected".into()),
         }
     }

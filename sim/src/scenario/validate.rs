@@ -70,7 +70,8 @@ impl Scenario {
                 || legacy.raft_snapshot_without_catch_up
                 || legacy.raft_trust_claimed_member
                 || legacy.raft_without_pre_vote
-                || legacy.raft_stop_consensus_on_failure)
+                || legacy.raft_stop_consensus_on_failure
+                || legacy.raft_snapshot_first_configuration)
         {
             return bad(
                 None,

@@ -27,6 +27,9 @@ pub(super) fn restore(
     if planted.raft_apply_before_commit {
         member.apply_before_commit(records.applied);
     }
+    if planted.raft_snapshot_first_configuration {
+        member.snapshot_first_configuration(voters);
+    }
     if planted.raft_without_pre_vote {
         member.without_pre_vote_or_check_quorum();
     }

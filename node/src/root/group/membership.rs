@@ -108,9 +108,16 @@ impl Group {
 
     /// Publishes the configuration the member holds now (at start, and after a restart or a
     /// snapshot replaced it).
+    /// Reported (`NodeEvent::RaftConfigurationHeld`) when it came otherwise than by a change
+    /// this member applied (which `configured` published first).
     pub(super) fn publish_configuration(&self) {
         let configuration = self.member.configuration();
         if self.state.raft_configuration().as_ref() != Some(&configuration) {
+            self.state.report(crate::observe::NodeEvent::RaftConfigurationHeld {
+                index: configuration.index,
+                voters: configuration.voters.clone(),
+                outgoing: configuration.outgoing.clone(),
+            });
             self.state.set_raft_configuration(configuration);
         }
     }
