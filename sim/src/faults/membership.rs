@@ -18,6 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long the operator waits before asking again.
 const ASK_AGAIN_AFTER: Duration = Duration::from_millis(500);
+/// How long the operator waits for a connection.
+const CONNECT_WITHIN: Duration = Duration::from_secs(2);
 /// How long one request may take: a member waits up to `MEMBERSHIP_CHANGE_TIMEOUT` for the
 /// change to be made.
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);
@@ -68,8 +70,7 @@ impl Operator {
                 next += 1;
                 self.members.values().nth(next % self.members.len()).expect("a group has members").1
             });
-            let answer = self.ask(http).await;
-            match answer {
+            match self.ask(http).await {
                 Answer::Made => {
                     tracing::info!(add = ?self.add, remove = ?self.remove, "membership change made");
                     for id in &self.remove {
@@ -153,7 +154,11 @@ fn complete(answer: &[u8]) -> bool {
 /// Sends `request` to `http` and reads the whole answer: its status, `Location` and body.
 async fn exchange(http: SocketAddr, request: &str) -> Result<(u16, Option<String>, String), String> {
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(http).await.map_err(|e| e.to_string())?;
+        // A host that is down answers no SYN: the next member is asked rather than waiting.
+        let mut stream = tokio::time::timeout(CONNECT_WITHIN, tokio::net::TcpStream::connect(http))
+            .await
+            .map_err(|_| format!("no connection within {CONNECT_WITHIN:?}"))?
+            .map_err(|e| e.to_string())?;
         stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
         // madsim's stream sends what was written only once flushed.
         stream.flush().await.map_err(|e| e.to_string())?;
