@@ -170,3 +170,50 @@ fn a_snapshot_records_the_configuration_at_its_index() {
     let member = Member::restore(1, &[1, 2, 3], restored, Box::new(Volatile)).unwrap();
     assert_eq!(member.configuration().voters, [1, 2, 3, 4]);
 }
+
+/// Member 1 proposes removing member 3 and is cut off before the entry commits; member 3,
+/// holding it, is elected and commits its own removal. raft-rs would let it lead on, a leader
+/// outside its group: it hands its leadership to a voter as it applies the change.
+#[test]
+fn a_leader_that_applies_its_own_removal_hands_over() {
+    let (mut members, _) = group_with_standby();
+    let mut events = Vec::new();
+    elect(&mut members, 0, &mut events);
+    let (proposed, out) = members[0].propose_membership(&MembershipChange { add: vec![4], remove: vec![] }).unwrap();
+    proposed.unwrap();
+    settle(&mut members, out.messages, &mut events);
+    beat(&mut members, 0, &mut events);
+    assert_eq!(members[0].configuration().voters, [1, 2, 3, 4]);
+    // The removal reaches the others' logs, but member 1 is cut off before it commits it.
+    let (proposed, out) = members[0].propose_membership(&MembershipChange { add: vec![], remove: vec![3] }).unwrap();
+    let removal = proposed.unwrap();
+    let mut others: Vec<Member> = members.drain(1..).collect();
+    let appends: Vec<Message> =
+        out.messages.into_iter().filter(|m| m.get_msg_type() == raft::prelude::MessageType::MsgAppend).collect();
+    for append in appends {
+        let to = others.iter_mut().find(|m| m.id() == append.to).unwrap();
+        to.receive(append).unwrap(); // their answers are lost with member 1
+    }
+    // Member 3 is elected by 2 and 4 (a majority of {1, 2, 3, 4}); its first commit commits
+    // the removal, which it applies at once — and hands its leadership on in the same turn.
+    for n in [0, 2] {
+        for _ in 0..ELECTION_TICKS {
+            others[n].tick().unwrap();
+        }
+    }
+    events.clear();
+    for _ in 0..4 * ELECTION_TICKS {
+        let out = others[1].tick().unwrap();
+        settle(&mut others, out.messages, &mut events);
+        if events.iter().any(|(id, e)| *id == 3 && matches!(e, MemberEvent::Role { role: Role::Leader, .. })) {
+            break;
+        }
+    }
+    let led = events.iter().position(|(id, e)| *id == 3 && matches!(e, MemberEvent::Role { role: Role::Leader, .. }));
+    let removed = events.iter().position(|(id, e)| {
+        *id == 3 && matches!(e, MemberEvent::Configured { index, configuration, .. } if *index == removal && !configuration.voters.contains(&3))
+    });
+    assert!(led.is_some() && removed > led, "member 3 led, then applied its own removal: {events:?}");
+    assert!(!others[1].is_leader(), "member 3 leads a group it is not a voter of: {events:?}");
+    assert!(others[0].is_leader() || others[2].is_leader(), "member 2 or 4 took over: {events:?}");
+}

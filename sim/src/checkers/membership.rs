@@ -15,7 +15,10 @@
 //!   configuration the group had at the index it names — the newest change at or before it;
 //! - **a leader is a voter**: a member that says it leads is among the voters (incoming or
 //!   outgoing) of the newest configuration it applied in this life (one that applied none since
-//!   it started is not judged: the configuration it restored is not reported);
+//!   it started is not judged: the configuration it restored is not reported); and a leader
+//!   that applies a configuration outside joint consensus without itself among the voters (the
+//!   new one committed) stops leading within
+//!   [`STEP_DOWN_WITHIN_MS`] (raft-rs alone would let it lead on);
 //! - **an asked change is made**: each `membership` fault's change shows in a configuration
 //!   without joint consensus by the end of the run (the operator asks until the safety phase
 //!   ends).
@@ -26,6 +29,10 @@ use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, RaftRole};
 
 /// A configuration: its voters and, while joint, the outgoing ones (sorted).
 type Voters = (Vec<u64>, Vec<u64>);
+
+/// How long a leader that applied its own removal may go on leading: a leadership transfer
+/// takes an election's round trip; two election timeouts (2 s at the shipped tick) is ample.
+pub const STEP_DOWN_WITHIN_MS: u64 = 2_000;
 
 #[derive(Debug)]
 pub struct Membership {
@@ -38,13 +45,26 @@ pub struct Membership {
     /// The changes asked (`membership` faults): when, to add, to remove.
     asked: Vec<(u64, Vec<u64>, Vec<u64>)>,
     judged_asked: bool,
+    /// By member: whether the last role it reported is leader.
+    leading: BTreeMap<String, bool>,
+    /// Leaders that applied their own removal: by member, when they must have stopped leading
+    /// and the configuration's index.
+    removed_leaders: BTreeMap<String, (u64, u64)>,
 }
 
 impl Membership {
     /// For a group whose first voters are `first`, asked the changes `asked` (their times in
     /// ms, the ids to add and to remove).
     pub fn new(first: Vec<u64>, asked: Vec<(u64, Vec<u64>, Vec<u64>)>) -> Membership {
-        Membership { first, history: BTreeMap::new(), applied: BTreeMap::new(), asked, judged_asked: false }
+        Membership {
+            first,
+            history: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            asked,
+            judged_asked: false,
+            leading: BTreeMap::new(),
+            removed_leaders: BTreeMap::new(),
+        }
     }
 
     fn violation(at_ms: u64, node: &str, index: u64, message: String) -> Event {
@@ -100,8 +120,37 @@ impl Membership {
                 ),
             ));
         }
+        // Outside joint consensus only: a leader may manage the joint phase it is leaving (the
+        // Raft paper's leader steps down once the new configuration is committed).
+        let outside = member_id(node).is_some_and(|id| !voters.0.contains(&id));
+        if self.leading.get(node).copied().unwrap_or(false) && voters.1.is_empty() && outside {
+            self.removed_leaders.insert(node.to_string(), (at_ms + STEP_DOWN_WITHIN_MS, index));
+        }
         self.applied.insert(node.to_string(), (index, voters));
         found
+    }
+
+    /// Leaders that applied their own removal and still lead past their deadline.
+    fn overdue(&mut self, now_ms: u64) -> Vec<Event> {
+        let overdue: Vec<(String, (u64, u64))> =
+            self.removed_leaders.iter().filter(|(_, (by, _))| now_ms > *by).map(|(n, d)| (n.clone(), *d)).collect();
+        overdue
+            .into_iter()
+            .map(|(node, (by, index))| {
+                self.removed_leaders.remove(&node);
+                Self::violation(
+                    now_ms,
+                    &node,
+                    index,
+                    format!(
+                        "{node} applied the configuration at Raft index {index}, which does not hold it as a \
+                         voter, while it led, and still leads {} ms later: a leader removed from its group \
+                         hands its leadership on",
+                        now_ms - (by - STEP_DOWN_WITHIN_MS)
+                    ),
+                )
+            })
+            .collect()
     }
 
     /// `node` took up `voters` as the group's at `index` without applying a change.
@@ -205,6 +254,21 @@ pub fn member_id(node: &str) -> Option<u64> {
 
 impl Observer for Membership {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
+        let mut found = self.overdue(event.at_ms());
+        if let Event::RaftRole { node, role, .. } = event {
+            let leads = *role == RaftRole::Leader;
+            self.leading.insert(node.clone(), leads);
+            if !leads {
+                self.removed_leaders.remove(node);
+            }
+        }
+        found.extend(self.judge(event));
+        found
+    }
+}
+
+impl Membership {
+    fn judge(&mut self, event: &Event) -> Vec<Event> {
         match event {
             Event::RaftConfiguration { at_ms, node, index, voters, outgoing } => {
                 self.configured(*at_ms, node, *index, (voters.clone(), outgoing.clone()))
@@ -219,6 +283,14 @@ impl Observer for Membership {
             // (older) configuration.
             Event::Fault { node, kind, phase: FaultPhase::Start, .. } if kind.stops_the_node() => {
                 self.applied.remove(node);
+                self.leading.remove(node);
+                self.removed_leaders.remove(node);
+                Vec::new()
+            }
+            // Retired: it leads nothing any more.
+            Event::Fault { node, kind: FaultKind::Membership, phase: FaultPhase::Start, .. } => {
+                self.leading.remove(node);
+                self.removed_leaders.remove(node);
                 Vec::new()
             }
             Event::Fault { node, kind: FaultKind::Sigbus, phase: FaultPhase::End, .. }
@@ -352,6 +424,25 @@ mod tests {
         assert!(check.observe(&held(9_000, "root-2", 30, &[1, 2, 3])).is_empty(), "one before it");
         let stale = messages(check.observe(&held(9_500, "root-4", 600, &[1, 2, 3])));
         assert!(stale[0].contains("made at index 41") && stale[0].contains("carry the configuration"), "{stale:?}");
+    }
+
+    #[test]
+    fn a_leader_that_applied_its_own_removal_steps_down_in_time() {
+        let role = |at_ms, node: &str, role| Event::RaftRole { at_ms, node: node.into(), term: 2, role, leader: 0 };
+        let mut check = Membership::new(vec![1, 2, 3, 4], Vec::new());
+        assert!(check.observe(&role(1_000, "root-3", RaftRole::Leader)).is_empty());
+        assert!(check.observe(&configuration(2_000, "root-3", 30, &[1, 2, 4], &[])).is_empty());
+        assert!(check.observe(&role(2_500, "root-3", RaftRole::Follower)).is_empty(), "handed over in time");
+        assert!(check.observe(&end(9_000)).is_empty());
+
+        let mut check = Membership::new(vec![1, 2, 3, 4], Vec::new());
+        assert!(check.observe(&role(1_000, "root-3", RaftRole::Leader)).is_empty());
+        assert!(check.observe(&configuration(2_000, "root-3", 30, &[1, 2, 4], &[])).is_empty());
+        assert!(check.observe(&configuration(3_000, "root", 30, &[1, 2, 4], &[])).is_empty(), "within the bound");
+        let late = messages(check.observe(&configuration(4_500, "root-2", 30, &[1, 2, 4], &[])));
+        assert!(
+            late[0].contains("root-3 applied the configuration at Raft index 30") && late[0].contains("2500 ms later")
+        );
     }
 
     #[test]
