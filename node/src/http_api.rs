@@ -272,8 +272,7 @@ impl Api {
     /// An operator's membership change (`{"add": [ids], "remove": [ids]}`), with
     /// `root.operator_token`: answered once this member applied the configuration it made.
     async fn change_members(&self, request: Request<Incoming>) -> Reply {
-        use crate::consensus::{MembershipChange, MembershipError};
-        use crate::root::MembershipRefused;
+        use crate::consensus::MembershipChange;
         let (Some(writes), Some(root)) = (&self.writes, self.state.config.root.as_ref().filter(|r| r.is_group()))
         else {
             return error(StatusCode::NOT_FOUND, "this node is not a root group member");
@@ -315,41 +314,45 @@ impl Api {
                     "outgoing": configuration.outgoing,
                 }),
             ),
-            Err(refused) => {
-                let status = match &refused {
-                    MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(_) }) => {
-                        StatusCode::TEMPORARY_REDIRECT
-                    }
-                    MembershipRefused::Refused(
-                        MembershipError::NotLeader { leader: None }
-                        | MembershipError::Pending(_)
-                        | MembershipError::Joint
-                        | MembershipError::RemovesLeader(_),
-                    ) => StatusCode::SERVICE_UNAVAILABLE,
-                    MembershipRefused::Refused(MembershipError::AlreadyVoter(_) | MembershipError::NotVoter(_)) => {
-                        StatusCode::CONFLICT
-                    }
-                    MembershipRefused::Refused(_) | MembershipRefused::NotInRoster(_) => StatusCode::BAD_REQUEST,
-                    // It may have been made: the operator reads the configuration before asking again.
-                    MembershipRefused::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                };
-                let mut response = error(status, refused.to_string());
-                let leader = match &refused {
-                    MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(id) }) => root.member(*id),
-                    _ => None,
-                };
-                if let Some(leader) = leader {
-                    let scheme =
-                        if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
-                    if let Ok(value) = format!("{scheme}://{}/v1/root/members", leader.http).parse() {
-                        response.headers_mut().insert(hyper::header::LOCATION, value);
-                    }
-                } else if status == StatusCode::SERVICE_UNAVAILABLE {
-                    response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
-                }
-                response
-            }
+            Err(refused) => self.membership_refused(&refused, root),
         }
+    }
+
+    /// The answer to a membership change that was not made (or may not have been): its status,
+    /// and a redirect to the leader or a `Retry-After` where asking again may succeed.
+    fn membership_refused(&self, refused: &crate::root::MembershipRefused, root: &crate::config::RootConfig) -> Reply {
+        use crate::consensus::MembershipError;
+        use crate::root::MembershipRefused;
+        let status = match refused {
+            MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(_) }) => {
+                StatusCode::TEMPORARY_REDIRECT
+            }
+            MembershipRefused::Refused(
+                MembershipError::NotLeader { leader: None }
+                | MembershipError::Pending(_)
+                | MembershipError::Joint
+                | MembershipError::RemovesLeader(_),
+            ) => StatusCode::SERVICE_UNAVAILABLE,
+            MembershipRefused::Refused(MembershipError::AlreadyVoter(_) | MembershipError::NotVoter(_)) => {
+                StatusCode::CONFLICT
+            }
+            MembershipRefused::Refused(_) | MembershipRefused::NotInRoster(_) => StatusCode::BAD_REQUEST,
+            // It may have been made: the operator reads the configuration before asking again.
+            MembershipRefused::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut response = error(status, refused.to_string());
+        let leader = match refused {
+            MembershipRefused::Refused(MembershipError::NotLeader { leader: Some(id) }) => root.member(*id),
+            _ => None,
+        };
+        if let Some(leader) = leader {
+            if let Ok(value) = format!("{}://{}/v1/root/members", self.scheme(), leader.http).parse() {
+                response.headers_mut().insert(hyper::header::LOCATION, value);
+            }
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+        }
+        response
     }
 
     fn authenticate(&self, request: &Request<Incoming>) -> Result<&Producer, Reply> {
@@ -483,7 +486,7 @@ impl Api {
         let mut response = error(write_error_status(&e), e.to_string());
         match e {
             crate::root::WriteError::NotLeader { leader: Some(leader) } => {
-                let scheme = if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" };
+                let scheme = self.scheme();
                 if let Ok(value) = format!("{scheme}://{leader}{path}").parse() {
                     response.headers_mut().insert(hyper::header::LOCATION, value);
                 }
@@ -497,6 +500,11 @@ impl Api {
             _ => {}
         }
         response
+    }
+
+    /// The scheme this node's HTTP API answers on: what a redirect to another member names.
+    fn scheme(&self) -> &'static str {
+        if self.state.config.tls.as_ref().is_some_and(|tls| tls.https) { "https" } else { "http" }
     }
 
     fn check_acl(&self, producer: &Producer, key: &[u8]) -> Result<(), Reply> {
