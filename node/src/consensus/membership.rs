@@ -21,6 +21,8 @@
 
 use raft::prelude::{ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState};
 
+use super::{MemberError, Output};
+
 /// The voters of the group at a Raft index, as a member applied them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Configuration {
@@ -162,6 +164,94 @@ pub(super) fn decode(index: u64, bytes: &[u8]) -> Result<ConfChangeV2, super::Me
         }
     }
     Ok(cc)
+}
+
+impl super::Member {
+    /// The group's configuration as this member applied it.
+    pub fn configuration(&self) -> Configuration {
+        let (index, conf) = self.configurations.last().expect("a member always has a configuration");
+        Configuration::of(*index, conf)
+    }
+
+    /// Proposes `change` of the group's voters (see `consensus::membership`): `Ok((Ok(index), output))`
+    /// once it is in the leader's log at `index` — it is made once a
+    /// [`super::MemberEvent::Configured`] at or after `index` comes out — or why it was not proposed.
+    /// A leader asked to remove itself hands its leadership to the voter that holds most of
+    /// the log (the output carries that message) and proposes nothing.
+    pub fn propose_membership(
+        &mut self,
+        change: &MembershipChange,
+    ) -> Result<(Result<u64, MembershipError>, Output), MemberError> {
+        if !self.is_leader() {
+            return Ok((Err(MembershipError::NotLeader { leader: self.leader() }), Output::default()));
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Ok((Err(MembershipError::Pending(self.raw.raft.pending_conf_index)), Output::default()));
+        }
+        let voters = match validate(&self.configuration(), change) {
+            Ok(voters) => voters,
+            Err(refused) => return Ok((Err(refused), Output::default())),
+        };
+        if change.remove.contains(&self.id()) {
+            let progress = self.raw.raft.prs();
+            let heir = voters
+                .iter()
+                .copied()
+                .filter(|id| !change.add.contains(id))
+                .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)))
+                .expect("a change leaves at least VOTERS_MIN voters, not all of them added");
+            self.raw.transfer_leader(heir);
+            return Ok((Err(MembershipError::RemovesLeader(heir)), self.drain()?));
+        }
+        match self.raw.propose_conf_change(Vec::new(), conf_change(change)) {
+            Ok(()) => {}
+            // Dropped: a leadership transfer is under way.
+            Err(raft::Error::ProposalDropped) => {
+                return Ok((Err(MembershipError::NotLeader { leader: None }), Output::default()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let index = self.raw.raft.raft_log.last_index();
+        Ok((Ok(index), self.drain()?))
+    }
+
+    /// A leader the configuration it just applied does not hold as a voter hands its
+    /// leadership to the voter that holds most of the log. It proposed no such change (see
+    /// [`super::Member::propose_membership`]), but another leader may have, before this member was
+    /// elected; raft-rs would let it go on leading a group it is not a voter of.
+    pub(super) fn hand_over_if_removed(&mut self, configuration: &Configuration) {
+        if !self.is_leader() || configuration.voters.contains(&self.id()) {
+            return;
+        }
+        let progress = self.raw.raft.prs();
+        let heir = configuration
+            .voters
+            .iter()
+            .copied()
+            .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)));
+        if let Some(heir) = heir {
+            tracing::info!(member = self.id(), heir, "this leader is no longer a voter: it hands its leadership on");
+            self.raw.transfer_leader(heir);
+        }
+    }
+
+    /// A leader that finds the group joint with no change pending proposes the leave. raft-rs
+    /// proposes it as a leader applies through its pending change (which covers a leader
+    /// elected mid-change: its pending index is its log's end at election), and marks the
+    /// paths it does not cover as a TODO ("it may never auto_leave if leader steps down before
+    /// enter joint is applied"); a group left joint would need both majorities for ever.
+    pub(super) fn leave_stranded_joint(&mut self) -> Result<(), MemberError> {
+        let conf = self.raw.raft.prs().conf().to_conf_state();
+        if !self.is_leader() || conf.voters_outgoing.is_empty() || !conf.auto_leave || self.raw.raft.has_pending_conf()
+        {
+            return Ok(());
+        }
+        tracing::info!(member = self.id(), configuration = ?self.configuration(), "leaving a joint configuration a former leader entered");
+        match self.raw.propose_conf_change(Vec::new(), raft::prelude::ConfChangeV2::default()) {
+            Ok(()) | Err(raft::Error::ProposalDropped) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]

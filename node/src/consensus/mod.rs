@@ -16,25 +16,36 @@
 //!   prost-codec: prost's `Message`), bounded. Raft entries, hard states and snapshots are kept
 //!   on the disk in the same encoding, which the rust-protobuf codec raft-rs used before wrote
 //!   too (`wire_tests` pins bytes it wrote);
+//! - membership changes (`membership`): the group's voters changed through its own log, one
+//!   change at a time, joint consensus for more than one voter; [`Member::configuration`],
+//!   [`Member::propose_membership`], [`MemberEvent::Configured`];
+//! - where the state lives: `storage` (the [`RaftDisk`], raft-rs's in-memory log beside the
+//!   latest snapshot), `restore` (a member from what its disk holds, checked for damage first),
+//!   `codec` (messages' bytes, `qs-node inspect`'s summary);
 //! - `deterministic_elections`: under madsim, randomized election timeouts drawn from the run's
 //!   seed rather than the OS (raft-rs draws them from `rand::thread_rng()`, which madsim cannot
 //!   seed on Linux; `vendor/raft.patch` makes the source settable).
 
-use std::sync::{Arc, Mutex};
-
 use raft::prelude::{ConfState, Entry, EntryType, Message, Snapshot};
-use raft::storage::MemStorage;
-use raft::{Config, RawNode, StateRole};
+use raft::{RawNode, StateRole};
 
 use crate::entry::ChainHash;
 
 mod adopt;
+mod codec;
 mod membership;
+mod restore;
 mod standing;
+mod storage;
 pub use crate::store::RaftWrite;
 pub use adopt::own_state_over_copy;
+use codec::logger;
+pub use codec::{DecodeError, RaftSummary, decode, encode, summarize};
 pub use membership::{Configuration, MembershipChange, MembershipError, VOTERS_MIN};
+pub use restore::Restored;
 use standing::Standing;
+use storage::MemberLog;
+pub use storage::{RaftDisk, Volatile};
 
 /// Ticks without a leader's heartbeat before a follower campaigns (raft-rs randomizes it into
 /// `ELECTION_TICKS..2 * ELECTION_TICKS`). With the node's tick of [`TICK`], a leader is
@@ -187,91 +198,6 @@ pub enum ProposeError {
     Stopped(#[from] MemberError),
 }
 
-/// Where a member keeps what it must not forget: the hard state (term, vote, commit) and its
-/// Raft log, each write durable when [`persist`](RaftDisk::persist) returns. The node's is the
-/// store (`Store::persist_raft`, one synced commit); [`Volatile`] keeps nothing.
-pub trait RaftDisk: Send {
-    /// Persists `write` in one durable commit (see [`RaftWrite`]). An error stops the member:
-    /// it must not vouch for state it could not keep.
-    fn persist(&mut self, write: RaftWrite) -> Result<(), String>;
-    /// Records `snapshot` as the one the log starts after and drops the entries before
-    /// `first_kept`, in one commit.
-    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String>;
-}
-
-/// A disk that keeps nothing: a member on it forgets its vote and log when it restarts, which
-/// breaks Raft's safety. For tests of the consensus alone, and for the planted bug "a member
-/// that forgets its vote" — never a real root's disk.
-#[derive(Debug, Default)]
-pub struct Volatile;
-
-impl RaftDisk for Volatile {
-    fn persist(&mut self, _: RaftWrite) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// raft-rs's in-memory log, and beside it the member's latest snapshot, which is what a
-/// leader sends a member its log no longer reaches (raft-rs's `MemStorage` would make an
-/// empty one at its commit index: the data must say where the store stood).
-#[derive(Clone)]
-struct MemberLog {
-    entries: MemStorage,
-    snapshot: Arc<Mutex<Option<Snapshot>>>,
-}
-
-impl raft::Storage for MemberLog {
-    fn initial_state(&self) -> raft::Result<raft::RaftState> {
-        self.entries.initial_state()
-    }
-
-    fn entries(
-        &self,
-        low: u64,
-        high: u64,
-        max_size: impl Into<Option<u64>>,
-        context: raft::GetEntriesContext,
-    ) -> raft::Result<Vec<Entry>> {
-        self.entries.entries(low, high, max_size, context)
-    }
-
-    fn term(&self, index: u64) -> raft::Result<u64> {
-        self.entries.term(index)
-    }
-
-    fn first_index(&self) -> raft::Result<u64> {
-        self.entries.first_index()
-    }
-
-    fn last_index(&self) -> raft::Result<u64> {
-        self.entries.last_index()
-    }
-
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        match &*self.snapshot.lock().expect("the snapshot lock is never poisoned") {
-            Some(snapshot) if snapshot.get_metadata().index >= request_index => Ok(snapshot.clone()),
-            // None yet (the log was never compacted, so no member needs one), or an older one
-            // than asked for: raft-rs retries later.
-            _ => Err(raft::Error::Store(raft::StorageError::SnapshotTemporarilyUnavailable)),
-        }
-    }
-}
-
-/// What a member restarts from: what its disk holds (see `store::RaftRecords`).
-#[derive(Clone, Debug, Default)]
-pub struct Restored {
-    pub hard_state: Option<Vec<u8>>,
-    pub entries: Vec<(u64, Vec<u8>)>,
-    /// The last index whose entry was applied: committed entries after it come out again.
-    pub applied: u64,
-    /// The snapshot the log starts after, encoded, if it was ever compacted or replaced.
-    pub snapshot: Option<Vec<u8>>,
-}
-
 /// Why a member stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
@@ -312,133 +238,6 @@ impl std::fmt::Debug for Member {
 }
 
 impl Member {
-    /// Member `id` of a group whose voters are `voters` (ids from 1; `id` among them), on a
-    /// [`Volatile`] disk, from nothing.
-    /// It takes part in elections at once (it has no disk that could have been replaced).
-    pub fn new(id: u64, voters: &[u64]) -> Result<Member, MemberError> {
-        assert!(voters.contains(&id), "member {id} is not among the voters {voters:?}");
-        let mut member = Member::restore(id, voters, Restored::default(), Box::new(Volatile))?;
-        member.standing = Standing::Voting;
-        Ok(member)
-    }
-
-    /// Member `id` restarting from what `disk` held (`restored`), persisting to it from now on.
-    /// `voters` is the group's first configuration (`[[root.members]]` but the standby ones):
-    /// the configuration until a snapshot or a membership change in the log says otherwise.
-    /// `id` need not be among them: a standby member takes part once the group adds it.
-    pub fn restore(
-        id: u64,
-        voters: &[u64],
-        restored: Restored,
-        disk: Box<dyn RaftDisk>,
-    ) -> Result<Member, MemberError> {
-        let storage = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), Vec::<u64>::new())));
-        let snapshot = match &restored.snapshot {
-            Some(bytes) => {
-                let snapshot: Snapshot = prost::Message::decode(bytes.as_slice())
-                    .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
-                StorePoint::split_snapshot_data(snapshot.get_data())?;
-                storage.wl().apply_snapshot(snapshot.clone())?;
-                Some(snapshot)
-            }
-            None => None,
-        };
-        let snapshot_index = snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
-        let entries = restored
-            .entries
-            .iter()
-            .map(|(index, bytes)| {
-                let entry: Entry = prost::Message::decode(bytes.as_slice())
-                    .map_err(|e| MemberError::Damaged(format!("Raft entry {index}: {e}")))?;
-                if entry.index != *index {
-                    return Err(MemberError::Damaged(format!("Raft entry {index} says it is entry {}", entry.index)));
-                }
-                Ok(entry)
-            })
-            .collect::<Result<Vec<Entry>, MemberError>>()?;
-        // A compaction keeps entries before its snapshot for members a little behind; they are
-        // applied, and raft-rs's log starts after the snapshot.
-        let entries: Vec<Entry> = entries.into_iter().filter(|e| e.index > snapshot_index).collect();
-        if let Some(first) = entries.first().filter(|first| first.index != snapshot_index + 1) {
-            return Err(MemberError::Damaged(format!(
-                "the Raft log starts at entry {}, but its snapshot is at {snapshot_index}",
-                first.index
-            )));
-        }
-        storage.wl().append(&entries)?;
-        let restored_snapshot_conf = snapshot.as_ref().map(|s| s.get_metadata().get_conf_state().clone());
-        let mut hard_state: raft::prelude::HardState = match &restored.hard_state {
-            Some(bytes) => prost::Message::decode(bytes.as_slice())
-                .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
-            None => raft::prelude::HardState::default(),
-        };
-        // What was applied was committed, whether or not a later commit index was persisted;
-        // so was everything a snapshot holds. (A store behind its snapshot is caught up before
-        // anything after the snapshot is applied: see `MemberEvent::Snapshot`.)
-        let applied = restored.applied.max(snapshot_index);
-        hard_state.commit = hard_state.commit.max(applied);
-        let snapshot_term = snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
-        if hard_state.term < snapshot_term {
-            // Its snapshot came from a later term than its hard state records (it cannot, from
-            // this build): the vote it holds was cast in an older term.
-            hard_state.term = snapshot_term;
-            hard_state.vote = raft::INVALID_ID;
-        }
-        let last = raft::Storage::last_index(&storage)?;
-        if hard_state.commit > last {
-            let applied = hard_state.commit;
-            return Err(MemberError::Damaged(format!("entry {applied} was applied, but the Raft log ends at {last}")));
-        }
-        storage.wl().set_hardstate(hard_state);
-        let storage = MemberLog { entries: storage, snapshot: Arc::new(Mutex::new(snapshot)) };
-        let config = Config {
-            id,
-            election_tick: ELECTION_TICKS,
-            heartbeat_tick: HEARTBEAT_TICKS,
-            // A leader that cannot hear a majority steps down, so a partitioned leader stops
-            // acknowledging; pre-vote keeps a member that was cut off from deposing a healthy
-            // leader when it returns.
-            check_quorum: true,
-            pre_vote: true,
-            applied,
-            max_size_per_msg: APPEND_BYTES_MAX as u64,
-            ..Config::default()
-        };
-        config.validate()?;
-        let mut raw = RawNode::new(&config, storage, &logger())?;
-        // The configuration at what was applied: the snapshot's (or the first), then every
-        // change the log holds up to there. Later ones come out again as they commit.
-        let base = match &restored_snapshot_conf {
-            Some(conf) => conf.clone(),
-            None => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
-        };
-        let mut configurations = vec![(snapshot_index, base)];
-        for entry in entries.iter().filter(|e| e.index <= applied) {
-            if entry.get_entry_type() == EntryType::EntryConfChangeV2 {
-                let cc = membership::decode(entry.index, &entry.data)?;
-                let conf = raw.apply_conf_change(&cc).map_err(|e| {
-                    MemberError::Damaged(format!(
-                        "the membership change at Raft index {} cannot apply: {e}",
-                        entry.index
-                    ))
-                })?;
-                configurations.push((entry.index, conf));
-            }
-        }
-        let fresh = restored.hard_state.is_none() && restored.entries.is_empty() && restored.snapshot.is_none();
-        let standing = if fresh { Standing::fresh() } else { Standing::Voting };
-        Ok(Member {
-            raw,
-            configurations,
-            disk,
-            applies_uncommitted: None,
-            standing,
-            snapshots_first_voters: None,
-            term_start: std::cell::Cell::new(None),
-            reported: None,
-        })
-    }
-
     /// PLANTED BUG (legacy `raft_apply_before_commit`, the simulator's bug zoo only): from now
     /// on every entry comes out as [`MemberEvent::Committed`] as soon as this member appends it,
     /// whether or not a majority has it; what raft-rs later reports committed is ignored.
@@ -542,92 +341,6 @@ impl Member {
         // The snapshot records the configuration at its index: older ones are no longer asked.
         self.configurations.drain(..at);
         Ok(())
-    }
-
-    /// The group's configuration as this member applied it.
-    pub fn configuration(&self) -> Configuration {
-        let (index, conf) = self.configurations.last().expect("a member always has a configuration");
-        Configuration::of(*index, conf)
-    }
-
-    /// Proposes `change` of the group's voters (see `consensus::membership`): `Ok((Ok(index), output))`
-    /// once it is in the leader's log at `index` — it is made once a
-    /// [`MemberEvent::Configured`] at or after `index` comes out — or why it was not proposed.
-    /// A leader asked to remove itself hands its leadership to the voter that holds most of
-    /// the log (the output carries that message) and proposes nothing.
-    pub fn propose_membership(
-        &mut self,
-        change: &MembershipChange,
-    ) -> Result<(Result<u64, MembershipError>, Output), MemberError> {
-        if !self.is_leader() {
-            return Ok((Err(MembershipError::NotLeader { leader: self.leader() }), Output::default()));
-        }
-        if self.raw.raft.has_pending_conf() {
-            return Ok((Err(MembershipError::Pending(self.raw.raft.pending_conf_index)), Output::default()));
-        }
-        let voters = match membership::validate(&self.configuration(), change) {
-            Ok(voters) => voters,
-            Err(refused) => return Ok((Err(refused), Output::default())),
-        };
-        if change.remove.contains(&self.id()) {
-            let progress = self.raw.raft.prs();
-            let heir = voters
-                .iter()
-                .copied()
-                .filter(|id| !change.add.contains(id))
-                .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)))
-                .expect("a change leaves at least VOTERS_MIN voters, not all of them added");
-            self.raw.transfer_leader(heir);
-            return Ok((Err(MembershipError::RemovesLeader(heir)), self.drain()?));
-        }
-        match self.raw.propose_conf_change(Vec::new(), membership::conf_change(change)) {
-            Ok(()) => {}
-            // Dropped: a leadership transfer is under way.
-            Err(raft::Error::ProposalDropped) => {
-                return Ok((Err(MembershipError::NotLeader { leader: None }), Output::default()));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let index = self.raw.raft.raft_log.last_index();
-        Ok((Ok(index), self.drain()?))
-    }
-
-    /// A leader the configuration it just applied does not hold as a voter hands its
-    /// leadership to the voter that holds most of the log. It proposed no such change (see
-    /// [`Member::propose_membership`]), but another leader may have, before this member was
-    /// elected; raft-rs would let it go on leading a group it is not a voter of.
-    fn hand_over_if_removed(&mut self, configuration: &Configuration) {
-        if !self.is_leader() || configuration.voters.contains(&self.id()) {
-            return;
-        }
-        let progress = self.raw.raft.prs();
-        let heir = configuration
-            .voters
-            .iter()
-            .copied()
-            .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)));
-        if let Some(heir) = heir {
-            tracing::info!(member = self.id(), heir, "this leader is no longer a voter: it hands its leadership on");
-            self.raw.transfer_leader(heir);
-        }
-    }
-
-    /// A leader that finds the group joint with no change pending proposes the leave. raft-rs
-    /// proposes it as a leader applies through its pending change (which covers a leader
-    /// elected mid-change: its pending index is its log's end at election), and marks the
-    /// paths it does not cover as a TODO ("it may never auto_leave if leader steps down before
-    /// enter joint is applied"); a group left joint would need both majorities for ever.
-    fn leave_stranded_joint(&mut self) -> Result<(), MemberError> {
-        let conf = self.raw.raft.prs().conf().to_conf_state();
-        if !self.is_leader() || conf.voters_outgoing.is_empty() || !conf.auto_leave || self.raw.raft.has_pending_conf()
-        {
-            return Ok(());
-        }
-        tracing::info!(member = self.id(), configuration = ?self.configuration(), "leaving a joint configuration a former leader entered");
-        match self.raw.propose_conf_change(Vec::new(), raft::prelude::ConfChangeV2::default()) {
-            Ok(()) | Err(raft::Error::ProposalDropped) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// What this member keeps on its disk, as one write: its hard state, its log, and the
@@ -894,103 +607,11 @@ impl Member {
     }
 }
 
-/// A root member's Raft state as its store holds it, for `qs-node inspect`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RaftSummary {
-    pub term: u64,
-    /// The member it voted for in `term` (0: none).
-    pub vote: u64,
-    /// The highest index it knew committed when its hard state was last persisted.
-    pub commit: u64,
-    /// The Raft log it holds: `first..=last` (`None` when empty).
-    pub log: Option<(u64, u64)>,
-    /// The last Raft index whose batch its store applied.
-    pub applied: u64,
-    /// The index of the snapshot its log starts after, if it was ever compacted or replaced.
-    pub snapshot: Option<u64>,
-}
-
-/// What `records` say of a member's Raft state; `None` for a store that never was a root
-/// group member's.
-pub fn summarize(records: &crate::store::RaftRecords) -> Result<Option<RaftSummary>, MemberError> {
-    if records.hard_state.is_none() && records.entries.is_empty() && records.applied == 0 && records.snapshot.is_none()
-    {
-        return Ok(None);
-    }
-    let hard_state: raft::prelude::HardState = match &records.hard_state {
-        Some(bytes) => prost::Message::decode(bytes.as_slice())
-            .map_err(|e| MemberError::Damaged(format!("the hard state: {e}")))?,
-        None => raft::prelude::HardState::default(),
-    };
-    let log = records.entries.first().zip(records.entries.last()).map(|(first, last)| (first.0, last.0));
-    let snapshot = match &records.snapshot {
-        Some(bytes) => {
-            let snapshot: Snapshot = prost::Message::decode(bytes.as_slice())
-                .map_err(|e| MemberError::Damaged(format!("the Raft snapshot: {e}")))?;
-            Some(snapshot.get_metadata().index)
-        }
-        None => None,
-    };
-    Ok(Some(RaftSummary {
-        term: hard_state.term,
-        vote: hard_state.vote,
-        commit: hard_state.commit,
-        log,
-        applied: records.applied,
-        snapshot,
-    }))
-}
-
-/// A Raft message's bytes.
-pub fn encode(message: &Message) -> Vec<u8> {
-    prost::Message::encode_to_vec(message)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("a Raft message of {0} bytes is over the {MESSAGE_BYTES_MAX}-byte limit")]
-    TooLarge(usize),
-    #[error("not a Raft message: {0}")]
-    Malformed(#[from] prost::DecodeError),
-}
-
-/// A Raft message from its bytes, refused past [`MESSAGE_BYTES_MAX`] or malformed.
-pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
-    if bytes.len() > MESSAGE_BYTES_MAX {
-        return Err(DecodeError::TooLarge(bytes.len()));
-    }
-    Ok(prost::Message::decode(bytes)?)
-}
-
 /// Under madsim: every member of this process draws its election timeouts from the run's
 /// seed. Call before the first member starts; later calls change nothing.
 #[cfg(madsim)]
 pub fn deterministic_elections() {
     raft::set_election_timeout_source(|min, max| min + (madsim::rand::random::<u64>() as usize) % (max - min));
-}
-
-/// raft-rs's log lines into the node's own (tracing), at one level lower: raft-rs logs every
-/// election and leader change at info, which is debug detail for an operator; its warnings
-/// and errors stay what they are.
-fn logger() -> slog::Logger {
-    slog::Logger::root(TracingDrain, slog::o!())
-}
-
-struct TracingDrain;
-
-impl slog::Drain for TracingDrain {
-    type Ok = ();
-    type Err = slog::Never;
-
-    fn log(&self, record: &slog::Record<'_>, _: &slog::OwnedKVList) -> Result<(), slog::Never> {
-        match record.level() {
-            slog::Level::Critical | slog::Level::Error => tracing::error!(target: "raft", "{}", record.msg()),
-            slog::Level::Warning => tracing::warn!(target: "raft", "{}", record.msg()),
-            slog::Level::Info => tracing::debug!(target: "raft", "{}", record.msg()),
-            slog::Level::Debug | slog::Level::Trace => tracing::trace!(target: "raft", "{}", record.msg()),
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

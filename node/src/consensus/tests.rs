@@ -1,6 +1,8 @@
 //! The consensus core driven by hand: elections, commits, snapshots, restarts and the votes
 //! of a member that started with nothing, over members that exchange messages in a loop.
 
+use std::sync::{Arc, Mutex};
+
 use super::*;
 
 /// Delivers every message until the group is quiet; a message to a member not in `members`
