@@ -118,8 +118,9 @@ pub enum MemberEvent {
     Committed { index: u64, term: u64, data: Vec<u8> },
     /// The leader sent a snapshot at `index` and this member installed it in place of its log:
     /// its store must reach `point` (what the entries up to `index` made of it) before any
-    /// later entry is applied. Comes before every `Committed` after it.
-    Snapshot { index: u64, point: StorePoint },
+    /// later entry is applied. Comes before every `Committed` after it. `configuration`: the
+    /// group's voters at `index`, which the member took up with it.
+    Snapshot { index: u64, point: StorePoint, configuration: Configuration },
     /// The read asked with `ctx` ([`Member::read_index`]) is confirmed: a majority still
     /// followed this leader after it was asked, when the group had committed up to `index`.
     ReadConfirmed { ctx: u64, index: u64 },
@@ -516,7 +517,9 @@ impl Member {
                 // From the leader, in place of the log this member lacks: its store point must
                 // be sound before it is recorded.
                 let (point, _) = StorePoint::split_snapshot_data(snapshot.get_data())?;
-                out.events.push(MemberEvent::Snapshot { index: snapshot.get_metadata().index, point });
+                let index = snapshot.get_metadata().index;
+                let configuration = Configuration::of(index, snapshot.get_metadata().get_conf_state());
+                out.events.push(MemberEvent::Snapshot { index, point, configuration });
                 // raft-rs takes the snapshot's configuration as it restores it.
                 self.configurations =
                     vec![(snapshot.get_metadata().index, snapshot.get_metadata().get_conf_state().clone())];

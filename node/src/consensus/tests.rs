@@ -293,7 +293,8 @@ fn a_member_behind_a_compacted_log_is_sent_the_snapshot_and_restarts_from_it() {
     let of_3: Vec<&MemberEvent> = events.iter().filter(|(id, _)| *id == 3).map(|(_, e)| e).collect();
     let snapshot_at = of_3.iter().position(|e| matches!(e, MemberEvent::Snapshot { .. }));
     let snapshot_at = snapshot_at.unwrap_or_else(|| panic!("member 3 got no snapshot: {of_3:?}"));
-    assert_eq!(*of_3[snapshot_at], MemberEvent::Snapshot { index: applied, point: point(applied) });
+    let configuration = Configuration { index: applied, voters: vec![1, 2, 3], outgoing: vec![] };
+    assert_eq!(*of_3[snapshot_at], MemberEvent::Snapshot { index: applied, point: point(applied), configuration });
     assert!(
         of_3[..snapshot_at].iter().all(|e| !matches!(e, MemberEvent::Committed { .. })),
         "nothing at or before the snapshot is applied by member 3: {of_3:?}"

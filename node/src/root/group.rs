@@ -456,7 +456,8 @@ impl Group {
             match event {
                 MemberEvent::Role { term, role, leader } => self.role_changed(term, role, leader),
                 MemberEvent::Committed { index, term, data } => self.apply(index, term, &data).await?,
-                MemberEvent::Snapshot { index, point } => {
+                MemberEvent::Snapshot { index, point, configuration } => {
+                    self.took_up(configuration);
                     self.state.probe(crate::observe::Probe::RaftSnapshotReceived);
                     let target = Target { raft_index: index, point };
                     if !self.catch_up_to_snapshot(Some(target), lifecycle).await? {

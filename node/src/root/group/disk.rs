@@ -24,6 +24,7 @@ pub(super) fn restore(
     let planted = state.config.planted();
     let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
     let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
+    super::membership::held(state, member.configuration());
     if planted.raft_apply_before_commit {
         member.apply_before_commit(records.applied);
     }

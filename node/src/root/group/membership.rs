@@ -106,19 +106,20 @@ impl Group {
         }
     }
 
-    /// Publishes the configuration the member holds now (at start, and after a restart or a
-    /// snapshot replaced it).
-    /// Reported (`NodeEvent::RaftConfigurationHeld`) when it came otherwise than by a change
-    /// this member applied (which `configured` published first).
-    pub(super) fn publish_configuration(&self) {
-        let configuration = self.member.configuration();
-        if self.state.raft_configuration().as_ref() != Some(&configuration) {
-            self.state.report(crate::observe::NodeEvent::RaftConfigurationHeld {
-                index: configuration.index,
-                voters: configuration.voters.clone(),
-                outgoing: configuration.outgoing.clone(),
-            });
-            self.state.set_raft_configuration(configuration);
-        }
+    /// Reports and publishes a configuration this member took up without applying a change:
+    /// a snapshot's (see also `disk::restore`, for the one a restart restores).
+    pub(super) fn took_up(&self, configuration: Configuration) {
+        held(&self.state, configuration);
     }
+}
+
+/// Reports (`NodeEvent::RaftConfigurationHeld`) and publishes `configuration`, which the member
+/// took up without applying a change: restored at a start or restart, or a snapshot's.
+pub(super) fn held(state: &crate::state::NodeState, configuration: Configuration) {
+    state.report(crate::observe::NodeEvent::RaftConfigurationHeld {
+        index: configuration.index,
+        voters: configuration.voters.clone(),
+        outgoing: configuration.outgoing.clone(),
+    });
+    state.set_raft_configuration(configuration);
 }

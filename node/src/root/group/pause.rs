@@ -183,7 +183,6 @@ impl Group {
         if self.state.raft_view() != Some(view) {
             self.state.set_raft_view(view);
         }
-        self.publish_configuration();
     }
 
     /// Stops taking part for a while (`why`): says so (the HTTP API refuses writes, "not
