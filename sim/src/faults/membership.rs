@@ -194,3 +194,20 @@ async fn exchange(http: SocketAddr, request: &str) -> Result<(u16, Option<String
         .map(|(_, value)| value.trim().to_string());
     Ok((status, location, body.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::complete;
+
+    #[test]
+    fn an_answer_is_complete_once_its_announced_body_is_in() {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 7\r\n\r\n";
+        assert!(!complete(&head[..20]), "the head is not all in");
+        let mut answer = head.to_vec();
+        answer.extend_from_slice(b"{\"in");
+        assert!(!complete(&answer), "4 of 7 body bytes");
+        answer.extend_from_slice(b"\":1}");
+        assert!(complete(&answer));
+        assert!(complete(b"HTTP/1.1 503 Service Unavailable\r\n\r\n"), "no body announced: none");
+    }
+}
