@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(SourceChange::StoreFailed.as_str(), "store_failed");
         assert_eq!(BootstrapStage::Transfer.as_str(), "transfer");
         let node: Vec<_> = Probe::ALL.iter().filter(|p| p.is_node_probe()).collect();
-        assert_eq!(node.len(), 22, "{node:?}");
+        assert_eq!(node.len(), 23, "{node:?}");
         assert!(!Probe::FaultKill.is_node_probe() && Probe::FaultPointSlowCommit.is_node_probe());
     }
 }
