@@ -193,13 +193,8 @@ impl super::Member {
             Err(refused) => return Ok((Err(refused), Output::default())),
         };
         if change.remove.contains(&self.id()) {
-            let progress = self.raw.raft.prs();
-            let heir = voters
-                .iter()
-                .copied()
-                .filter(|id| !change.add.contains(id))
-                .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)))
-                .expect("a change leaves at least VOTERS_MIN voters, not all of them added");
+            let staying = voters.iter().copied().filter(|id| !change.add.contains(id));
+            let heir = self.heir(staying).expect("a change leaves at least VOTERS_MIN voters, not all of them added");
             self.raw.transfer_leader(heir);
             return Ok((Err(MembershipError::RemovesLeader(heir)), self.drain()?));
         }
@@ -215,6 +210,13 @@ impl super::Member {
         Ok((Ok(index), self.drain()?))
     }
 
+    /// Of `candidates`, the one a leader hands its leadership to: the one whose log this leader
+    /// knows to reach furthest (the lowest id among equals), so the transfer waits least.
+    fn heir(&self, candidates: impl Iterator<Item = u64>) -> Option<u64> {
+        let progress = self.raw.raft.prs();
+        candidates.max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)))
+    }
+
     /// A leader the configuration it just applied does not hold as a voter hands its
     /// leadership to the voter that holds most of the log. It proposed no such change (see
     /// [`super::Member::propose_membership`]), but another leader may have, before this member was
@@ -223,13 +225,7 @@ impl super::Member {
         if !self.is_leader() || configuration.voters.contains(&self.id()) {
             return;
         }
-        let progress = self.raw.raft.prs();
-        let heir = configuration
-            .voters
-            .iter()
-            .copied()
-            .max_by_key(|id| (progress.get(*id).map_or(0, |p| p.matched), std::cmp::Reverse(*id)));
-        if let Some(heir) = heir {
+        if let Some(heir) = self.heir(configuration.voters.iter().copied()) {
             tracing::info!(member = self.id(), heir, "this leader is no longer a voter: it hands its leadership on");
             self.raw.transfer_leader(heir);
         }

@@ -513,6 +513,24 @@ mod tests {
         Op::Set { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }
     }
 
+    /// A membership change the group does not make (no leader, say) is answered "outcome
+    /// unknown" after MEMBERSHIP_CHANGE_TIMEOUT, at its shipped 10 s (what docs/operating.md
+    /// tells an operator), and not before. On tokio's paused clock: no machine's speed counts.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_never_made_is_answered_unknown_after_the_shipped_timeout() {
+        assert_eq!(MEMBERSHIP_CHANGE_TIMEOUT, Duration::from_secs(10));
+        let (requests, _) = mpsc::channel(1);
+        let (members, mut held) = mpsc::channel(1);
+        let queue = WriteQueue { requests, queued_bytes: Gauge::default(), reads: None, members: Some(members) };
+        let asked = tokio::time::Instant::now();
+        let change = crate::consensus::MembershipChange { add: vec![4], remove: vec![3] };
+        let (answer, request) = tokio::join!(queue.change_membership(change), held.recv());
+        assert_eq!(asked.elapsed(), MEMBERSHIP_CHANGE_TIMEOUT);
+        let Err(MembershipRefused::Unknown(why)) = answer else { panic!("{answer:?}") };
+        assert!(why.contains("not made within 10s"), "{why}");
+        drop(request); // held unanswered the whole time
+    }
+
     /// A stored value that fails its checksum is not "absent" and not "the same": a delete or
     /// an identical set of it is logged (and repairs it), never dropped while answered 200.
     #[tokio::test]
