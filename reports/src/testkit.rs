@@ -442,6 +442,7 @@ pub fn generate(opts: &Options) -> (RunSummary, Vec<Event>) {
             })
             .collect(),
         knobs: vec!["apply_batch_entries_max = 7".into()],
+        clocks: vec!["edge-1 +40s +100ppm, at 30s steps -30s".into()],
         writes_acked: writes,
         pending: Vec::new(),
         violations: opts

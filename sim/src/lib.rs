@@ -27,6 +27,7 @@
 
 pub mod certificates;
 pub mod checkers;
+pub mod clocks;
 pub mod explore;
 #[cfg(madsim)]
 pub mod faults;

@@ -37,6 +37,8 @@ pub struct RunOutcome {
     pub propagation: Vec<qs_reports::schema::PropagationRow>,
     /// The knobs the run drew (`crate::knobs`), as `name = value`.
     pub knobs: Vec<String>,
+    /// The hosts' clocks the run kept (`crate::clocks`), one line each.
+    pub clocks: Vec<String>,
 }
 
 impl RunOutcome {

@@ -272,6 +272,11 @@ pub struct LegacyConfig {
     /// Validation accepts `root.raft_log_keep_entries = 0`, which raft-rs cannot run: the first
     /// compaction takes the entry its snapshot is at, and appending the next panics.
     pub raft_log_keep_zero_accepted: bool,
+    /// Clocks: a node ages root stamps by its own wall clock instead of the root's clock as it
+    /// reckons it (`crate::clock`) — an edge whose clock runs 40 s ahead of its root's finds
+    /// every entry 40 s old, takes its healthy source for a stale one and leaves it, again and
+    /// again.
+    pub trust_own_wall_clock: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
@@ -619,6 +624,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     http_key_decoded_lossily: false,
     retention_either_rule: false,
     raft_log_keep_zero_accepted: false,
+    trust_own_wall_clock: false,
 };
 
 impl NodeConfig {

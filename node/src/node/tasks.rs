@@ -84,7 +84,8 @@ pub(super) async fn run_gc(state: Arc<NodeState>) {
     };
     loop {
         tokio::time::sleep(state.config.retention.gc_interval).await;
-        let now = crate::clock::unix_ms();
+        // Entries' ages by the root's clock (their stamps are the root's).
+        let now = state.root_now_ms();
         state.disk_io(DiskOp::Read).await;
         let outcome = state.with_store(|store| {
             state.settle(store)?;

@@ -306,7 +306,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             Message::Welcome { db_id, .. } if db_id != state.config.database_id => {
                 return violation(&state.metrics, format!("source holds database {db_id}"));
             }
-            Message::Welcome { applied_index, .. } => {
+            Message::Welcome { applied_index, root_ms, .. } => {
+                state.root_clock.heard(root_ms);
                 state.set_upstream_ok(true);
                 state.set_followed_a_source();
                 state.heard_from_source(Some(0));
@@ -314,7 +315,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 tracing::info!(node = %state.config.name, source = %source, reason = left_because.as_str(), "following a source");
                 state.report(NodeEvent::SourceChanged { source, reason: left_because });
             }
-            Message::Entries { entries } => {
+            Message::Entries { entries, root_ms } => {
+                state.root_clock.heard(root_ms);
                 state.heard_from_source(None);
                 behind_since = None;
                 let entries = match decode_frame(entries) {
@@ -351,7 +353,8 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                     return Ended::Stale { better };
                 }
             }
-            Message::Keepalive { upstream, applied_index } => {
+            Message::Keepalive { upstream, applied_index, root_ms } => {
+                state.root_clock.heard(root_ms);
                 last_said = upstream;
                 state.heard_from_source(Some(upstream.wire()));
                 let ours = state.read_store(|s| s.applied_index());

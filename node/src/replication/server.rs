@@ -230,7 +230,9 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         match read_message(&mut stream).await? {
             None => return Ok(()),
-            Some(Message::Raft { message }) => {
+            Some(Message::Raft { message, root_ms }) => {
+                // An admitted member's word on the root's clock (an impostor never gets here).
+                state.root_clock.heard(root_ms);
                 if inbox.try_send((member, message)).is_err() {
                     state.metrics.raft_messages_dropped.inc();
                 }
@@ -251,6 +253,7 @@ async fn welcome<S: AsyncWrite + Unpin>(state: &NodeState, stream: &mut S) -> Re
         db_id: state.config.database_id,
         applied_index,
         first_retained_index,
+        root_ms: state.root_word_ms(),
     };
     write_message(stream, &welcome).await
 }
@@ -305,7 +308,8 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                 // Forwarded as stored: each entry checked (decompressed, parsed, hash verified)
                 // on the way out of the store, never built or compressed again.
                 let frames = entries.into_iter().map(StoredEntry::into_compressed).collect();
-                write_message(&mut stream, &Message::Entries { entries: frames }).await?;
+                let root_ms = state.root_word_ms();
+                write_message(&mut stream, &Message::Entries { entries: frames, root_ms }).await?;
             }
             LogRead::Collected { first_retained } if state.config.planted().serve_nearest_when_collected => {
                 // PLANTED BUG (legacy): carry on from the nearest entry still held.
@@ -333,7 +337,8 @@ async fn stream_log<S: AsyncRead + AsyncWrite + Unpin>(
                     }) => {
                         let applied_index = *applied.borrow();
                         let upstream = state.upstream_status();
-                        write_message(&mut stream, &Message::Keepalive { applied_index, upstream }).await?;
+                        let root_ms = state.root_word_ms();
+                        write_message(&mut stream, &Message::Keepalive { applied_index, upstream, root_ms }).await?;
                     }
                 }
             }

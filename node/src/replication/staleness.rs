@@ -185,11 +185,10 @@ async fn probe_one(state: &NodeState, source: SocketAddr, mine: u64) -> bool {
             }
             Message::Keepalive { upstream, .. } => return ahead && upstream == UpstreamStatus::Healthy,
             // It is applying new entries as they come: healthy if the newest is fresh.
-            Message::Entries { entries } => {
+            Message::Entries { entries, .. } => {
                 let newest = entries.last().and_then(|frame| LogEntry::decompress(frame).ok());
-                let fresh = newest.is_some_and(|e| {
-                    crate::clock::unix_ms().saturating_sub(e.timestamp_ms) <= staleness.as_millis() as u64
-                });
+                let fresh =
+                    newest.is_some_and(|e| state.root_clock.age_ms(e.timestamp_ms) <= staleness.as_millis() as u64);
                 return ahead && fresh;
             }
             _ => return false,

@@ -237,7 +237,7 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
                 return Err(Pull::Failed(format!("holds database {db_id}")));
             }
             Message::Welcome { .. } | Message::Keepalive { .. } => {}
-            Message::Entries { entries } => {
+            Message::Entries { entries, .. } => {
                 let entries = decode_frame(entries).map_err(Pull::Failed)?;
                 if let Some(past) = entries.iter().find(|e| e.index > stop) {
                     return Err(Pull::Failed(format!("sent entry {} past the stop at {stop}", past.index)));
@@ -278,9 +278,10 @@ mod tests {
         let behind = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.unwrap();
             let Some(Message::Hello(_)) = read_message(&mut stream).await.unwrap() else { panic!("no hello") };
-            let welcome = Message::Welcome { server_id: 2, db_id, applied_index: 0, first_retained_index: 1 };
+            let welcome =
+                Message::Welcome { server_id: 2, db_id, applied_index: 0, first_retained_index: 1, root_ms: 0 };
             write_message(&mut stream, &welcome).await.unwrap();
-            let keepalive = Message::Keepalive { applied_index: 0, upstream: UpstreamStatus::Healthy };
+            let keepalive = Message::Keepalive { applied_index: 0, upstream: UpstreamStatus::Healthy, root_ms: 0 };
             loop {
                 if write_message(&mut stream, &keepalive).await.is_err() {
                     return; // the member left

@@ -165,7 +165,7 @@ struct Group {
     /// says what they leave, so it judges no write until it applied this far (0: no fence).
     fence: u64,
     /// When this member last proposed a heartbeat (Unix ms; 0: never).
-    heartbeat_proposed_ms: u64,
+    heartbeat_proposed: Option<tokio::time::Instant>,
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,
     outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
@@ -213,7 +213,7 @@ impl Group {
             ahead: BTreeMap::new(),
             heartbeat: None,
             fence: 0,
-            heartbeat_proposed_ms: 0,
+            heartbeat_proposed: None,
             waiting: VecDeque::new(),
             outboxes,
             batches,
@@ -328,20 +328,21 @@ impl Group {
             assert!(index > self.applied, "the heartbeat at {index} was applied ({}) but is outstanding", self.applied);
         }
         // Idle since the newest entry applied or the last heartbeat proposed, whichever is
-        // later: a heartbeat this member stopped waiting for (it stopped leading) holds the
-        // next back for an interval too.
-        let now = crate::clock::unix_ms();
-        let idle_ms = now.saturating_sub(self.state.newest_entry_ms().max(self.heartbeat_proposed_ms));
+        // later (a heartbeat this member stopped waiting for — it stopped leading — holds the
+        // next back for an interval too), by the monotonic clock: a wall clock that steps back
+        // must not silence the group.
+        let since_proposed = self.heartbeat_proposed.map_or(Duration::MAX, |at| at.elapsed());
+        let idle = self.state.since_applied().min(since_proposed);
         if self.in_flight.is_empty()
             && self.heartbeat.is_none()
             && self.member.leads_with_committed_state(self.applied)
-            && idle_ms >= self.heartbeat_interval.as_millis() as u64
+            && idle >= self.heartbeat_interval
         {
-            let proposal = Proposal::Heartbeat { timestamp_ms: now };
+            let proposal = Proposal::Heartbeat { timestamp_ms: self.state.root_now_ms() };
             match self.member.propose(proposal.encode()) {
                 Ok((index, more)) => {
                     self.heartbeat = Some(index);
-                    self.heartbeat_proposed_ms = now;
+                    self.heartbeat_proposed = Some(tokio::time::Instant::now());
                     merge(&mut output, more);
                 }
                 Err(ProposeError::Stopped(e)) => return Err(e),
@@ -399,7 +400,7 @@ impl Group {
         // Proposed even when every operation was an identical rewrite (no entry comes of it):
         // the tokens the requests took travel in its quota ledger, and count only once a
         // majority holds them.
-        let now = crate::clock::unix_ms();
+        let now = self.state.root_now_ms();
         let proposal =
             Proposal::Writes { timestamp_ms: now, ops: judged.kept.clone(), quotas: self.state.quotas.ledger(now) };
         match self.member.propose(proposal.encode()) {
@@ -556,7 +557,7 @@ impl Group {
             && !state.config.planted().quotas_forgotten
         {
             // Before the commit: a failed one leaves the buckets lower, never higher.
-            state.quotas.adopt(quotas, crate::clock::unix_ms());
+            state.quotas.adopt(quotas, state.root_now_ms());
         }
         let applied = state.with_store(|store| {
             state.settle(store)?;

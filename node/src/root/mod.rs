@@ -273,13 +273,15 @@ fn restore_quotas(state: &NodeState) {
     }
 }
 
-/// Lowers the producers' buckets to the encoded ledger `bytes` (`whose`, for the log).
+/// Lowers the producers' buckets to the encoded ledger `bytes` (`whose`, for the log), refilled
+/// to the root's clock as this node reckons it — at a start, before it has heard its group, its
+/// own wall clock.
 fn adopt_quota_ledger(state: &NodeState, bytes: &[u8], whose: &str) {
     if state.config.planted().quotas_forgotten {
         return; // PLANTED BUG (legacy `quotas_forgotten`)
     }
     match quota::Ledger::decode(bytes) {
-        Ok((ledger, _)) => state.quotas.adopt(&ledger, crate::clock::unix_ms()),
+        Ok((ledger, _)) => state.quotas.adopt(&ledger, state.root_now_ms()),
         Err(e) => {
             tracing::error!(error = %e, whose, "a producers' quota ledger is damaged: their buckets keep what they hold")
         }
@@ -394,12 +396,12 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
             () = reached(&mut lifecycle, Lifecycle::Draining) => return,
             () = tokio::time::sleep(interval) => {}
         }
-        let newest = state.newest_entry_ms();
-        if crate::clock::unix_ms().saturating_sub(newest) >= interval.as_millis() as u64 {
+        // Idle by the monotonic clock: a wall clock that steps back must not silence the root.
+        if state.since_applied() >= interval {
             state.disk_io(DiskOp::Commit { bytes: 0 }).await;
             let committed = state.with_store(|store| {
                 state.settle(store)?;
-                let entry = store.next_entry(crate::clock::unix_ms(), Vec::new()).expect("an empty entry is in limits");
+                let entry = store.next_entry(state.root_now_ms(), Vec::new()).expect("an empty entry is in limits");
                 store.apply(std::slice::from_ref(&entry))?;
                 // Published under the store lock, so the committer cannot publish an older index
                 // after this one.
@@ -416,7 +418,7 @@ async fn run_heartbeat(state: Arc<NodeState>, interval: Duration) {
 /// Drops identical rewrites, packs the rest into entries, commits them in one apply, and
 /// answers every request.
 fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
-    let timestamp_ms = crate::clock::unix_ms();
+    let timestamp_ms = state.root_now_ms();
     let outcome = state.with_store(|store| {
         // After a failed commit the head is unknown until the store is reopened.
         state.settle(store).map_err(|e| WriteError::StoreNotReady(e.to_string()))?;

@@ -67,8 +67,8 @@ pub(super) async fn send_to_peer(
                     None => return,
                 },
             };
-            let sent =
-                tokio::time::timeout(SEND_DEADLINE, write_message(&mut stream, &Message::Raft { message })).await;
+            let frame = Message::Raft { message, root_ms: state.root_word_ms() };
+            let sent = tokio::time::timeout(SEND_DEADLINE, write_message(&mut stream, &frame)).await;
             let failed = match sent {
                 Ok(Ok(())) => continue,
                 Ok(Err(e)) => e.to_string(),
@@ -138,6 +138,7 @@ mod tests {
             db_id: state.config.database_id,
             applied_index: 0,
             first_retained_index: 1,
+            root_ms: 0,
         };
         write_message(&mut first, &welcome).await.unwrap();
         // Far more than any socket buffer holds: the sender's write blocks.

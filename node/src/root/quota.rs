@@ -15,10 +15,12 @@
 //! - [`Quotas::adopt`] only ever lowers a bucket (to the lesser of what it holds and what the
 //!   ledger says, refilled to now): a ledger never gives back tokens this member spent since.
 //!
-//! Time: a bucket refills by the monotonic clock; a ledger carries the wall-clock time it was
-//! taken at, so a member adopting it counts the refill since by its own wall clock — a clock
-//! ahead of the leader's grants at most its lead times the rate (never past the burst), one
-//! behind grants less.
+//! Time: a bucket refills by the monotonic clock; a ledger carries the root's wall-clock time it
+//! was taken at, so a member adopting it counts the refill since by the root's clock as it
+//! reckons it (`crate::clock::RootClock`: a lower bound on the leader's, learnt from the
+//! entries it applies) — never by its own wall clock, which may run ahead of the leader's. A
+//! root starting before it has heard its group has only its own clock: one stepped forward
+//! while the node was down grants at most the step times the rate, never past the burst.
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -58,9 +58,13 @@ pub struct NodeState {
     /// Read-locked by reads (which run on every runtime worker at once), write-locked by applies.
     store: RwLock<Store>,
     applied: watch::Sender<u64>,
+    /// The root stamp of the newest applied entry (0 before the first).
     newest_entry_ms: AtomicU64,
-    /// When this process started (lag of a node that holds no entry yet counts from here).
-    started_ms: u64,
+    /// The root's clock as this node reckons it: what stamps are aged against (`crate::clock`).
+    pub root_clock: crate::clock::RootClock,
+    /// When this process started, by the monotonic clock (lag of a node counts from here at
+    /// most: one that just started has not had time to fall behind).
+    started: tokio::time::Instant,
     /// Whether this node currently follows a source (always true on the root).
     upstream_ok: std::sync::atomic::AtomicBool,
     /// Whether a snapshot transfer is under way with a chunk stored and more to come.
@@ -71,7 +75,11 @@ pub struct NodeState {
     damaged: std::sync::atomic::AtomicBool,
     /// Which fault points this process has switched on (see `fault_points`).
     fault_points: FaultPoints,
-    /// When the followed source was last heard from (any frame), by this node's clock.
+    /// When this process last applied an entry: monotonic ms since `started`, plus one (0: not
+    /// yet).
+    applied_at_ms: AtomicU64,
+    /// When the followed source was last heard from (any frame): monotonic ms since `started`,
+    /// plus one (0: never).
     source_heard_ms: AtomicU64,
     /// What the followed source's last keepalive said: 0 healthy, else its recovery hops.
     source_hops: std::sync::atomic::AtomicU8,
@@ -152,15 +160,18 @@ impl NodeState {
         let metrics = Metrics::default();
         let connections = Connections::new(&config.connections, &metrics);
         let quotas = crate::root::quota::Quotas::new(config.root.as_ref().map_or(&[], |root| &root.producers[..]));
+        let root_clock = crate::clock::RootClock::new(config.planted().trust_own_wall_clock);
         let state = Arc::new(NodeState {
             config,
             node_id,
             store: RwLock::new(store),
             applied,
             newest_entry_ms: AtomicU64::new(0),
-            started_ms: crate::clock::unix_ms(),
+            root_clock,
+            started: tokio::time::Instant::now(),
             upstream_ok: std::sync::atomic::AtomicBool::new(true),
             source_heard_ms: AtomicU64::new(0),
+            applied_at_ms: AtomicU64::new(0),
             fault_points: FaultPoints::new(fault_points),
             transferring: std::sync::atomic::AtomicBool::new(false),
             followed_a_source: std::sync::atomic::AtomicBool::new(false),
@@ -275,7 +286,7 @@ impl NodeState {
         if self.is_ready() {
             return;
         }
-        let age_ms = crate::clock::unix_ms().saturating_sub(self.newest_entry_ms());
+        let age_ms = self.root_clock.age_ms(self.newest_entry_ms());
         if age_ms <= self.config.replication.staleness_failover.as_millis() as u64 {
             self.ready.store(true, Ordering::Relaxed);
             let marker = catching_up_marker(&self.config);
@@ -471,6 +482,10 @@ impl NodeState {
         tracing::debug!(node = %self.config.name, first = first.index, last = last.index, hash = %last.hash, "applied");
         self.report(NodeEvent::Applied { first: first.index, last: last.index, hash: last.hash.to_string() });
         self.newest_entry_ms.store(last.timestamp_ms, Ordering::Relaxed);
+        // A lower bound on the root's clock (a backlog's stamps are long past: they never pull
+        // the reckoning back).
+        self.root_clock.heard(last.timestamp_ms);
+        self.applied_at_ms.store(self.running_ms() + 1, Ordering::Relaxed);
         self.publish(last.index);
     }
 
@@ -480,6 +495,11 @@ impl NodeState {
         let (applied, newest_ms) = self.read_store(|store| (store.applied_index(), newest_timestamp(store)));
         if let Some(ms) = newest_ms {
             self.newest_entry_ms.store(ms, Ordering::Relaxed);
+            // A root's stamps carry on from its store's newest, whatever its wall clock did
+            // while it was down.
+            if self.config.role == Role::Root {
+                self.root_clock.heard(ms);
+            }
         }
         self.publish(applied);
     }
@@ -494,12 +514,56 @@ impl NodeState {
         self.newest_entry_ms.load(Ordering::Relaxed)
     }
 
-    /// Replication lag: how old the newest applied entry is, by this node's clock.
+    /// The root's clock now: what a root stamps with when it is the one stamping (a root of
+    /// one, a group's leader: `RootClock::stamping_ms`, never behind the stamps before), else the
+    /// root's clock as this node reckons it ([`root_clock`](Self::root_clock)).
+    pub fn root_now_ms(&self) -> u64 {
+        if self.is_stamping() { self.root_clock.stamping_ms() } else { self.root_clock.now_ms() }
+    }
+
+    /// How long since this process last applied an entry, by the monotonic clock (`MAX` before
+    /// its first): what a root's heartbeat waits on, so no step of its wall clock holds one back.
+    pub fn since_applied(&self) -> std::time::Duration {
+        match self.applied_at_ms.load(Ordering::Relaxed) {
+            0 => std::time::Duration::MAX,
+            at => std::time::Duration::from_millis((self.running_ms() + 1).saturating_sub(at)),
+        }
+    }
+
+    /// The root's clock as this node may tell others — in welcomes, keepalives and entries
+    /// frames to its downstream, in Raft frames to its peers: what it stamps with if it is the
+    /// one stamping, what it has learnt otherwise, and 0 (no word) before it has learnt
+    /// anything: its own wall clock is no word on the root's.
+    pub fn root_word_ms(&self) -> u64 {
+        if self.is_stamping() { self.root_clock.stamping_ms() } else { self.root_clock.reckoned().unwrap_or(0) }
+    }
+
+    /// A root of one, or a group's leader: the node whose clock stamps entries.
+    fn is_stamping(&self) -> bool {
+        self.config.role == Role::Root
+            && (!self.config.root.as_ref().is_some_and(crate::config::RootConfig::is_group)
+                || self.raft_view().is_some_and(|v| v.role == crate::consensus::Role::Leader))
+    }
+
+    /// Monotonic ms since this process started.
+    fn running_ms(&self) -> u64 {
+        tokio::time::Instant::now().saturating_duration_since(self.started).as_millis() as u64
+    }
+
+    /// How old the newest applied entry is by the root's clock, but no more than this process
+    /// has been running (one that just started has not had time to fall behind; one holding no
+    /// entry yet is as far behind as it has been running).
+    fn newest_age_ms(&self) -> u64 {
+        let newest = self.newest_entry_ms();
+        let running = self.running_ms();
+        if newest == 0 { running } else { self.root_clock.age_ms(newest).min(running) }
+    }
+
+    /// Replication lag: how old the newest applied entry is, by the root's clock.
     pub fn lag_ms(&self) -> u64 {
         match self.config.role {
             Role::Root => 0,
-            // A replica holding no entry yet is as far behind as it has been running.
-            Role::Replica => crate::clock::unix_ms().saturating_sub(self.newest_entry_ms().max(self.started_ms)),
+            Role::Replica => self.newest_age_ms(),
         }
     }
 
@@ -516,7 +580,7 @@ impl NodeState {
     /// Records a frame from the followed source; `hops` is what its keepalive said (0 healthy),
     /// None for other frames (entries mean the source is delivering: its last word stands).
     pub fn heard_from_source(&self, hops: Option<u8>) {
-        self.source_heard_ms.store(crate::clock::unix_ms(), Ordering::Relaxed);
+        self.source_heard_ms.store(self.running_ms() + 1, Ordering::Relaxed);
         if let Some(hops) = hops {
             self.source_hops.store(hops, Ordering::Relaxed);
         }
@@ -530,8 +594,10 @@ impl NodeState {
         if self.config.role == Role::Root {
             return self.member_status();
         }
-        let quiet = crate::clock::unix_ms().saturating_sub(self.source_heard_ms.load(Ordering::Relaxed))
-            > SOURCE_QUIET.as_millis() as u64;
+        let quiet = match self.source_heard_ms.load(Ordering::Relaxed) {
+            0 => true,
+            heard => (self.running_ms() + 1).saturating_sub(heard) > SOURCE_QUIET.as_millis() as u64,
+        };
         let stale = self.lag_ms() > self.config.replication.staleness_failover.as_millis() as u64;
         let source_hops = self.source_hops.load(Ordering::Relaxed);
         if !self.upstream_ok.load(Ordering::Relaxed) || quiet {
@@ -564,7 +630,7 @@ impl NodeState {
         }
         let following = view.role == crate::consensus::Role::Leader
             || (view.role == crate::consensus::Role::Follower && view.leader != 0);
-        let age_ms = crate::clock::unix_ms().saturating_sub(self.newest_entry_ms().max(self.started_ms));
+        let age_ms = self.newest_age_ms();
         let current = view.role == crate::consensus::Role::Leader
             || age_ms <= self.config.replication.staleness_failover.as_millis() as u64;
         if following && current { UpstreamStatus::Healthy } else { UpstreamStatus::Recovering { hops: 1 } }

@@ -217,9 +217,10 @@ async fn a_corrupted_entry_in_the_stream_is_refused_and_the_edge_moves_on() {
                     db_id: hello.db_id,
                     applied_index: 5,
                     first_retained_index: 1,
+                    root_ms: 0,
                 };
                 let _ = write_message(&mut stream, &welcome).await;
-                let _ = write_message(&mut stream, &Message::Entries { entries: frames }).await;
+                let _ = write_message(&mut stream, &Message::Entries { entries: frames, root_ms: 0 }).await;
                 tokio::time::sleep(Duration::from_secs(30)).await;
             });
         }
@@ -434,7 +435,7 @@ async fn a_newest_only_hello_gets_nothing_the_client_said_it_holds() {
     let mut firsts = Vec::new();
     while firsts.is_empty() {
         match tokio::time::timeout(WAIT, read_message(&mut stream)).await.expect("the root streams").unwrap() {
-            Some(Message::Entries { entries }) => {
+            Some(Message::Entries { entries, .. }) => {
                 firsts.extend(entries.iter().map(|e| LogEntry::decompress(e).unwrap().index));
             }
             Some(Message::Keepalive { .. }) => {}

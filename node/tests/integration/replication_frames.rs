@@ -49,25 +49,28 @@ fn hello() -> impl Strategy<Value = ClientHello> {
 fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
         hello().prop_map(Message::Hello),
-        (any::<u128>(), any::<u128>(), any::<u64>(), any::<u64>()).prop_map(
-            |(server_id, db_id, applied_index, first_retained_index)| Message::Welcome {
+        (any::<u128>(), any::<u128>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+            |(server_id, db_id, applied_index, first_retained_index, root_ms)| Message::Welcome {
                 server_id,
                 db_id: DatabaseId(db_id),
                 applied_index,
                 first_retained_index,
+                root_ms,
             }
         ),
         (prop::sample::select(RefusalReason::ALL.to_vec()), "\\PC{0,40}")
             .prop_map(|(reason, detail)| Message::Refused { reason, detail }),
-        prop::collection::vec(bytes(64), 0..8).prop_map(|entries| Message::Entries { entries }),
+        (prop::collection::vec(bytes(64), 0..8), any::<u64>())
+            .prop_map(|(entries, root_ms)| Message::Entries { entries, root_ms }),
         (any::<u64>(), any::<u64>())
             .prop_map(|(requested, first_retained)| Message::OutOfRetention { requested, first_retained }),
-        (any::<u64>(), any::<u8>()).prop_map(|(applied_index, up)| Message::Keepalive {
+        (any::<u64>(), any::<u8>(), any::<u64>()).prop_map(|(applied_index, up, root_ms)| Message::Keepalive {
             applied_index,
-            upstream: UpstreamStatus::from_wire(up)
+            upstream: UpstreamStatus::from_wire(up),
+            root_ms,
         }),
         bytes(200).prop_map(|manifest_json| Message::SnapshotManifest { manifest_json }),
-        bytes(200).prop_map(|message| Message::Raft { message }),
+        (bytes(200), any::<u64>()).prop_map(|(message, root_ms)| Message::Raft { message, root_ms }),
         (any::<u64>(), any::<u32>(), any::<u64>(), bytes(200), any::<u32>()).prop_map(
             |(number, file, offset, bytes, crc32c)| Message::SnapshotChunk(SnapshotChunk {
                 number,
@@ -156,9 +159,9 @@ proptest! {
 fn samples() -> Vec<Message> {
     vec![
         Message::Hello(ClientHello::new(7, DatabaseId(1), 0, Want::Log)),
-        Message::Welcome { server_id: 8, db_id: DatabaseId(1), applied_index: 10, first_retained_index: 1 },
-        Message::Entries { entries: vec![vec![1; 100], vec![2; 70_000]] },
-        Message::Keepalive { applied_index: 10, upstream: UpstreamStatus::Healthy },
+        Message::Welcome { server_id: 8, db_id: DatabaseId(1), applied_index: 10, first_retained_index: 1, root_ms: 7 },
+        Message::Entries { entries: vec![vec![1; 100], vec![2; 70_000]], root_ms: 8 },
+        Message::Keepalive { applied_index: 10, upstream: UpstreamStatus::Healthy, root_ms: 9 },
         Message::SnapshotManifest { manifest_json: b"{}".to_vec() },
         Message::SnapshotChunk(SnapshotChunk { number: 0, file: 0, offset: 0, bytes: vec![9; 200_000], crc32c: 1 }),
         Message::SnapshotDone,
@@ -212,7 +215,7 @@ async fn an_http_request_is_refused_as_text() {
 
 #[tokio::test]
 async fn end_of_stream_mid_frame_is_an_error_between_frames_is_none() {
-    let frame = Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy }.encode();
+    let frame = Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy, root_ms: 4 }.encode();
     // Cut inside the length, right after it, and inside the payload.
     for cut in [1, 3, 4, 5, frame.len() - 1] {
         let (mut client, mut server) = tokio::io::duplex(64);
@@ -221,7 +224,7 @@ async fn end_of_stream_mid_frame_is_an_error_between_frames_is_none() {
         drop(client);
         assert_eq!(
             read_message(&mut server).await.unwrap(),
-            Some(Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy })
+            Some(Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Healthy, root_ms: 4 })
         );
         let err = read_message(&mut server).await.unwrap_err();
         assert!(matches!(err, ProtocolError::UnexpectedEof { .. }), "cut at {cut}: {err}");

@@ -25,13 +25,15 @@ pub(super) fn header(s: &RunSummary, facts: &RunFacts) -> Markup {
         }
         None => format!("did not converge within {}", duration(s.converge_within_ms)),
     };
+    let clocks = if s.clocks.is_empty() { "every host in step".to_string() } else { s.clocks.join("; ") };
     let knobs = if s.knobs.is_empty() { "none drawn: the scenario's settings".to_string() } else { s.knobs.join(", ") };
-    let facts_rows: [(&str, &str, Markup); 11] = [
+    let facts_rows: [(&str, &str, Markup); 12] = [
         ("scenario file", "path", s.path.display().to_string().render()),
         ("seed", "seed-value", s.seed.render()),
         ("engine", "engine", or_unknown(&s.engine).render()),
         ("build", "build", or_unknown(&s.build).render()),
         ("knobs (drawn from the seed)", "knobs", knobs.render()),
+        ("clocks (off the simulated time)", "clocks", clocks.render()),
         ("nodes", "node-count", facts.nodes.len().render()),
         if s.real {
             ("real processes, wall clock", "simulated", secs(s.simulated_ms).render())

@@ -178,6 +178,10 @@ pub struct RunSummary {
     /// The node settings the run drew from its seed (knobs), as `name = value`.
     #[serde(default)]
     pub knobs: Vec<String>,
+    /// The hosts' clocks the run kept off the simulated time (drawn from the seed or set by
+    /// the scenario), one line each: node, offset, drift, steps.
+    #[serde(default)]
+    pub clocks: Vec<String>,
 }
 
 /// One tier's propagation over a run: entries from the root's commit (its first apply by a

@@ -119,6 +119,11 @@ pub fn run(
         let knobs: Vec<String> = knobs.iter().map(ToString::to_string).collect();
         println!("knobs      {} (drawn from the seed; [knobs] drawn = false runs the file's)", knobs.join(", "));
     }
+    let clocks = &prepared.scenario().clocks_drawn;
+    if !clocks.is_empty() {
+        let clocks: Vec<String> = clocks.iter().map(ToString::to_string).collect();
+        println!("clocks     {} (off the simulated time; [clocks] drawn = false keeps the file's)", clocks.join("; "));
+    }
     println!("nodes      {}", nodes_line(scenario, &names));
     let topology = &scenario.topology;
     if topology.datacenters > 1 {
@@ -466,6 +471,7 @@ fn write_outputs(
         fetched: outcome.fetched.clone(),
         propagation: outcome.propagation.clone(),
         knobs: outcome.knobs.clone(),
+        clocks: outcome.clocks.clone(),
         pending: outcome.pending.clone(),
         violations: outcome.violations().take(VIOLATIONS_LISTED).map(Event::line).collect(),
         verdicts: verdicts.to_vec(),

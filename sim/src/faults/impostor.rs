@@ -165,7 +165,7 @@ impl Impostor {
                 heartbeat.from = self.claimed;
                 heartbeat.to = self.target_id;
                 heartbeat.term = FORGED_TERM;
-                let forged = Message::Raft { message: qs_node::consensus::encode(&heartbeat) };
+                let forged = Message::Raft { message: qs_node::consensus::encode(&heartbeat), root_ms: 0 };
                 let sent = write_message(&mut stream, &forged).await;
                 let sent = if sent.is_ok() { "sent" } else { "could not send" };
                 Attempt {

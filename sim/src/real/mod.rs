@@ -262,7 +262,10 @@ impl Harness {
 /// machine can inject: [`runnable_faults`]).
 pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) -> Result<RunOutcome, String> {
     // The scenario as this seed runs it: its knob draws applied.
-    let scenario = &scenario.for_seed(seed);
+    let mut scenario = scenario.for_seed(seed);
+    // Real processes read the host's one clock: a drawn clock cannot be given them.
+    scenario.clocks_drawn.clear();
+    let scenario = &scenario;
     // The nodes' folders: a scratch folder removed at the end, or the one to keep them in.
     let (_scratch, folder) = match &options.keep {
         Some(keep) => {
@@ -399,6 +402,8 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
         fetched: Vec::new(),
         propagation: propagation.rows(&scenario.tier_order()),
         knobs: scenario.knobs_drawn.iter().map(ToString::to_string).collect(),
+        // Real processes read the host's one clock: nothing is skewed.
+        clocks: Vec::new(),
     })
 }
 

@@ -156,6 +156,9 @@ pub struct Scenario {
     /// Node settings drawn from the seed (`crate::knobs`): on unless the scenario turns them off.
     #[serde(default)]
     pub knobs: crate::knobs::KnobSettings,
+    /// Each host's wall clock (`crate::clocks`): drawn unless the scenario turns them off.
+    #[serde(default)]
+    pub clocks: crate::clocks::ClockSettings,
     /// Planted bugs switched on in every node (see `qs_node::config::LegacyConfig`).
     #[serde(default)]
     pub legacy: qs_node::config::LegacyConfig,
@@ -165,6 +168,9 @@ pub struct Scenario {
     /// The knobs this run drew, applied to `node` ([`Scenario::for_seed`]); empty until then.
     #[serde(skip)]
     pub knobs_drawn: Vec<crate::knobs::Drawn>,
+    /// Each host's clock this run keeps ([`Scenario::for_seed`]); empty until then.
+    #[serde(skip)]
+    pub clocks_drawn: Vec<crate::clocks::NodeClock>,
     /// The file this came from (set by `load`).
     #[serde(skip)]
     pub path: PathBuf,
@@ -537,10 +543,12 @@ impl Scenario {
     }
 
     /// The scenario as a run under `seed` runs it: its knob draws applied to `[node]` and
-    /// recorded in `knobs_drawn`. Everything that runs or judges a run reads this, never the
-    /// file's scenario, so the nodes and the checkers' bounds agree.
+    /// recorded in `knobs_drawn`, its hosts' clocks in `clocks_drawn`. Everything that runs or
+    /// judges a run reads this, never the file's scenario, so the nodes and the checkers'
+    /// bounds agree.
     pub fn for_seed(&self, seed: u64) -> Scenario {
         let mut scenario = self.clone();
+        scenario.clocks_drawn = crate::clocks::draw(self, seed);
         scenario.knobs_drawn = crate::knobs::draw(self, seed);
         for drawn in &scenario.knobs_drawn {
             drawn.knob.set(drawn.value, &mut scenario.node);

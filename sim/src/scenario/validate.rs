@@ -216,6 +216,9 @@ impl Scenario {
             let problem = format!("at most VALUE_BYTES_MAX ({})", qs_node::limits::VALUE_BYTES_MAX);
             return bad(None, "census.value_bytes_max", problem);
         }
+        if let Err(problem) = self.clocks.validate(&self.node_names()) {
+            return bad(None, "clocks", problem);
+        }
         if self.fault.len() > FAULTS_MAX {
             return bad(None, "fault", format!("at most {FAULTS_MAX} faults"));
         }

@@ -144,6 +144,15 @@ pub fn explicit(original: &Table, scenario: &Scenario, seed: u64) -> Table {
     let mut off = Table::new();
     off.insert("drawn".into(), Value::Boolean(false));
     table.insert("knobs".into(), Value::Table(off));
+    // The hosts' clocks, drawn or the file's, all written out.
+    let clocks = crate::clocks::draw(scenario, seed);
+    let mut clocks_table = Table::new();
+    clocks_table.insert("drawn".into(), Value::Boolean(false));
+    if !clocks.is_empty() {
+        let pinned = clocks.iter().map(|c| Value::try_from(c.pinned()).expect("clocks serialize")).collect();
+        clocks_table.insert("node".into(), Value::Array(pinned));
+    }
+    table.insert("clocks".into(), Value::Table(clocks_table));
     let draws = crate::plan::Draws::of(scenario, seed);
     let faults: Vec<Value> = draws.faults.iter().map(|f| Value::Table(fault_table(f))).collect();
     table.remove("swarm");
@@ -200,11 +209,25 @@ pub fn candidates(table: &Table, scenario: &Scenario) -> Vec<(String, Table)> {
     let mut out = Vec::new();
     shorter_run(table, scenario, &mut out);
     fewer_faults(table, &mut out);
+    fewer_clocks(table, &mut out);
     shorter_faults(table, &mut out);
     smaller_topology(table, &mut out);
     lighter_workload(table, &mut out);
     fewer_knobs(table, &mut out);
     out
+}
+
+/// Each host's clock (`[[clocks.node]]`) back in step with the simulated time, one at a time.
+fn fewer_clocks(table: &Table, out: &mut Vec<(String, Table)>) {
+    let Some(Value::Array(clocks)) = table.get("clocks").and_then(|c| c.get("node")) else { return };
+    for (i, clock) in clocks.iter().enumerate() {
+        let name = clock.get("name").and_then(Value::as_str).unwrap_or("?");
+        let mut t = table.clone();
+        if let Some(Value::Array(clocks)) = t.get_mut("clocks").and_then(|c| c.get_mut("node")) {
+            clocks.remove(i);
+        }
+        out.push((format!("{name}'s clock back in step"), t));
+    }
 }
 
 /// Each knob setting in `[node]` back to the node's default, one at a time.

@@ -153,6 +153,7 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     let recorder = Recorder::new(now_ms, observers);
     let tier_order = scenario.tier_order();
     let knobs = scenario.knobs_drawn.iter().map(ToString::to_string).collect();
+    let clocks = scenario.clocks_drawn.iter().map(ToString::to_string).collect();
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
     let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
@@ -186,6 +187,7 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
             .collect(),
         propagation: propagation.rows(&tier_order),
         knobs,
+        clocks,
     }
 }
 
@@ -359,6 +361,11 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     });
     let impostors = ImpostorBase::of(&plan);
     let nodes = Arc::new(start_nodes(&scenario, plan, &states, &supervision, &observer, &relayed));
+    // Each host's wall clock, from now on (the nodes' processes have not started yet).
+    let hosts: BTreeMap<&str, madsim::task::NodeId> = nodes.iter().map(|n| (n.name.as_str(), n.handle.id())).collect();
+    let _clocks = qs_node::clock::simulated::install(
+        scenario.clocks_drawn.iter().filter_map(|c| Some((*hosts.get(c.node.as_str())?, c.host_clock()))).collect(),
+    );
     let supervised = nodes.iter().map(|n| (n.name.clone(), n.handle.clone(), n.device.clone())).collect();
     // The nodes a fault holds down: shared by the fault book and the supervisor.
     let down: Arc<Mutex<std::collections::BTreeSet<String>>> = Arc::default();

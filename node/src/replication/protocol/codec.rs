@@ -39,7 +39,7 @@ impl Message {
             Message::Refused { detail, .. } => {
                 check_limit(frame, "detail", "DETAIL_BYTES_MAX", DETAIL_BYTES_MAX, detail.len())?;
             }
-            Message::Entries { entries } => {
+            Message::Entries { entries, .. } => {
                 check_limit(frame, "entry count", "ENTRIES_PER_FRAME_MAX", ENTRIES_PER_FRAME_MAX, entries.len())?;
                 let mut total = 0usize;
                 for (i, entry) in entries.iter().enumerate() {
@@ -61,7 +61,7 @@ impl Message {
             Message::SnapshotChunk(chunk) => {
                 check_limit(frame, "chunk bytes", "CHUNK_BYTES_MAX", CHUNK_BYTES_MAX as usize, chunk.bytes.len())?;
             }
-            Message::Raft { message } => {
+            Message::Raft { message, .. } => {
                 check_limit(frame, "message", "RAFT_MESSAGE_BYTES_MAX", RAFT_MESSAGE_BYTES_MAX, message.len())?;
             }
             Message::Welcome { .. }
@@ -86,11 +86,11 @@ impl Message {
 
     fn payload_bytes_hint(&self) -> usize {
         match self {
-            Message::Entries { entries } => entries.iter().map(|e| 4 + e.len()).sum::<usize>() + 4,
+            Message::Entries { entries, .. } => entries.iter().map(|e| 4 + e.len()).sum::<usize>() + 12,
             Message::SnapshotManifest { manifest_json } => 4 + manifest_json.len(),
             Message::SnapshotChunk(chunk) => CHUNK_HEADER_BYTES + chunk.bytes.len(),
             Message::Refused { detail, .. } => 5 + detail.len(),
-            Message::Raft { message } => 4 + message.len(),
+            Message::Raft { message, .. } => 12 + message.len(),
             _ => 128,
         }
     }
@@ -130,29 +130,32 @@ impl Message {
                     }
                 }
             }
-            Message::Welcome { server_id, db_id, applied_index, first_retained_index } => {
+            Message::Welcome { server_id, db_id, applied_index, first_retained_index, root_ms } => {
                 out.extend_from_slice(&server_id.to_le_bytes());
                 out.extend_from_slice(&db_id.0.to_le_bytes());
                 out.extend_from_slice(&applied_index.to_le_bytes());
                 out.extend_from_slice(&first_retained_index.to_le_bytes());
+                out.extend_from_slice(&root_ms.to_le_bytes());
             }
             Message::Refused { reason, detail } => {
                 out.push(*reason as u8);
                 put_bytes(out, detail.as_bytes());
             }
-            Message::Entries { entries } => {
+            Message::Entries { entries, root_ms } => {
                 out.extend_from_slice(&len_u32(entries.len()));
                 for entry in entries {
                     put_bytes(out, entry);
                 }
+                out.extend_from_slice(&root_ms.to_le_bytes());
             }
             Message::OutOfRetention { requested, first_retained } => {
                 out.extend_from_slice(&requested.to_le_bytes());
                 out.extend_from_slice(&first_retained.to_le_bytes());
             }
-            Message::Keepalive { applied_index, upstream } => {
+            Message::Keepalive { applied_index, upstream, root_ms } => {
                 out.extend_from_slice(&applied_index.to_le_bytes());
                 out.push(upstream.wire());
+                out.extend_from_slice(&root_ms.to_le_bytes());
             }
             Message::SnapshotManifest { manifest_json } => put_bytes(out, manifest_json),
             Message::SnapshotChunk(chunk) => {
@@ -163,7 +166,10 @@ impl Message {
                 put_bytes(out, &chunk.bytes);
             }
             Message::SnapshotDone => {}
-            Message::Raft { message } => put_bytes(out, message),
+            Message::Raft { message, root_ms } => {
+                put_bytes(out, message);
+                out.extend_from_slice(&root_ms.to_le_bytes());
+            }
         }
     }
 
@@ -214,6 +220,7 @@ impl Message {
                 db_id: DatabaseId(r.u128("database id")?),
                 applied_index: r.u64("applied index")?,
                 first_retained_index: r.u64("first retained index")?,
+                root_ms: r.u64("root time")?,
             },
             FrameType::Refused => {
                 let code = r.u8("reason")?;
@@ -237,7 +244,7 @@ impl Message {
                     check_limit(frame, "entries' total bytes", "ENTRIES_BYTES_MAX", ENTRIES_BYTES_MAX, total)?;
                     entries.push(entry.to_vec());
                 }
-                Message::Entries { entries }
+                Message::Entries { entries, root_ms: r.u64("root time")? }
             }
             FrameType::OutOfRetention => Message::OutOfRetention {
                 requested: r.u64("requested index")?,
@@ -246,6 +253,7 @@ impl Message {
             FrameType::Keepalive => Message::Keepalive {
                 applied_index: r.u64("applied index")?,
                 upstream: UpstreamStatus::from_wire(r.u8("upstream")?),
+                root_ms: r.u64("root time")?,
             },
             FrameType::SnapshotManifest => {
                 let manifest = r.bytes("manifest", "MANIFEST_BYTES_MAX", MANIFEST_BYTES_MAX)?;
@@ -262,7 +270,7 @@ impl Message {
             FrameType::SnapshotDone => Message::SnapshotDone,
             FrameType::Raft => {
                 let message = r.bytes("message", "RAFT_MESSAGE_BYTES_MAX", RAFT_MESSAGE_BYTES_MAX)?;
-                Message::Raft { message: message.to_vec() }
+                Message::Raft { message: message.to_vec(), root_ms: r.u64("root time")? }
             }
         };
         r.finish()?;

@@ -70,6 +70,8 @@
 //!                         16  database id (u128)
 //!                         8   applied index (u64)
 //!                         8   first retained index (u64)
+//!                         8   root time: the root's clock as the server reckons it (u64, ms
+//!                             since the Unix epoch; see `crate::clock`)
 //! 3     Refused           1   reason: 1 = self-replication, 2 = wrong database,
 //!                               3 = unsupported version, 4 = bad handshake,
 //!                               5 = too many bootstraps, 6 = shutting down,
@@ -79,10 +81,12 @@
 //!                         ... entries, each bytes (ENTRY_COMPRESSED_BYTES_MAX; together
 //!                             ENTRIES_BYTES_MAX): one Snappy-compressed entry, as
 //!                             LogEntry::compress produces it
+//!                         8   root time (u64, as in Welcome)
 //! 5     OutOfRetention    8   requested index (u64)
 //!                         8   first retained index (u64)
 //! 6     Keepalive         8   applied index (u64)
 //!                         1   upstream: 0 = healthy, n >= 1 = recovering, the trouble n hops up
+//!                         8   root time (u64, as in Welcome)
 //! 7     SnapshotManifest  4+  manifest JSON (bytes, MANIFEST_BYTES_MAX)
 //! 8     SnapshotChunk     8   chunk number (u64)
 //!                         4   file (u32; index into the manifest's files)
@@ -91,6 +95,7 @@
 //!                         4+  chunk bytes (bytes, CHUNK_BYTES_MAX)
 //! 9     SnapshotDone      (empty)
 //! 10    Raft              4+  one Raft message (bytes, RAFT_MESSAGE_BYTES_MAX; raft-rs's eraftpb in protobuf)
+//!                         8   root time (u64, as in Welcome: the sending member's)
 //!       (client→server)
 //! ```
 
@@ -107,7 +112,7 @@ pub use stream::{read_message, write_message};
 
 /// The protocol version this build speaks. A server answers a hello of any other version with
 /// [`RefusalReason::UnsupportedVersion`].
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// What a keepalive says about its sender's own path to the root, so that a replica below a
 /// failing node waits for that node to fail over rather than moving too (a fault moves only the
@@ -184,7 +189,7 @@ const CHUNK_HEADER_BYTES: usize = 8 + 4 + 8 + 4 + 4;
 /// changes. A length over it is refused before anything is allocated.
 pub const FRAME_BYTES_MAX: usize = 1 + max3(
     CHUNK_HEADER_BYTES + CHUNK_BYTES_MAX as usize,
-    4 + 4 * ENTRIES_PER_FRAME_MAX + ENTRIES_BYTES_MAX,
+    4 + 4 * ENTRIES_PER_FRAME_MAX + ENTRIES_BYTES_MAX + 8,
     4 + MANIFEST_BYTES_MAX,
 );
 
@@ -347,20 +352,24 @@ pub enum Message {
     /// Client → server, first frame.
     Hello(ClientHello),
     /// Server → client: the hello is accepted. `first_retained_index` is the oldest entry the
-    /// server still has (entries before it were garbage-collected).
-    Welcome { server_id: u128, db_id: DatabaseId, applied_index: u64, first_retained_index: u64 },
+    /// server still has (entries before it were garbage-collected); `root_ms` is the root's
+    /// clock as the server reckons it (`crate::clock::RootClock`).
+    Welcome { server_id: u128, db_id: DatabaseId, applied_index: u64, first_retained_index: u64, root_ms: u64 },
     /// Server → client: the hello is refused; the server closes the connection.
     Refused { reason: RefusalReason, detail: String },
     /// Server → client: consecutive log entries, each Snappy-compressed exactly as
     /// `LogEntry::compress` produces it. The receiver decompresses and verifies each with
-    /// `LogEntry::decompress`.
-    Entries { entries: Vec<Vec<u8>> },
+    /// `LogEntry::decompress`. `root_ms` is the root's clock as the server reckons it, as in
+    /// every welcome and keepalive: a steady stream brings it too, so a root's clock stepping
+    /// back reaches the tree with the first entries stamped after it.
+    Entries { entries: Vec<Vec<u8>>, root_ms: u64 },
     /// Server → client: entry `requested` was collected; the oldest the server has is
     /// `first_retained`. The client must go elsewhere (another source, then a snapshot).
     OutOfRetention { requested: u64, first_retained: u64 },
     /// Server → client, while idle: the source is alive and at `applied_index`, and whether
-    /// its own path to the root is healthy or it is recovering one.
-    Keepalive { applied_index: u64, upstream: UpstreamStatus },
+    /// its own path to the root is healthy or it is recovering one; `root_ms` is the root's
+    /// clock as it reckons it.
+    Keepalive { applied_index: u64, upstream: UpstreamStatus, root_ms: u64 },
     /// Server → client: the JSON of a `store::snapshot::SnapshotManifest`.
     SnapshotManifest { manifest_json: Vec<u8> },
     /// Server → client: one snapshot chunk.
@@ -369,8 +378,10 @@ pub enum Message {
     SnapshotDone,
     /// Root member → root member, after a [`Want::Raft`] hello: one Raft message (raft-rs's
     /// `eraftpb::Message` in protobuf's wire format, encoded by prost: `consensus::encode`, decoded
-    /// by `consensus::decode`).
-    Raft { message: Vec<u8> },
+    /// by `consensus::decode`). `root_ms` is the root's clock as the sender reckons it (its own
+    /// when it leads): a member hears its leader's clock from every append and heartbeat,
+    /// however far behind its disk has left its store (`crate::clock`).
+    Raft { message: Vec<u8>, root_ms: u64 },
 }
 
 /// Why a frame could not be read or decoded.

@@ -30,12 +30,18 @@ fn samples() -> Vec<Message> {
         Message::Hello(ClientHello::new(u128::MAX, DatabaseId(0), 0, Want::Log)),
         Message::Hello(hello(Want::Snapshot { resume_chunk: 0, manifest_fingerprint: None })),
         Message::Hello(hello(Want::Snapshot { resume_chunk: 17, manifest_fingerprint: Some("ab".repeat(32)) })),
-        Message::Welcome { server_id: 5, db_id: DatabaseId(42), applied_index: 100, first_retained_index: 60 },
-        Message::Entries { entries: vec![] },
-        Message::Entries { entries: vec![entry.compress(), vec![], vec![1, 2, 3]] },
+        Message::Welcome {
+            server_id: 5,
+            db_id: DatabaseId(42),
+            applied_index: 100,
+            first_retained_index: 60,
+            root_ms: 1_700_000_000_000,
+        },
+        Message::Entries { entries: vec![], root_ms: 1 },
+        Message::Entries { entries: vec![entry.compress(), vec![], vec![1, 2, 3]], root_ms: u64::MAX },
         Message::OutOfRetention { requested: 8, first_retained: 60 },
-        Message::Keepalive { applied_index: u64::MAX, upstream: UpstreamStatus::Healthy },
-        Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Recovering { hops: 2 } },
+        Message::Keepalive { applied_index: u64::MAX, upstream: UpstreamStatus::Healthy, root_ms: u64::MAX },
+        Message::Keepalive { applied_index: 3, upstream: UpstreamStatus::Recovering { hops: 2 }, root_ms: 0 },
         Message::SnapshotManifest { manifest_json: br#"{"format":1}"#.to_vec() },
         Message::SnapshotManifest { manifest_json: vec![] },
         Message::SnapshotChunk(SnapshotChunk {
@@ -47,8 +53,8 @@ fn samples() -> Vec<Message> {
         }),
         Message::SnapshotDone,
         Message::Hello(hello(Want::Raft { member: 3 })),
-        Message::Raft { message: vec![8, 1, 16, 2] },
-        Message::Raft { message: vec![] },
+        Message::Raft { message: vec![8, 1, 16, 2], root_ms: 9 },
+        Message::Raft { message: vec![], root_ms: 0 },
     ];
     for &reason in RefusalReason::ALL {
         out.push(Message::Refused { reason, detail: format!("{reason}: détail") });
@@ -137,8 +143,9 @@ fn layout_matches_the_documented_table() {
     assert_eq!(&frame[5..], &expected[..]);
 
     assert_eq!(
-        Message::Keepalive { applied_index: 0x0102, upstream: UpstreamStatus::Recovering { hops: 2 } }.encode(),
-        [10, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 2]
+        Message::Keepalive { applied_index: 0x0102, upstream: UpstreamStatus::Recovering { hops: 2 }, root_ms: 0x0304 }
+            .encode(),
+        [18, 0, 0, 0, 6, 2, 1, 0, 0, 0, 0, 0, 0, 2, 4, 3, 0, 0, 0, 0, 0, 0]
     );
     assert_eq!(Message::SnapshotDone.encode(), [1, 0, 0, 0, 9]);
     let chunk = SnapshotChunk { number: 1, file: 2, offset: 3, bytes: vec![0xee], crc32c: 4 };
@@ -250,10 +257,10 @@ fn counts_and_lengths_over_their_limits_are_refused_before_allocating() {
 #[test]
 fn entries_total_is_bounded() {
     let big = vec![0u8; ENTRY_COMPRESSED_BYTES_MAX];
-    let fits = Message::Entries { entries: vec![big.clone()] };
+    let fits = Message::Entries { entries: vec![big.clone()], root_ms: 0 };
     fits.check_limits().unwrap();
     assert_eq!(decode(&fits.encode()).unwrap(), fits);
-    let over = Message::Entries { entries: vec![big.clone(), big] };
+    let over = Message::Entries { entries: vec![big.clone(), big], root_ms: 0 };
     assert!(matches!(over.check_limits(), Err(ProtocolError::Limit { limit: "ENTRIES_BYTES_MAX", .. })));
     assert!(matches!(decode(&over.encode()), Err(ProtocolError::Limit { limit: "ENTRIES_BYTES_MAX", .. })));
 }
@@ -292,8 +299,8 @@ fn compressed_entries_survive_the_trip() {
         prev = entry.hash;
         entries.push(entry);
     }
-    let message = Message::Entries { entries: entries.iter().map(LogEntry::compress).collect() };
-    let Message::Entries { entries: received } = decode(&message.encode()).unwrap() else { panic!() };
+    let message = Message::Entries { entries: entries.iter().map(LogEntry::compress).collect(), root_ms: 0 };
+    let Message::Entries { entries: received, .. } = decode(&message.encode()).unwrap() else { panic!() };
     let decoded: Vec<LogEntry> = received.iter().map(|c| LogEntry::decompress(c).unwrap()).collect();
     assert_eq!(decoded, entries);
 }

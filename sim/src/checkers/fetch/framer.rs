@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn frames_split_anywhere_come_out_whole_and_entries_keep_their_first() {
         let done = Message::SnapshotDone.encode();
-        let entries = Message::Entries { entries: vec![vec![1, 2, 3], vec![4, 5]] }.encode();
+        let entries = Message::Entries { entries: vec![vec![1, 2, 3], vec![4, 5]], root_ms: 0 }.encode();
         let stream: Vec<u8> = [done.clone(), entries.clone(), done].concat();
         for split in 0..stream.len() {
             let mut framer = Framer::default();

@@ -22,7 +22,7 @@ fn entries(first: u64, count: u64) -> Vec<u8> {
             entries.push(entry.compress());
         }
     }
-    Message::Entries { entries }.encode()
+    Message::Entries { entries, root_ms: 0 }.encode()
 }
 
 fn hello(last_index: u64, newest_only: bool) -> Vec<u8> {
@@ -32,7 +32,8 @@ fn hello(last_index: u64, newest_only: bool) -> Vec<u8> {
 }
 
 fn welcome() -> Vec<u8> {
-    Message::Welcome { server_id: 2, db_id: DatabaseId(7), applied_index: 200, first_retained_index: 1 }.encode()
+    Message::Welcome { server_id: 2, db_id: DatabaseId(7), applied_index: 200, first_retained_index: 1, root_ms: 0 }
+        .encode()
 }
 
 fn applied(fetch: &mut Fetch, node: &str, last: u64) {
