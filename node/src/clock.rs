@@ -2,8 +2,8 @@
 //!
 //! - **Its own wall clock** ([`unix_ms`]): what a root stamps entries with, and nothing else
 //!   compares against another node's stamp. Under `--cfg madsim` it is the simulator's clock as
-//!   this node's host keeps it ([`simulated`]: an offset, a drift and steps), so a run is a
-//!   function of its seed and clocks disagree as real ones do.
+//!   this node's host keeps it (`simulated`, in that build only: an offset, a drift and steps),
+//!   so a run is a function of its seed and clocks disagree as real ones do.
 //! - **The root's clock as this node reckons it** ([`RootClock`]): how old an entry is (lag,
 //!   staleness, readiness, a probed source's freshness, log retention by age, a quota ledger's
 //!   refill) is measured against it, never against the node's own wall clock, because the stamp
