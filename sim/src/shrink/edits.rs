@@ -217,9 +217,24 @@ pub fn candidates(table: &Table, scenario: &Scenario) -> Vec<(String, Table)> {
     out
 }
 
-/// Each host's clock (`[[clocks.node]]`) back in step with the simulated time, one at a time.
+/// Most clocks tried back in step one at a time; a tree with more (the `scale` scenario draws
+/// thousands) tries them all back at once only.
+const CLOCKS_ONE_AT_A_TIME_MAX: usize = 16;
+
+/// Every host's clock (`[[clocks.node]]`) back in step with the simulated time, then each one
+/// at a time (up to [`CLOCKS_ONE_AT_A_TIME_MAX`]).
 fn fewer_clocks(table: &Table, out: &mut Vec<(String, Table)>) {
     let Some(Value::Array(clocks)) = table.get("clocks").and_then(|c| c.get("node")) else { return };
+    if clocks.len() > 1 {
+        let mut t = table.clone();
+        if let Some(Value::Table(settings)) = t.get_mut("clocks") {
+            settings.remove("node");
+        }
+        out.push((format!("all {} clocks back in step", clocks.len()), t));
+    }
+    if clocks.len() > CLOCKS_ONE_AT_A_TIME_MAX {
+        return;
+    }
     for (i, clock) in clocks.iter().enumerate() {
         let name = clock.get("name").and_then(Value::as_str).unwrap_or("?");
         let mut t = table.clone();
@@ -428,13 +443,31 @@ mod tests {
             for seed in 1..=40 {
                 let table = explicit(&original, &scenario, seed);
                 let written = toml::to_string(&table).expect("a table serializes");
-                let again = Scenario::parse(&written, path).unwrap_or_else(|e| panic!("{e}\n{written}"));
+                let reloaded = Scenario::parse(&written, path).unwrap_or_else(|e| panic!("{e}\n{written}"));
                 let shown = format!("{} seed {seed}", path.display());
-                assert!(again.swarm.is_none(), "{shown}: nothing is drawn any more");
-                let (drawn, again) = (Draws::of(&scenario, seed), Draws::of(&again, seed));
+                assert!(reloaded.swarm.is_none(), "{shown}: nothing is drawn any more");
+                let (drawn, again) = (Draws::of(&scenario, seed), Draws::of(&reloaded, seed));
                 assert_eq!(again.faults, drawn.faults, "{shown}: faults");
                 assert_eq!(again.fault_points, drawn.fault_points, "{shown}: fault points");
                 assert_eq!(again.writer_modes, drawn.writer_modes, "{shown}: writer modes");
+                let clocks = crate::clocks::draw(&scenario, seed);
+                let written_clocks = crate::clocks::draw(&reloaded, seed);
+                let without_origin = |v: Vec<crate::clocks::NodeClock>| {
+                    v.into_iter().map(|c| (c.node, c.offset_ms, c.drift_ppm, c.steps)).collect::<Vec<_>>()
+                };
+                assert_eq!(without_origin(written_clocks), without_origin(clocks), "{shown}: clocks");
+                // And each clock can be put back in step.
+                let written: Table = toml::from_str(&written).expect("TOML");
+                let mut back = Vec::new();
+                fewer_clocks(&written, &mut back);
+                let pinned = reloaded.clocks.node.len();
+                let one_at_a_time = if pinned <= CLOCKS_ONE_AT_A_TIME_MAX { pinned } else { 0 };
+                assert_eq!(back.len(), usize::from(pinned > 1) + one_at_a_time, "{shown}: candidates");
+                if let Some((label, fewer)) = back.last() {
+                    let fewer = Scenario::parse(&toml::to_string(fewer).expect("TOML"), path).expect("valid");
+                    let left = if one_at_a_time > 0 { pinned - 1 } else { 0 };
+                    assert_eq!(fewer.clocks.node.len(), left, "{shown}: {label}");
+                }
                 drew[0] |= scenario.swarm.is_some() && !drawn.faults.is_empty();
                 drew[1] |= !scenario.scenario.buggify && drawn.fault_points;
                 drew[2] |= drawn.faults.iter().any(|f| f.during.is_some());
