@@ -298,15 +298,20 @@ async fn stalled_source(listener: tokio::net::TcpListener, accepted: std::sync::
         accepted.lock().unwrap().push(madsim::time::TimeHandle::current().elapsed());
         tokio::spawn(async move {
             let Ok(Some(Message::Hello(hello))) = read_message(&mut stream).await else { return };
-            let welcome =
-                Message::Welcome { server_id: 99, db_id: hello.db_id, applied_index: 10, first_retained_index: 1 };
+            let welcome = Message::Welcome {
+                server_id: 99,
+                db_id: hello.db_id,
+                applied_index: 10,
+                first_retained_index: 1,
+                root_ms: 0,
+            };
             if write_message(&mut stream, &welcome).await.is_err() {
                 return;
             }
             loop {
                 madsim::time::sleep(Duration::from_secs(1)).await;
-                let keepalive =
-                    Message::Keepalive { applied_index: 10, upstream: UpstreamStatus::Recovering { hops: 1 } };
+                let upstream = UpstreamStatus::Recovering { hops: 1 };
+                let keepalive = Message::Keepalive { applied_index: 10, upstream, root_ms: 0 };
                 if write_message(&mut stream, &keepalive).await.is_err() {
                     return;
                 }
