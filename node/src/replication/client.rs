@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, timeout};
 
 use super::bootstrap::{BootstrapFailed, RESUMES_IN_A_ROW_MAX, bootstrap};
-use super::protocol::{KEEPALIVE_INTERVAL, SOURCE_QUIET};
+use super::protocol::{KEEPALIVE_INTERVAL, SOURCE_QUIET, WELCOME_WITHIN};
 use super::protocol::{Message, UpstreamStatus, Want, read_message, write_message};
 use super::staleness::{Heard, Staleness, Verdict};
 use crate::entry::VerifiedEntry;
@@ -242,7 +242,8 @@ fn write_legacy_cursor_at(state: &NodeState, index: u64) {
 /// `left_because` says why the previous source was left (for the trace).
 async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>, left_because: SourceChange) -> Ended {
     let staleness = state.config.replication.staleness_failover;
-    let mut stream = match super::dial::dial(state, source, staleness).await {
+    let welcome_within = staleness.min(WELCOME_WITHIN);
+    let mut stream = match super::dial::dial(state, source, welcome_within).await {
         Ok(stream) => stream,
         Err(e) => return Ended::Disconnected(e.to_string()),
     };
@@ -267,6 +268,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
     let mut judgement = Staleness::default();
     let mut source_head = u64::MAX;
     let mut heard_at = Instant::now();
+    let mut welcomed = false;
     // What the source's last keepalive said about its own path (healthy until it says).
     let mut last_said = UpstreamStatus::Healthy;
     // Whether a verdict to leave waited once for the frames that arrived while we judged.
@@ -285,6 +287,9 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
             Err(_) => {
                 // Nothing for a keepalive interval: judge a quiet source.
                 let silent = heard_at.elapsed();
+                if !welcomed && silent >= welcome_within {
+                    return Ended::Disconnected(format!("no welcome within {welcome_within:?}"));
+                }
                 if silent >= silence_allowed {
                     return Ended::Stale { better: None };
                 }
@@ -307,6 +312,7 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 return violation(&state.metrics, format!("source holds database {db_id}"));
             }
             Message::Welcome { applied_index, root_ms, .. } => {
+                welcomed = true;
                 state.root_clock.heard(root_ms);
                 state.set_upstream_ok(true);
                 state.set_followed_a_source();

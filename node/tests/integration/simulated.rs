@@ -364,3 +364,71 @@ fn a_stalled_source_is_left_at_the_default_deadline() {
         "stayed {stayed:?} with the stalled source (connections at {accepted:?})"
     );
 }
+
+/// A source that takes every connection and never says a word (partitioned one way, a host
+/// that holds the port but not the process). Returns the simulated time of each connection.
+async fn silent_source(listener: tokio::net::TcpListener, accepted: std::sync::Arc<std::sync::Mutex<Vec<Duration>>>) {
+    let mut held = Vec::new();
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        accepted.lock().unwrap().push(madsim::time::TimeHandle::current().elapsed());
+        held.push(stream);
+    }
+}
+
+/// A replica whose primary takes its connection and never welcomes it tries its secondary after
+/// `WELCOME_WITHIN` (5 s), at the shipped `staleness_failover` (30 s) — not after 30 s, every
+/// round of its source list.
+#[test]
+fn a_source_that_never_welcomes_is_left_after_the_welcome_deadline() {
+    use qs_node::replication::protocol::WELCOME_WITHIN;
+    assert_eq!(WELCOME_WITHIN, Duration::from_secs(5));
+    let runtime = Runtime::with_seed_and_config(6, madsim::Config::default());
+    let (silent, stalled) = runtime.block_on(async {
+        let handle = Handle::current();
+        let (silent_ip, stalled_ip, edge_ip): (IpAddr, IpAddr, IpAddr) =
+            ("10.0.2.1".parse().unwrap(), "10.0.2.3".parse().unwrap(), "10.0.2.2".parse().unwrap());
+        let (silent, stalled) = (std::sync::Arc::default(), std::sync::Arc::default());
+        for (name, ip, accepted) in [("silent", silent_ip, &silent), ("stalled", stalled_ip, &stalled)] {
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let accepted: std::sync::Arc<std::sync::Mutex<Vec<Duration>>> = std::sync::Arc::clone(accepted);
+            handle.create_node().name(name).ip(ip).build().spawn(async move {
+                let listener = tokio::net::TcpListener::bind(addr(ip, 7000)).await.unwrap();
+                let _ = ready_tx.send(());
+                if name == "silent" {
+                    silent_source(listener, accepted).await
+                } else {
+                    stalled_source(listener, accepted).await
+                }
+            });
+            ready_rx.await.unwrap();
+        }
+        let text = format!(
+            "name = \"edge\"\nrole = \"replica\"\ndatabase_id = \"{DB}\"\n[storage]\nengine = \"memory\"\n\
+             [listen]\nreplication = \"{}\"\nmemcached = \"{}\"\nhttp = \"{}\"\n[replication]\nprimaries = [\"{}\"]\n\
+             secondaries = [\"{}\"]\n",
+            addr(edge_ip, 7000),
+            addr(edge_ip, 11211),
+            addr(edge_ip, 8000),
+            addr(silent_ip, 7000),
+            addr(stalled_ip, 7000)
+        );
+        let config = NodeConfig::parse(&text, "edge").unwrap();
+        assert_eq!(config.replication.staleness_failover, Duration::from_secs(30), "the shipped default");
+        let log = std::sync::Arc::new(EventLog::default());
+        handle.create_node().name("edge").ip(edge_ip).build().spawn(async move {
+            let _node = start_logged(config, 4, &log).await;
+            std::future::pending::<()>().await;
+        });
+        madsim::time::sleep(Duration::from_secs(20)).await;
+        let (silent, stalled) = (silent.lock().unwrap().clone(), stalled.lock().unwrap().clone());
+        (silent, stalled)
+    });
+    assert!(!silent.is_empty() && !stalled.is_empty(), "the primary at {silent:?}, the secondary at {stalled:?}");
+    let waited = stalled[0] - silent[0];
+    // The deadline, then at most a keepalive interval to notice and the first reconnect backoff.
+    assert!(
+        waited >= WELCOME_WITHIN && waited <= WELCOME_WITHIN + Duration::from_secs(2),
+        "tried the secondary {waited:?} after the silent primary (primary at {silent:?}, secondary at {stalled:?})"
+    );
+}

@@ -245,6 +245,14 @@ pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_se
 /// or cut off. Its downstream says it is recovering from then on.
 pub const SOURCE_QUIET: std::time::Duration = std::time::Duration::from_secs(2 * KEEPALIVE_INTERVAL.as_secs());
 
+/// How long a replica gives a source to welcome it — connect, TLS handshake, hello answered —
+/// before it tries the next (at most `staleness_failover`). A healthy source answers in round
+/// trips; one that takes the connection and then says nothing (partitioned one way, a host that
+/// holds the port but not the process) would otherwise cost every round of the source list
+/// `staleness_failover` (30 s by default) per such source, before the replica reaches a healthy
+/// one.
+pub const WELCOME_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a client asks for after the handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Want {
