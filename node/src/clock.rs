@@ -45,7 +45,8 @@ pub const DRIFT_TOLERANCE_PPM: i128 = 1_000;
 /// on the root's time when it arrived — carried forward on the monotonic clock, less
 /// [`DRIFT_TOLERANCE_PPM`] of the time since. A reading is a source's word (a welcome,
 /// keepalive or entries frame carries the root time it reckons; a root group member's Raft
-/// frames, the sender's), or an entry's stamp as it is applied. A reading held in a queue (a
+/// frames, the sender's), a client's (its hello: how a root that restarted with its wall clock
+/// behind learns where its stamps were), or an entry's stamp as it is applied. A reading held in a queue (a
 /// slow disk, a backlog) is only a lower one: it never pulls the estimate back. Before any
 /// reading it is the node's own wall clock.
 ///

@@ -439,6 +439,7 @@ impl NodeState {
             stop_index: None,
             newest_only: false,
             want,
+            root_ms: self.root_word_ms(),
         }
     }
 

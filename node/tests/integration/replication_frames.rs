@@ -34,8 +34,9 @@ fn hello() -> impl Strategy<Value = ClientHello> {
         any::<Option<u64>>(),
         any::<bool>(),
         want(),
+        any::<u64>(),
     )
-        .prop_map(|(version, client_id, db_id, last_index, stop_index, newest_only, want)| ClientHello {
+        .prop_map(|(version, client_id, db_id, last_index, stop_index, newest_only, want, root_ms)| ClientHello {
             version,
             client_id,
             db_id: DatabaseId(db_id),
@@ -43,6 +44,8 @@ fn hello() -> impl Strategy<Value = ClientHello> {
             stop_index,
             newest_only,
             want,
+            // Only this version's hello carries it; another's decodes with none.
+            root_ms: if version == PROTOCOL_VERSION { root_ms } else { 0 },
         })
 }
 

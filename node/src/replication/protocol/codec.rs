@@ -129,6 +129,9 @@ impl Message {
                         }
                     }
                 }
+                if hello.version == PROTOCOL_VERSION {
+                    out.extend_from_slice(&hello.root_ms.to_le_bytes());
+                }
             }
             Message::Welcome { server_id, db_id, applied_index, first_retained_index, root_ms } => {
                 out.extend_from_slice(&server_id.to_le_bytes());
@@ -213,7 +216,19 @@ impl Message {
                     WANT_RAFT => Want::Raft { member: r.u64("member")? },
                     other => return Err(r.bad_value("want", other, "1 (log), 2 (snapshot) or 3 (raft)")),
                 };
-                Message::Hello(ClientHello { version, client_id, db_id, last_index, stop_index, newest_only, want })
+                // Only this version's hello carries it: another's decodes without, to be refused by
+                // its version.
+                let root_ms = if version == PROTOCOL_VERSION { r.u64("root time")? } else { 0 };
+                Message::Hello(ClientHello {
+                    version,
+                    client_id,
+                    db_id,
+                    last_index,
+                    stop_index,
+                    newest_only,
+                    want,
+                    root_ms,
+                })
             }
             FrameType::Welcome => Message::Welcome {
                 server_id: r.u128("server id")?,

@@ -66,6 +66,9 @@
 //!                               1+  manifest fingerprint (option of string, FINGERPRINT_BYTES_MAX)
 //!                             raft only:
 //!                               8   member (u64; the client's id in the root group)
+//!                         8   root time (u64, as in Welcome: the client's reckoning, 0 if none;
+//!                             only in a hello of this version — one of an earlier version
+//!                             decodes without it and is refused by its version)
 //! 2     Welcome           16  server id (u128)
 //!                         16  database id (u128)
 //!                         8   applied index (u64)
@@ -290,6 +293,12 @@ pub struct ClientHello {
     /// from its head on, and nothing at or below `last_index` (the client holds those).
     pub newest_only: bool,
     pub want: Want,
+    /// The root's clock as the client reckons it (0: it has heard nothing), after the want in
+    /// a hello of this version; a hello of an earlier version, which has none, decodes with 0,
+    /// to be refused by its version. A root that restarted with its wall clock behind its last
+    /// stamps learns from the first replica that dials it where the stamps were
+    /// (`crate::clock`).
+    pub root_ms: u64,
 }
 
 impl ClientHello {
@@ -303,6 +312,7 @@ impl ClientHello {
             stop_index: None,
             newest_only: false,
             want,
+            root_ms: 0,
         }
     }
 }

@@ -13,6 +13,7 @@ fn hello(want: Want) -> ClientHello {
         stop_index: Some(99),
         newest_only: true,
         want,
+        root_ms: 1_700_000_000_123,
     }
 }
 
@@ -122,6 +123,7 @@ fn layout_matches_the_documented_table() {
         stop_index: Some(5),
         newest_only: true,
         want: Want::Snapshot { resume_chunk: 6, manifest_fingerprint: Some("f".into()) },
+        root_ms: 0, // a version-1 hello carries none
     });
     let mut expected = vec![];
     expected.extend_from_slice(b"QSRP");
@@ -186,6 +188,11 @@ fn hello_of_another_version_decodes_so_the_server_can_refuse_it() {
             Message::Hello(h) => assert_eq!(h.version, version),
             other => panic!("decoded {other:?}"),
         }
+    }
+    // This version's carries the client's root time.
+    match decode(&Message::Hello(hello(Want::Log)).encode()).unwrap() {
+        Message::Hello(h) => assert_eq!(h.root_ms, 1_700_000_000_123),
+        other => panic!("decoded {other:?}"),
     }
 }
 
