@@ -41,10 +41,6 @@ use crate::tls::{PeerIdentity, Secured, Tapped};
 
 /// Bounds on one `Entries` frame.
 pub const FRAME_LIMITS: LogReadLimits = LogReadLimits { entries_max: 256, bytes_max: 4 << 20 };
-/// How far ahead of this node's own reckoning of the root's clock a client's hello may move it
-/// (a root that restarted with its wall clock behind learns where its stamps were; a client
-/// cannot move them further).
-const HELLO_ROOT_AHEAD_MAX: Duration = Duration::from_secs(3600);
 /// How long a finished export is kept for clients resuming an interrupted bootstrap.
 const EXPORT_REUSE_MAX: Duration = Duration::from_secs(600);
 
@@ -180,12 +176,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         let detail = format!("this node holds database {}, not {}", state.config.database_id, hello.db_id);
         return refuse(&mut stream, metrics, RefusalReason::WrongDatabase, detail).await;
     }
-    // A client of this database's word on the root's clock: a root that restarted with its
-    // wall clock behind its last stamps stamps on from where they were. Taken up to an hour
-    // ahead of this node's own reckoning, no further: a client may not move the stamps a day.
-    if hello.root_ms <= state.root_now_ms().saturating_add(HELLO_ROOT_AHEAD_MAX.as_millis() as u64) {
-        state.root_clock.heard(hello.root_ms);
-    }
+    state.heard_from_client(hello.root_ms);
     if state.legacy_refuses_downstream() {
         let detail = "legacy: this node lost its upstream and stopped serving".to_string();
         return refuse(&mut stream, metrics, RefusalReason::ShuttingDown, detail).await;

@@ -164,7 +164,7 @@ struct Group {
     /// while it may still lead (a heal, say): they may still commit, and `ahead` no longer
     /// says what they leave, so it judges no write until it applied this far (0: no fence).
     fence: u64,
-    /// When this member last proposed a heartbeat (Unix ms; 0: never).
+    /// When this member last proposed a heartbeat (monotonic; None: never).
     heartbeat_proposed: Option<tokio::time::Instant>,
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,

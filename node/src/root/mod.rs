@@ -462,7 +462,7 @@ fn commit_batch(state: &NodeState, batch: Vec<WriteRequest>) {
 /// A root's state on a memory store, for the root's tests that talk to peers over real sockets
 /// (its listen addresses are never bound).
 #[cfg(all(test, not(madsim)))]
-fn test_root_state() -> Arc<NodeState> {
+pub(crate) fn test_root_state() -> Arc<NodeState> {
     let config = crate::config::NodeConfig::parse(
         r#"
         name = "member-1"

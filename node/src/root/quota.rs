@@ -18,7 +18,7 @@
 //! Time: a bucket refills by the monotonic clock; a ledger carries the root's wall-clock time it
 //! was taken at, so a member adopting it counts the refill since by the root's clock as it
 //! reckons it (`crate::clock::RootClock`: a lower bound on the leader's, learnt from the
-//! entries it applies) — never by its own wall clock, which may run ahead of the leader's. A
+//! entries it applies and its peers' Raft frames) — never by its own wall clock, which may run ahead of the leader's. A
 //! root starting before it has heard its group has only its own clock: one stepped forward
 //! while the node was down grants at most the step times the rate, never past the burst.
 

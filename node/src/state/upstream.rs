@@ -12,7 +12,22 @@ use super::NodeState;
 use crate::config::Role;
 use crate::replication::protocol::{SOURCE_QUIET, UpstreamStatus};
 
+/// How far ahead of this node's own reckoning of the root's clock a client's hello may move it
+/// (a root that restarted with its wall clock behind learns where its stamps were; a client
+/// cannot move them further: it may read, not write).
+pub const HELLO_ROOT_AHEAD_MAX: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl NodeState {
+    /// A client of this database's word on the root's clock (its hello's `root_ms`): a root
+    /// that restarted with its wall clock behind its last stamps stamps on from where they
+    /// were. Taken up to [`HELLO_ROOT_AHEAD_MAX`] ahead of this node's own reckoning, no
+    /// further.
+    pub fn heard_from_client(&self, root_ms: u64) {
+        if root_ms <= self.root_now_ms().saturating_add(HELLO_ROOT_AHEAD_MAX.as_millis() as u64) {
+            self.root_clock.heard(root_ms);
+        }
+    }
+
     /// Root timestamp of the newest applied entry (0 before the first).
     pub fn newest_entry_ms(&self) -> u64 {
         self.newest_entry_ms.load(Ordering::Relaxed)
@@ -142,5 +157,24 @@ impl NodeState {
         let legacy = self.config.planted();
         (legacy.stop_serving_when_upstream_lost || legacy.drop_downstream_while_reconnecting)
             && !self.upstream_ok.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+
+    /// At the shipped cap: a hello's root time up to an hour ahead moves a root's stamps
+    /// there; one further ahead moves nothing.
+    #[tokio::test]
+    async fn a_clients_word_moves_the_stamps_up_to_the_cap_and_no_further() {
+        let hour = HELLO_ROOT_AHEAD_MAX.as_millis() as u64;
+        assert_eq!(hour, 3_600_000, "the shipped cap");
+        let state = crate::root::test_root_state();
+        let own = crate::clock::unix_ms();
+        state.heard_from_client(own + hour + 60_000);
+        assert!(state.root_now_ms() < own + 60_000, "past the cap: nothing moved");
+        state.heard_from_client(own + hour - 60_000);
+        assert!(state.root_now_ms() >= own + hour - 60_000, "within the cap: the stamps carry on from it");
     }
 }
