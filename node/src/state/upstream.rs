@@ -20,7 +20,7 @@ pub const HELLO_ROOT_AHEAD_MAX: std::time::Duration = std::time::Duration::from_
 impl NodeState {
     /// A client of this database's word on the root's clock (its hello's `root_ms`): a root
     /// that restarted with its wall clock behind its last stamps stamps on from where they
-    /// were. Taken up to [`HELLO_ROOT_AHEAD_MAX`] ahead of this node's own reckoning, no
+    /// were. Taken up to `HELLO_ROOT_AHEAD_MAX` (one hour) ahead of this node's own reckoning, no
     /// further.
     pub fn heard_from_client(&self, root_ms: u64) {
         if root_ms <= self.root_now_ms().saturating_add(HELLO_ROOT_AHEAD_MAX.as_millis() as u64) {
