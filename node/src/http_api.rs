@@ -175,7 +175,15 @@ impl Api {
             (Method::GET, "/v1/root/members") => self.members(),
             (Method::POST, "/v1/root/members") => self.change_members(request).await,
             (method, path) if path.starts_with("/v1/keys/") || path == "/v1/batch" => {
+                // The write counters count write requests: a read of a key nobody wrote (404)
+                // refuses no write.
+                let write = method != Method::GET && method != Method::HEAD;
+                // PLANTED BUG (legacy `http_reads_count_as_refused_writes`): reads counted too.
+                let write = write || self.state.config.planted().http_reads_count_as_refused_writes;
                 let response = self.producer_request(method, path, request).await;
+                if !write {
+                    return response;
+                }
                 if response.status() == StatusCode::TOO_MANY_REQUESTS {
                     self.state.metrics.writes_throttled.inc();
                     self.state.probe(Probe::QuotaRefused);

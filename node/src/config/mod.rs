@@ -262,6 +262,10 @@ pub struct LegacyConfig {
     /// Memcached: `get_hits` counts every key asked for, misses too — the operator's hit
     /// ratio reads 100 % while most lookups miss.
     pub memcached_hits_count_misses: bool,
+    /// HTTP: `qs_writes_refused_total` counts every client error on the key paths, reads too —
+    /// each `GET` of a key nobody wrote (404) shows on the operator's dashboard as a refused
+    /// write.
+    pub http_reads_count_as_refused_writes: bool,
     /// HTTP: a key in the path is percent-decoded into a UTF-8 string, lossily — bytes that are
     /// not UTF-8 become U+FFFD, so distinct binary keys collide on one stored key.
     pub http_key_decoded_lossily: bool,
@@ -621,6 +625,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,
+    http_reads_count_as_refused_writes: false,
     http_key_decoded_lossily: false,
     retention_either_rule: false,
     raft_log_keep_zero_accepted: false,

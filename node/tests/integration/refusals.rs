@@ -273,6 +273,17 @@ async fn producers_are_held_to_their_prefixes_and_quotas() {
     let statuses: Vec<u16> = results.iter().map(|r| r.0).collect();
     assert_eq!(statuses, vec![401, 401, 403, 403, 400], "{results:#?}");
     assert!(results[2].1.contains("dns:zone-1") && results[2].1.contains("waf:"), "{}", results[2].1);
+    assert_eq!(root.state.metrics.writes_refused.get(), 5, "each refused write request counted once");
+    // A read of a key nobody wrote is answered 404, and refuses no write.
+    let read = tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let read = agent.get(format!("http://{http_addr}/v1/keys/waf:never"));
+        read.header("authorization", &format!("Bearer {TOKEN}")).call().unwrap().status().as_u16()
+    })
+    .await
+    .unwrap();
+    assert_eq!(read, 404);
+    assert_eq!(root.state.metrics.writes_refused.get(), 5, "a read's 404 is not a refused write");
 
     // The quota: burst 3, 5 writes/s. Twenty writes back to back. However fast or slow this
     // machine sends them, the node may accept no more than the burst plus what refilled while

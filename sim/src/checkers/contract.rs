@@ -16,13 +16,19 @@
 //!   node counted between the two replies was answered in between or is still unanswered; a
 //!   key answered in between was counted in between unless it was already unanswered at the
 //!   first. Requests that never got an answer (timed out, connection lost) stay unanswered for
-//!   good, which only widens the bounds — the judgement errs towards the node.
+//!   good, which only widens the bounds — the judgement errs towards the node. A root's
+//!   metrics page is judged the same way ([`WriteLedgers`], [`judge_write_counters`]): every
+//!   client of its HTTP API tells the ledger each write request it sent and the status that
+//!   came back, and `qs_writes_throttled_total` (429s) and `qs_writes_refused_total` (other
+//!   4xx answers to writes) must move between two pages read on one connection as those
+//!   answers allow — a read, a redirect or a 5xx moves neither.
 //! - **What a key may hold** ([`SentValues`]): per census key, every value sent to it (as a
 //!   hash), so a read of it that returns bytes nobody wrote there — a framing slip, or two keys
 //!   that collide — is named.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::sync::Locked;
@@ -117,32 +123,173 @@ pub struct CountersRead {
 /// Whether the counters moved between two reads on one connection (`earlier`, then `later`)
 /// as the clients' ledger allows (see the module doc); the first that did not, in words.
 pub fn judge_counters(earlier: &CountersRead, later: &CountersRead) -> Option<String> {
-    // One counter: `before` and `after` the node's, `answered` the clients' count of it, and
-    // what was unanswered at each read (keys for hits and misses, requests for refusals).
-    let moved = |name: &str, before: u64, after: u64, answered: fn(&ReadLedger) -> u64, unanswered: [u64; 2]| {
-        let Some(moved) = after.checked_sub(before) else {
-            return Some(format!("{name} went down from {before} to {after} on one connection"));
-        };
-        // Counted in between: answered in between, or still unanswered at the later read.
-        let most = answered(&later.received) - answered(&earlier.sent) + unanswered[1];
-        // Answered in between: counted in between, unless unanswered at the earlier read.
-        let least = answered(&later.sent).saturating_sub(answered(&earlier.received) + unanswered[0]);
-        (!(least..=most).contains(&moved)).then(|| {
-            format!(
-                "{name} moved by {moved} between two stats replies, but the clients were answered {least} to {most} \
-                 (from {before} to {after})"
-            )
-        })
-    };
     let keys = [earlier.received.keys_unanswered, later.received.keys_unanswered];
     let refusals = [earlier.received.refusals_unanswered, later.received.refusals_unanswered];
     let (before, after) = (earlier.counters, later.counters);
+    let ledgers = [earlier.sent, earlier.received, later.sent, later.received];
+    let moved = |name, before, after, answered: fn(&ReadLedger) -> u64, unanswered| {
+        counter_moved(
+            Counter { name, replies: "stats replies", before, after },
+            ledgers.map(|l| answered(&l)),
+            unanswered,
+        )
+    };
     moved("get_hits", before.hits, after.hits, |l| l.hits, keys)
         .or_else(|| moved("get_misses", before.misses, after.misses, |l| l.misses, keys))
         .or_else(|| match (before.refusals, after.refusals) {
             (Some(b), Some(a)) => moved("bogus_requests", b, a, |l| l.refusals, refusals),
             _ => None,
         })
+}
+
+/// One operator's counter as two replies on one connection showed it.
+struct Counter<'a> {
+    name: &'a str,
+    /// What the two replies were, for the message: "stats replies", "metrics pages".
+    replies: &'a str,
+    before: u64,
+    after: u64,
+}
+
+/// Whether `counter` moved as the clients' count of the answers it counts allows. `answered`
+/// is that count at the earlier read's request and answer and at the later one's; `unanswered`
+/// the requests (or keys) it may count that had no answer yet at each read's answer.
+fn counter_moved(counter: Counter<'_>, answered: [u64; 4], unanswered: [u64; 2]) -> Option<String> {
+    let Counter { name, replies, before, after } = counter;
+    let [earlier_sent, earlier_received, later_sent, later_received] = answered;
+    let Some(moved) = after.checked_sub(before) else {
+        return Some(format!("{name} went down from {before} to {after} on one connection"));
+    };
+    // Counted in between: answered in between, or still unanswered at the later read.
+    let most = later_received - earlier_sent + unanswered[1];
+    // Answered in between: counted in between, unless unanswered at the earlier read.
+    let least = later_sent.saturating_sub(earlier_received + unanswered[0]);
+    (!(least..=most).contains(&moved)).then(|| {
+        format!(
+            "{name} moved by {moved} between two {replies}, but the clients were answered {least} to {most} \
+             (from {before} to {after})"
+        )
+    })
+}
+
+/// What the clients of one root's HTTP API (the writers and the census) sent it and heard
+/// back, cumulative: the write requests (`PUT`, `DELETE`, `POST /v1/batch`) it answered with a
+/// status its `writes_throttled` and `writes_refused` counters count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteLedger {
+    /// Write requests answered 429 (over the producer's quota).
+    pub throttled: u64,
+    /// Write requests answered with another client error (4xx): a refusal.
+    pub refused: u64,
+    /// Write requests sent whose answer has not come back (in flight, or lost for good).
+    pub unanswered: u64,
+}
+
+/// Every root's write ledger, by its HTTP address.
+#[derive(Clone, Debug, Default)]
+pub struct WriteLedgers(Arc<Mutex<BTreeMap<SocketAddr, WriteLedger>>>);
+
+impl WriteLedgers {
+    /// `root`'s ledger as it is now.
+    pub fn at(&self, root: SocketAddr) -> WriteLedger {
+        self.0.locked().get(&root).copied().unwrap_or_default()
+    }
+
+    /// A write request is about to be sent to `root`.
+    pub fn sent(&self, root: SocketAddr) {
+        self.0.locked().entry(root).or_default().unanswered += 1;
+    }
+
+    /// `root` answered a write request with `status` (a request that never gets one stays
+    /// unanswered for good).
+    pub fn answered(&self, root: SocketAddr, status: u16) {
+        let mut ledgers = self.0.locked();
+        let ledger = ledgers.entry(root).or_default();
+        assert!(ledger.unanswered > 0, "an answer from {root} to a write request nobody sent");
+        ledger.unanswered -= 1;
+        match status {
+            429 => ledger.throttled += 1,
+            400..=499 => ledger.refused += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Whether `method` on `path` is a write request `WriteLedgers` counts.
+pub fn is_write_request(method: &hyper::Method, path: &str) -> bool {
+    let writes = path.starts_with("/v1/keys/") || path == "/v1/batch";
+    writes && matches!(*method, hyper::Method::PUT | hyper::Method::DELETE | hyper::Method::POST)
+}
+
+/// The write counters a root's metrics page shows (`qs_writes_throttled_total`,
+/// `qs_writes_refused_total`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteCounters {
+    pub throttled: u64,
+    pub refused: u64,
+}
+
+impl WriteCounters {
+    /// The two counters from an OpenMetrics page, or what is missing.
+    pub fn of_page(page: &str) -> Result<WriteCounters, String> {
+        let sample = |name: &str| {
+            page.lines()
+                .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+                .map(|value| value.trim().parse::<u64>().map_err(|_| format!("{name} is {value:?}, not a count")))
+                .next()
+                .unwrap_or_else(|| Err(format!("the metrics page has no {name}")))
+        };
+        Ok(WriteCounters {
+            throttled: sample("qs_writes_throttled_total")?,
+            refused: sample("qs_writes_refused_total")?,
+        })
+    }
+}
+
+/// One metrics page read and the root's write ledger when it was asked for and when it came
+/// back.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteCountersRead {
+    pub sent: WriteLedger,
+    pub received: WriteLedger,
+    pub counters: WriteCounters,
+}
+
+/// Whether one metrics page counts no more than the clients were ever answered: a process
+/// counts only answers it gave, and every one it gave is in the ledger (answered, or still
+/// unanswered when the page came back) — whichever process of the root gave them, so this
+/// holds across restarts and needs no second page.
+pub fn judge_write_page(read: &WriteCountersRead) -> Option<String> {
+    let (counters, ledger) = (read.counters, read.received);
+    let most = |answered: u64| answered + ledger.unanswered;
+    let over = |name: &str, counted: u64, answered: u64| {
+        (counted > most(answered)).then(|| {
+            format!(
+                "{name} is {counted}, but the clients were answered at most {} such write requests in the whole run",
+                most(answered)
+            )
+        })
+    };
+    over("qs_writes_throttled_total", counters.throttled, ledger.throttled)
+        .or_else(|| over("qs_writes_refused_total", counters.refused, ledger.refused))
+}
+
+/// Whether a root's write counters moved between two metrics pages read on one connection as
+/// the clients' ledger allows (the bounds of [`judge_counters`], over write requests); the
+/// first that did not, in words.
+pub fn judge_write_counters(earlier: &WriteCountersRead, later: &WriteCountersRead) -> Option<String> {
+    let unanswered = [earlier.received.unanswered, later.received.unanswered];
+    let ledgers = [earlier.sent, earlier.received, later.sent, later.received];
+    let (before, after) = (earlier.counters, later.counters);
+    let moved = |name, before, after, answered: fn(&WriteLedger) -> u64| {
+        counter_moved(
+            Counter { name, replies: "metrics pages", before, after },
+            ledgers.map(|l| answered(&l)),
+            unanswered,
+        )
+    };
+    moved("qs_writes_throttled_total", before.throttled, after.throttled, |l| l.throttled)
+        .or_else(|| moved("qs_writes_refused_total", before.refused, after.refused, |l| l.refused))
 }
 
 /// Per census key, every value ever sent to it (hashed: a value may be a mebibyte).
@@ -258,6 +405,63 @@ mod tests {
             ReadLedger { hits: 2, misses: 1, keys_unanswered: 0, refusals: 1, refusals_unanswered: 0 }
         );
         assert_eq!(ledgers.at("edge-2"), ReadLedger::default());
+    }
+
+    fn writes(throttled: u64, refused: u64, unanswered: u64) -> WriteLedger {
+        WriteLedger { throttled, refused, unanswered }
+    }
+
+    fn page(ledger: WriteLedger, throttled: u64, refused: u64) -> WriteCountersRead {
+        WriteCountersRead { sent: ledger, received: ledger, counters: WriteCounters { throttled, refused } }
+    }
+
+    #[test]
+    fn write_counters_move_with_the_writes_answered() {
+        let earlier = page(writes(1, 2, 0), 1, 2);
+        assert_eq!(judge_write_counters(&earlier, &page(writes(3, 5, 0), 3, 5)), None);
+        // One write in flight at the later page: the node may have counted it already.
+        assert_eq!(judge_write_counters(&earlier, &page(writes(3, 5, 1), 3, 6)), None);
+        // A read of a missing key counted as a refused write (nothing unanswered to explain it).
+        let found = judge_write_counters(&earlier, &page(writes(3, 5, 0), 3, 7)).expect("a violation");
+        assert!(found.starts_with("qs_writes_refused_total moved by 5 between two metrics pages"), "{found}");
+        assert!(found.contains("answered 3 to 3"), "{found}");
+        // A 429 not counted.
+        assert!(judge_write_counters(&earlier, &page(writes(3, 5, 0), 2, 5)).is_some());
+    }
+
+    #[test]
+    fn one_page_counts_no_more_than_the_clients_were_answered() {
+        assert_eq!(judge_write_page(&page(writes(1, 4, 3), 1, 7)), None);
+        let found = judge_write_page(&page(writes(0, 4, 3), 0, 14)).expect("a violation");
+        assert!(found.starts_with("qs_writes_refused_total is 14, but the clients were answered at most 7"), "{found}");
+        assert!(judge_write_page(&page(writes(0, 4, 0), 1, 4)).is_some_and(|v| v.contains("throttled")));
+    }
+
+    #[test]
+    fn a_write_ledger_sorts_answers_by_status() {
+        let ledgers = WriteLedgers::default();
+        let root: SocketAddr = "10.0.0.1:8080".parse().expect("an address");
+        for status in [200, 429, 400, 413, 307, 503] {
+            ledgers.sent(root);
+            ledgers.answered(root, status);
+        }
+        ledgers.sent(root);
+        assert_eq!(ledgers.at(root), writes(1, 2, 1));
+        assert!(is_write_request(&hyper::Method::PUT, "/v1/keys/a"));
+        assert!(is_write_request(&hyper::Method::POST, "/v1/batch"));
+        assert!(!is_write_request(&hyper::Method::GET, "/v1/keys/a"));
+        assert!(!is_write_request(&hyper::Method::POST, "/v1/root/members"));
+    }
+
+    #[test]
+    fn write_counters_are_read_from_a_metrics_page() {
+        let page =
+            "# TYPE qs_writes_throttled counter\nqs_writes_throttled_total 4\nqs_writes_refused_total 9\n# EOF\n";
+        assert_eq!(WriteCounters::of_page(page), Ok(WriteCounters { throttled: 4, refused: 9 }));
+        assert!(
+            WriteCounters::of_page("qs_writes_throttled_total 4\n").is_err_and(|e| e.contains("no qs_writes_refused"))
+        );
+        assert!(WriteCounters::of_page("qs_writes_throttled_total x\nqs_writes_refused_total 1\n").is_err());
     }
 
     #[test]

@@ -426,8 +426,15 @@ fn start_clients(
     let (writers, readers) = crate::workload::specs(scenario, plan.seed, &plan.draws.writer_modes, &roots, &memcached);
     let quota_per_s = crate::scenario::nodes::producer_quota(scenario);
     let quota = crate::checkers::quota::Quota::new(quota_per_s, crate::scenario::nodes::producer_burst(scenario));
+    // Every root's write requests and their answers, for the census's metrics pages.
+    let writes = crate::checkers::contract::WriteLedgers::default();
     for spec in writers {
-        let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
+        let judges = crate::workload::Judges {
+            acked: acked.clone(),
+            reads: reads.clone(),
+            quota: quota.clone(),
+            writes: writes.clone(),
+        };
         runtime.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
     let ledgers = crate::checkers::contract::Ledgers::default();
@@ -444,6 +451,7 @@ fn start_clients(
         sent: crate::checkers::contract::SentValues::default(),
         acked: acked.clone(),
         quota,
+        writes,
     };
     for spec in census.edges {
         runtime.spawn(crate::workload::census::edge_census(spec, recorder.clone(), judges.clone()));

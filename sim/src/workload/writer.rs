@@ -32,6 +32,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Acked, PRODUCER_TOKEN, WRITE_TIMEOUT};
+use crate::checkers::contract::WriteLedgers;
 use crate::checkers::convergence::Written;
 use crate::checkers::reads::{Reads, version_of, versioned_value};
 use crate::scenario::nodes::KEY_PREFIX;
@@ -87,12 +88,14 @@ type Target = Arc<Mutex<SocketAddr>>;
 const REDIRECTS_MAX: usize = 3;
 
 /// The checkers a writer feeds as it goes: every write's possible endings, the reads' history,
-/// and the producer's quota.
+/// the producer's quota, and each root's write requests (which its metrics page must agree
+/// with).
 #[derive(Clone, Debug)]
 pub struct Judges {
     pub acked: Acked,
     pub reads: Reads,
     pub quota: crate::checkers::quota::Quota,
+    pub writes: crate::checkers::contract::WriteLedgers,
 }
 
 /// How the root answered a request.
@@ -111,7 +114,7 @@ enum Answer {
 }
 
 pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) {
-    let Judges { acked, reads, quota } = judges;
+    let Judges { acked, reads, quota, writes } = judges;
     let mut requests = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
     // The read-backs' own stream: turning them on leaves every other draw as it was.
@@ -220,9 +223,11 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         quota.lock().sent(request, sent_ms, ops.len() as u64);
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
         let (target, roots, idle, quota) = (target.clone(), roots.clone(), idle.clone(), quota.clone());
+        let writes = writes.clone();
         tokio::spawn(async move {
             let asked = *target.locked();
-            let answer = match tokio::time::timeout(WRITE_TIMEOUT, send_to_leader(&target, &roots, &ops, &idle)).await {
+            let sent = send_to_leader(&target, &roots, &ops, &idle, &writes);
+            let answer = match tokio::time::timeout(WRITE_TIMEOUT, sent).await {
                 Ok(answer) => answer,
                 Err(_) => {
                     // No answer in time (the member paused, cut off, its disk stalled): as a
@@ -311,10 +316,16 @@ fn chance(rng: &mut ChaCha8Rng, share: f64) -> bool {
 /// [`send`] to the member `target` names, following a member's redirect to the leader (and
 /// remembering it); a member that cannot be reached or knows no leader moves `target` to the
 /// next member for the writer's next request.
-async fn send_to_leader(target: &Target, roots: &[SocketAddr], ops: &[Operation], idle: &IdleConnections) -> Answer {
+async fn send_to_leader(
+    target: &Target,
+    roots: &[SocketAddr],
+    ops: &[Operation],
+    idle: &IdleConnections,
+    writes: &WriteLedgers,
+) -> Answer {
     let mut to = *target.locked();
     for _ in 0..=REDIRECTS_MAX {
-        match send(to, ops, idle).await {
+        match send(to, ops, idle, writes).await {
             Answer::Redirected(leader) => {
                 *target.locked() = leader;
                 to = leader;
@@ -442,7 +453,8 @@ pub(in crate::workload) async fn connection(
 /// One request: a `PUT` or `DELETE` for a single operation, a `POST /v1/batch` for several, on
 /// a kept-alive connection when one is idle. A connection goes back to `idle` only after an
 /// answer read to its end; one whose request failed or timed out is dropped with its state.
-async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> Answer {
+/// Its answer goes to the root's write ledger as soon as its status is read.
+async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections, writes: &WriteLedgers) -> Answer {
     let Some(mut sender) = connection(root, idle).await else { return Answer::Unknown };
     let request = match ops {
         [op] => {
@@ -469,8 +481,10 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections) -> An
     };
     let mut request = request.expect("a valid request");
     as_producer(&mut request, root);
+    writes.sent(root);
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
+    writes.answered(root, status.as_u16());
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = response.into_body().collect().await;
     if body.is_ok() {

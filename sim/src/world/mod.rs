@@ -385,8 +385,15 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     let memcached: Vec<(String, SocketAddr)> =
         nodes.iter().map(|n| (n.name.clone(), SocketAddr::new(n.ip, MEMCACHED_PORT))).collect();
     let (writers, readers) = crate::workload::specs(&scenario, seed, &writer_modes, &root_http, &memcached);
+    // Every root's write requests and their answers, for the census's metrics pages.
+    let writes = crate::checkers::contract::WriteLedgers::default();
     for spec in writers {
-        let judges = crate::workload::Judges { acked: acked.clone(), reads: reads.clone(), quota: quota.clone() };
+        let judges = crate::workload::Judges {
+            acked: acked.clone(),
+            reads: reads.clone(),
+            quota: quota.clone(),
+            writes: writes.clone(),
+        };
         producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
     let ledgers = crate::checkers::contract::Ledgers::default();
@@ -416,6 +423,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         sent: crate::checkers::contract::SentValues::default(),
         acked: acked.clone(),
         quota: quota.clone(),
+        writes,
     };
     if !census.edges.is_empty() {
         let host = handle.create_node().name("census").ip(crate::scenario::nodes::CENSUS_IP).build();

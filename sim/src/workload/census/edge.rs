@@ -104,25 +104,49 @@ impl EdgeOpWeights {
         quit: 1,
     };
 
+    /// `op`'s weight, at least one (asserted: every seed can reach every operation).
     pub fn weight(&self, op: EdgeOp) -> u32 {
-        let weight = match op {
-            EdgeOp::GetWritten => self.get_written,
-            EdgeOp::GetCensusKeys => self.get_census_keys,
-            EdgeOp::GetAbsent => self.get_absent,
-            EdgeOp::GetKeyTooLong => self.get_key_too_long,
-            EdgeOp::GetTooManyKeys => self.get_too_many_keys,
-            EdgeOp::GetForbiddenByte => self.get_forbidden_byte,
-            EdgeOp::Version => self.version,
-            EdgeOp::Stats => self.stats,
-            EdgeOp::RefusedStorage => self.refused_storage,
-            EdgeOp::RefusedCas => self.refused_cas,
-            EdgeOp::RefusedCommand => self.refused_command,
-            EdgeOp::UnknownCommand => self.unknown_command,
-            EdgeOp::EmptyLine => self.empty_line,
-            EdgeOp::Quit => self.quit,
-        };
+        let mut weights = *self;
+        let weight = *weights.weight_mut(op);
         assert!(weight >= 1, "every census operation has a weight of at least one: {op:?}");
         weight
+    }
+
+    /// `op`'s field: one match over every operation, so a new one does not compile without
+    /// its weight.
+    fn weight_mut(&mut self, op: EdgeOp) -> &mut u32 {
+        match op {
+            EdgeOp::GetWritten => &mut self.get_written,
+            EdgeOp::GetCensusKeys => &mut self.get_census_keys,
+            EdgeOp::GetAbsent => &mut self.get_absent,
+            EdgeOp::GetKeyTooLong => &mut self.get_key_too_long,
+            EdgeOp::GetTooManyKeys => &mut self.get_too_many_keys,
+            EdgeOp::GetForbiddenByte => &mut self.get_forbidden_byte,
+            EdgeOp::Version => &mut self.version,
+            EdgeOp::Stats => &mut self.stats,
+            EdgeOp::RefusedStorage => &mut self.refused_storage,
+            EdgeOp::RefusedCas => &mut self.refused_cas,
+            EdgeOp::RefusedCommand => &mut self.refused_command,
+            EdgeOp::UnknownCommand => &mut self.unknown_command,
+            EdgeOp::EmptyLine => &mut self.empty_line,
+            EdgeOp::Quit => &mut self.quit,
+        }
+    }
+
+    /// The swarm's weights (swarm testing: each seed leans on some operations and starves
+    /// others, so a bug that needs many of one kind in a row is reached): each operation's
+    /// default weight kept, quadrupled, or cut to one — never to nothing.
+    pub fn swarmed(rng: &mut ChaCha8Rng) -> EdgeOpWeights {
+        let mut weights = EdgeOpWeights::DEFAULT;
+        for op in <EdgeOp as strum::IntoEnumIterator>::iter() {
+            let weight = weights.weight_mut(op);
+            *weight = match rng.random_range(0..4) {
+                0 => 1,
+                1 => *weight * 4,
+                _ => *weight,
+            };
+        }
+        weights
     }
 }
 
@@ -135,6 +159,8 @@ pub struct EdgeSpec {
     pub rate_per_s: f64,
     /// Every key the writers use.
     pub writer_keys: Arc<[String]>,
+    /// How often it draws each operation.
+    pub weights: EdgeOpWeights,
     pub seed: u64,
 }
 
@@ -150,7 +176,7 @@ struct Session {
 pub async fn edge_census(spec: EdgeSpec, recorder: SharedRecorder, judges: CensusJudges) {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let ops: Vec<EdgeOp> = <EdgeOp as strum::IntoEnumIterator>::iter().collect();
-    let weights = EdgeOpWeights::DEFAULT;
+    let weights = spec.weights;
     let interval = std::time::Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let mut session: Option<Session> = None;
     loop {
@@ -479,8 +505,26 @@ mod tests {
             addr: "10.0.2.1:11211".parse().expect("an address"),
             rate_per_s: 2.0,
             writer_keys: vec!["cfg0:1".to_string(), "cfg0:2".to_string()].into(),
+            weights: EdgeOpWeights::DEFAULT,
             seed: 1,
         }
+    }
+
+    #[test]
+    fn the_swarm_leans_on_some_operations_and_never_drops_one() {
+        let ops: Vec<EdgeOp> = <EdgeOp as strum::IntoEnumIterator>::iter().collect();
+        let drawn: Vec<EdgeOpWeights> =
+            (0..20).map(|seed| EdgeOpWeights::swarmed(&mut ChaCha8Rng::seed_from_u64(seed))).collect();
+        for weights in &drawn {
+            for &op in &ops {
+                let default = EdgeOpWeights::DEFAULT.weight(op);
+                assert!([1, default, default * 4].contains(&weights.weight(op)), "{op:?}: {weights:?}");
+            }
+        }
+        let leaned = |op: EdgeOp| drawn.iter().filter(|w| w.weight(op) > EdgeOpWeights::DEFAULT.weight(op)).count();
+        assert!(ops.iter().all(|&op| leaned(op) > 0), "each operation quadrupled on some of 20 seeds");
+        let starved = drawn.iter().filter(|w| w.weight(EdgeOp::GetWritten) == 1).count();
+        assert!(starved > 0, "the commonest operation cut to one on some of 20 seeds");
     }
 
     #[test]

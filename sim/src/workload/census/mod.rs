@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::checkers::contract::{Ledgers, SentValues};
@@ -56,6 +56,8 @@ pub struct CensusJudges {
     pub sent: SentValues,
     pub acked: super::Acked,
     pub quota: crate::checkers::quota::Quota,
+    /// Every root's write requests and their answers, which its metrics page must agree with.
+    pub writes: crate::checkers::contract::WriteLedgers,
 }
 
 /// The census's keys: one byte (the prefix alone) and 250 bytes long, and binary ones that
@@ -161,6 +163,12 @@ pub fn specs(
     });
     let writer_keys: Arc<[String]> =
         writers.enumerate().flat_map(|(w, keys)| (0..keys).map(move |n| super::key_name(w, n))).collect();
+    // A swarm run draws how often each operation is sent (a stream of its own); others send
+    // the defaults.
+    let mut weights_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0077_6569_6768_7473);
+    let swarmed = scenario.swarm.is_some();
+    let edge_weights = if swarmed { EdgeOpWeights::swarmed(&mut weights_rng) } else { EdgeOpWeights::DEFAULT };
+    let root_weights = if swarmed { RootOpWeights::swarmed(&mut weights_rng) } else { RootOpWeights::DEFAULT };
     let sessions = census.sessions.min(edges.len());
     let edges = (0..sessions)
         .map(|n| {
@@ -171,6 +179,7 @@ pub fn specs(
                 addr: *addr,
                 rate_per_s: census.rate_in(scenario.scenario.duration),
                 writer_keys: writer_keys.clone(),
+                weights: edge_weights,
                 seed: seed ^ 0x6365_6e73_7573 ^ ((n as u64) << 40),
             }
         })
@@ -181,6 +190,7 @@ pub fn specs(
         roots: roots.iter().map(|(_, addr)| *addr).collect(),
         names: roots.iter().map(|(name, _)| name.clone()).collect(),
         rate_per_s: census.rate_in(scenario.scenario.duration),
+        weights: root_weights,
         seed: seed ^ 0x726f_6f74_6365_6e73,
     });
     CensusSpecs { edges, root }

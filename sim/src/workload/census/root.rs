@@ -25,12 +25,16 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use percent_encoding::{NON_ALPHANUMERIC, percent_encode};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::wire::shown;
 use super::{ANSWER_TIMEOUT, CensusJudges, census_keys, census_value, draw, violation};
+use crate::checkers::contract::{
+    WriteCounters, WriteCountersRead, WriteLedgers, is_write_request, judge_write_counters, judge_write_page,
+};
 use crate::checkers::quota::Answered;
 use crate::sync::Locked;
 use crate::trace::SharedRecorder;
@@ -98,21 +102,45 @@ impl RootOpWeights {
         metrics: 1,
     };
 
+    /// `op`'s weight, at least one (asserted: every seed can reach every operation).
     pub fn weight(&self, op: RootOp) -> u32 {
-        let weight = match op {
-            RootOp::PutValue => self.put_value,
-            RootOp::Delete => self.delete,
-            RootOp::Batch => self.batch,
-            RootOp::PutKeyTooLong => self.put_key_too_long,
-            RootOp::PutValueTooLarge => self.put_value_too_large,
-            RootOp::BatchTooLarge => self.batch_too_large,
-            RootOp::Get => self.get,
-            RootOp::ReadBackAll => self.read_back_all,
-            RootOp::Status => self.status,
-            RootOp::Metrics => self.metrics,
-        };
+        let mut weights = *self;
+        let weight = *weights.weight_mut(op);
         assert!(weight >= 1, "every census operation has a weight of at least one: {op:?}");
         weight
+    }
+
+    /// `op`'s field: one match over every operation, so a new one does not compile without
+    /// its weight.
+    fn weight_mut(&mut self, op: RootOp) -> &mut u32 {
+        match op {
+            RootOp::PutValue => &mut self.put_value,
+            RootOp::Delete => &mut self.delete,
+            RootOp::Batch => &mut self.batch,
+            RootOp::PutKeyTooLong => &mut self.put_key_too_long,
+            RootOp::PutValueTooLarge => &mut self.put_value_too_large,
+            RootOp::BatchTooLarge => &mut self.batch_too_large,
+            RootOp::Get => &mut self.get,
+            RootOp::ReadBackAll => &mut self.read_back_all,
+            RootOp::Status => &mut self.status,
+            RootOp::Metrics => &mut self.metrics,
+        }
+    }
+
+    /// The swarm's weights (swarm testing: each seed leans on some operations and starves
+    /// others, so a bug that needs many of one kind in a row is reached): each operation's
+    /// default weight kept, quadrupled, or cut to one — never to nothing.
+    pub fn swarmed(rng: &mut ChaCha8Rng) -> RootOpWeights {
+        let mut weights = RootOpWeights::DEFAULT;
+        for op in <RootOp as strum::IntoEnumIterator>::iter() {
+            let weight = weights.weight_mut(op);
+            *weight = match rng.random_range(0..4) {
+                0 => 1,
+                1 => *weight * 4,
+                _ => *weight,
+            };
+        }
+        weights
     }
 }
 
@@ -126,6 +154,8 @@ pub struct RootSpec {
     /// Largest value it writes (`[census] value_bytes_max`).
     pub value_bytes_max: usize,
     pub rate_per_s: f64,
+    /// How often it draws each operation.
+    pub weights: RootOpWeights,
     pub seed: u64,
 }
 
@@ -248,6 +278,16 @@ struct Session<'a> {
     idle: IdleConnections,
     target: SocketAddr,
     requests: u64,
+    /// Per member, the connection metrics pages are read on, and the last page read on it.
+    metrics: BTreeMap<SocketAddr, MetricsConnection>,
+}
+
+/// A connection kept for metrics pages alone: two pages read on it come from one process (a
+/// restart ends it), so the write counters between them are judged against the clients'
+/// ledger ([`judge_write_counters`]).
+struct MetricsConnection {
+    sender: SendRequest<Full<Bytes>>,
+    last: Option<WriteCountersRead>,
 }
 
 /// Runs the root session for ever: a request per interval, each answered (or given up) before
@@ -255,7 +295,7 @@ struct Session<'a> {
 pub async fn root_census(spec: RootSpec, recorder: SharedRecorder, judges: CensusJudges) {
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     let ops: Vec<RootOp> = <RootOp as strum::IntoEnumIterator>::iter().collect();
-    let weights = RootOpWeights::DEFAULT;
+    let weights = spec.weights;
     let interval = std::time::Duration::from_secs_f64(1.0 / spec.rate_per_s);
     let keys = census_keys();
     let target = spec.roots[0];
@@ -266,11 +306,13 @@ pub async fn root_census(spec: RootSpec, recorder: SharedRecorder, judges: Censu
         idle: IdleConnections::default(),
         target,
         requests: 0,
+        metrics: BTreeMap::new(),
     };
     loop {
         tokio::time::sleep(interval).await;
         match draw(&mut rng, &ops, |op| weights.weight(op)) {
             RootOp::ReadBackAll => session.read_back_all(&keys).await,
+            RootOp::Metrics => session.metrics().await,
             op => session.send(op, Draft::of(op, &mut rng, &keys, spec.value_bytes_max)).await,
         }
     }
@@ -280,13 +322,50 @@ impl Session<'_> {
     /// One request, after redirects, within [`ANSWER_TIMEOUT`].
     async fn answer(&mut self, method: &hyper::Method, path: &str, body: &[u8]) -> Answer {
         let at = self.target;
-        let sent = send_following(&mut self.target, &self.spec.roots, method, path, body, &self.idle);
+        let (idle, writes) = (&self.idle, &self.judges.writes);
+        let sent = send_following(&mut self.target, &self.spec.roots, method, path, body, idle, writes);
         tokio::time::timeout(ANSWER_TIMEOUT, sent).await.unwrap_or(Answer { status: None, body: Vec::new(), at })
     }
 
     /// Records a `contract` violation against the member that answered.
     fn breached(&self, at: SocketAddr, message: String) {
         violation(self.recorder, &self.spec.member_name(at), message);
+    }
+
+    /// `GET /metrics` from the member the session targets, on its metrics connection: the page
+    /// judged as a view, its write counters against the last page read on that connection.
+    async fn metrics(&mut self) {
+        let at = self.target;
+        let writes = &self.judges.writes;
+        let sent = writes.at(at);
+        let read = tokio::time::timeout(ANSWER_TIMEOUT, metrics_page(at, &mut self.metrics)).await;
+        let Ok(Some((status, page))) = read else {
+            // No answer: the next page comes over a new connection, perhaps from a new process.
+            self.metrics.remove(&at);
+            return;
+        };
+        let received = writes.at(at);
+        let answer = Answer { status: Some(status), body: page, at };
+        if let Some(wrong) = judge(Expect::View, &answer, "/metrics", self.judges) {
+            self.breached(at, format!("GET /metrics (Metrics): {wrong}"));
+            return;
+        }
+        if status != 200 {
+            return;
+        }
+        let counters = match WriteCounters::of_page(&String::from_utf8_lossy(&answer.body)) {
+            Ok(counters) => counters,
+            Err(wrong) => return self.breached(at, format!("GET /metrics (Metrics): {wrong}")),
+        };
+        let read = WriteCountersRead { sent, received, counters };
+        if let Some(wrong) = judge_write_page(&read) {
+            return self.breached(at, format!("GET /metrics (Metrics): {wrong}"));
+        }
+        let connection = self.metrics.get_mut(&at).expect("the page came over this connection");
+        let earlier = connection.last.replace(read);
+        if let Some(wrong) = earlier.and_then(|earlier| judge_write_counters(&earlier, &read)) {
+            self.breached(at, format!("GET /metrics (Metrics): {wrong}"));
+        }
     }
 
     /// A `GET` of every census key, each judged as a read.
@@ -452,10 +531,11 @@ async fn send_following(
     path: &str,
     body: &[u8],
     idle: &IdleConnections,
+    writes: &WriteLedgers,
 ) -> Answer {
     for _ in 0..=REDIRECTS_MAX {
         let to = *target;
-        let Some((status, location, answered)) = send(to, method, path, body, idle).await else {
+        let Some((status, location, answered)) = send(to, method, path, body, idle, writes).await else {
             move_on(target, roots);
             return Answer { status: None, body: Vec::new(), at: to };
         };
@@ -473,6 +553,31 @@ async fn send_following(
     Answer { status: None, body: Vec::new(), at: *target }
 }
 
+/// `GET /metrics` to `root` on its metrics connection (opened, or opened anew when the last
+/// one closed): the status and the whole page, or None without an answer.
+async fn metrics_page(
+    root: SocketAddr,
+    connections: &mut BTreeMap<SocketAddr, MetricsConnection>,
+) -> Option<(u16, Vec<u8>)> {
+    let open = match connections.get_mut(&root) {
+        Some(connection) => !connection.sender.is_closed() && connection.sender.ready().await.is_ok(),
+        None => false,
+    };
+    if !open {
+        connections.remove(&root);
+        let sender = connection(root, &IdleConnections::default()).await?;
+        connections.insert(root, MetricsConnection { sender, last: None });
+    }
+    let sender = &mut connections.get_mut(&root).expect("opened above").sender;
+    let mut request =
+        hyper::Request::get(format!("http://{root}/metrics")).body(Full::new(Bytes::new())).expect("a valid request");
+    as_producer(&mut request, root);
+    let response = sender.send_request(request).await.ok()?;
+    let status = response.status().as_u16();
+    let page = response.into_body().collect().await.ok()?.to_bytes().to_vec();
+    Some((status, page))
+}
+
 /// The next member after `target`, in a root group.
 fn move_on(target: &mut SocketAddr, roots: &[SocketAddr]) {
     if roots.len() > 1 {
@@ -482,12 +587,14 @@ fn move_on(target: &mut SocketAddr, roots: &[SocketAddr]) {
 }
 
 /// One request to `root`: its status, `Location` and whole body, or None without an answer.
+/// A write request's answer goes to the root's write ledger as soon as its status is read.
 async fn send(
     root: SocketAddr,
     method: &hyper::Method,
     path: &str,
     body: &[u8],
     idle: &IdleConnections,
+    writes: &WriteLedgers,
 ) -> Option<(u16, Option<String>, Vec<u8>)> {
     let mut sender = connection(root, idle).await?;
     let mut request = hyper::Request::builder()
@@ -496,8 +603,15 @@ async fn send(
         .body(Full::new(Bytes::copy_from_slice(body)))
         .expect("a valid request");
     as_producer(&mut request, root);
+    let write = is_write_request(method, path);
+    if write {
+        writes.sent(root);
+    }
     let response = sender.send_request(request).await.ok()?;
     let status = response.status().as_u16();
+    if write {
+        writes.answered(root, status);
+    }
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = response.into_body().collect().await.ok()?.to_bytes().to_vec();
     idle.locked().push((root, sender));
