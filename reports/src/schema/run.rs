@@ -21,6 +21,7 @@ use super::ProbeHits;
     Deserialize,
     strum::IntoStaticStr,
     strum::Display,
+    strum::EnumCount,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
