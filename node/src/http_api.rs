@@ -379,6 +379,10 @@ impl Api {
             .ok_or_else(|| error(StatusCode::UNAUTHORIZED, "unknown producer token"))
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "99 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+    )]
     async fn producer_request(&self, method: Method, path: &str, request: Request<Incoming>) -> Reply {
         let Some(writes) = &self.writes else {
             return error(StatusCode::MISDIRECTED_REQUEST, "this node is a replica; write to the root");

@@ -342,6 +342,10 @@ fn keep_freed_pages() {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "85 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+)]
 fn main() -> ExitCode {
     keep_freed_pages();
     qs_sim::scratch::remove_on_interrupt();

@@ -178,6 +178,10 @@ fn flood(
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "98 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+)]
 fn a_slow_client_flood_at_four_times_the_caps_does_not_stop_writes_reads_or_replication() {
     const CAPS: [usize; 3] = [32, 32, 8];
     const FLOOD_FACTOR: usize = 4;

@@ -34,6 +34,10 @@ enum Outcome {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "74 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+)]
 fn sigterm_under_a_write_load_exits_zero_and_loses_no_acknowledged_write() {
     const WRITERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();

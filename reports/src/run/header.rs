@@ -11,6 +11,10 @@ use crate::facts::RunFacts;
 use crate::html::{badge, duration, secs};
 use crate::schema::{RunSummary, VerdictStatus};
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "78 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+)]
 pub(super) fn header(s: &RunSummary, facts: &RunFacts) -> Markup {
     let pass = s.outcome == "pass";
     let outcome = if s.outcome.is_empty() { "unknown".to_string() } else { s.outcome.to_uppercase() };

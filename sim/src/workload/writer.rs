@@ -113,6 +113,10 @@ enum Answer {
     Unknown,
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "182 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+)]
 pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) {
     let Judges { acked, reads, quota, writes } = judges;
     let mut requests = 0u64;
