@@ -21,7 +21,9 @@
 //!   client of its HTTP API tells the ledger each write request it sent and the status that
 //!   came back, and `qs_writes_throttled_total` (429s) and `qs_writes_refused_total` (other
 //!   4xx answers to writes) must move between two pages read on one connection as those
-//!   answers allow — a read, a redirect or a 5xx moves neither.
+//!   answers allow — a read, a redirect or a 5xx moves neither. At the end of a simulated run
+//!   every root's counters are held to the one-page bound as well (`world::end`), so a run
+//!   whose census read few pages still judges them.
 //! - **What a key may hold** ([`SentValues`]): per census key, every value sent to it (as a
 //!   hash), so a read of it that returns bytes nobody wrote there — a framing slip, or two keys
 //!   that collide — is named.

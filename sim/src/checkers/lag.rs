@@ -7,7 +7,12 @@
 //!   past start-up, no node lags by more than `lag_max`.
 //! - **During faults, per node** (the promise of staleness failover): a node none of whose own
 //!   faults is active or recent, one of whose sources has had a healthy path to the root for
-//!   the whole window — that source, and a source of it, up to the root, untouched by any fault —
+//!   the whole window — that source, and a source of it, up to the root, untouched by any fault,
+//!   and where the root is a group, a majority of its members untouched (a group commits
+//!   nothing without one). As in `raft`'s member liveness, a member that starts a new life (its
+//!   disk replaced, its damaged store set aside) counts toward that majority only once it has
+//!   applied what the group had when it lost its state — until then it may not vote — and a
+//!   member whose store rotted never counts —
 //!   lags by at most `staleness_failover + heartbeat_interval +` [`FAILOVER_MARGIN_MS`]: time to
 //!   notice its source went quiet, move to the healthy one, and catch up. The window is that
 //!   bound. Faults that touch more than one node (`split`, `clog_link`) and the network-wide
@@ -21,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::FaultQuiet;
-use crate::trace::{Checker, Event, FaultPhase, Observer, SourceChange};
+use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, SourceChange};
 
 /// Beyond staleness and a heartbeat, what a node is allowed to fail over and catch up: the
 /// reconnect backoff's cap (5 s by default) and a snapshot bootstrap or a burst of entries.
@@ -99,6 +104,54 @@ pub struct Lag {
     node_faults: NodeFaults,
     /// Nodes over the per-node bound now (reported once per episode).
     breaching: BTreeSet<String>,
+    /// The tree's roots: the root, or a root group's members (every source that follows none).
+    roots: Vec<String>,
+    /// Which of a root group's members may count toward its majority.
+    standing: Standing,
+}
+
+/// A root group's members' standing beyond their faults (see the module doc).
+#[derive(Debug, Default)]
+struct Standing {
+    /// The group's newest applied index, from its members' samples and applies.
+    newest: u64,
+    /// Per member that lost its state: the group's newest index then, until it applies as far.
+    fresh_until: BTreeMap<String, u64>,
+    /// Members whose store rotted: never counted (the damage surfaces whenever it is read).
+    rotted: BTreeSet<String>,
+}
+
+impl Standing {
+    fn observe(&mut self, roots: &[String], event: &Event) {
+        let member = |node: &String| roots.contains(node);
+        match event {
+            Event::Fault { node, kind: FaultKind::Sigbus, phase: FaultPhase::End, .. } if member(node) => {
+                self.fresh_until.insert(node.clone(), self.newest); // its disk was replaced
+            }
+            Event::Fault { node, kind: FaultKind::BitRot, phase: FaultPhase::Start, .. } if member(node) => {
+                self.rotted.insert(node.clone());
+            }
+            Event::StoreSetAside { node, .. } if member(node) => {
+                self.fresh_until.insert(node.clone(), self.newest);
+            }
+            Event::Applied { node, last: index, .. }
+            | Event::Bootstrapped { node, index, .. }
+            | Event::LagSample { node, applied: index, .. }
+                if member(node) =>
+            {
+                self.newest = self.newest.max(*index);
+                if self.fresh_until.get(node).is_some_and(|until| index >= until) {
+                    self.fresh_until.remove(node);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `member` may count toward its group's majority, its faults aside.
+    fn counts(&self, member: &str) -> bool {
+        !self.fresh_until.contains_key(member) && !self.rotted.contains(member)
+    }
 }
 
 impl Lag {
@@ -108,13 +161,28 @@ impl Lag {
 
     /// With the topology, so the per-node rule applies during faults.
     pub fn with_paths(lag_max_ms: u64, paths: Paths) -> Lag {
+        let roots: BTreeSet<&String> =
+            paths.sources.values().flatten().filter(|source| !paths.sources.contains_key(*source)).collect();
+        let roots = roots.into_iter().cloned().collect();
         Lag {
             lag_max_ms,
             faults: FaultQuiet::default(),
             paths,
             node_faults: NodeFaults::default(),
             breaching: BTreeSet::new(),
+            roots,
+            standing: Standing::default(),
         }
+    }
+
+    /// Whether a majority of the tree's roots (all of a root of one) has been free of faults
+    /// for the window: only then can the root, or the root group, have gone on committing.
+    fn roots_clear(&self, at_ms: u64, window_ms: u64) -> bool {
+        let group = self.roots.len() > 1;
+        let counts =
+            |root: &String| self.node_faults.clear(root, at_ms, window_ms) && (!group || self.standing.counts(root));
+        let clear = self.roots.iter().filter(|root| counts(root)).count();
+        clear * 2 > self.roots.len()
     }
 
     /// A source of `node` whose path to the root has been untouched by faults for the window.
@@ -130,7 +198,7 @@ impl Lag {
                         continue;
                     }
                     match self.paths.sources.get(n) {
-                        None => return true, // the root
+                        None => return self.roots_clear(at_ms, window), // the root, or a member
                         Some(sources) => next.extend(sources.iter().cloned()),
                     }
                 }
@@ -153,6 +221,7 @@ impl Lag {
 impl Observer for Lag {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         self.node_faults.observe(event);
+        self.standing.observe(&self.roots, event);
         if self.faults.observe(event) {
             return Vec::new();
         }
@@ -289,6 +358,46 @@ mod tests {
         let mut stuck = vec![on(10_000, "mid-1", FaultKind::Pause, FaultPhase::Start)];
         stuck.extend((11..=59).map(|s| edge(s * 1000, (s - 10) * 1000)));
         assert_eq!(breaches(&stuck), [16_000]);
+    }
+
+    #[test]
+    fn a_root_group_without_a_clear_majority_commits_nothing_to_lag_behind() {
+        // mid-1 follows the three members of a root group; the edge follows mid-1.
+        let mut sources = BTreeMap::new();
+        let members = ["root", "root-2", "root-3"].map(String::from).to_vec();
+        sources.insert("mid-1".to_string(), members);
+        sources.insert("edge-1".to_string(), vec!["mid-1".to_string()]);
+        let paths = Paths { sources, bound_ms: 5_000, names_by_ip: BTreeMap::new() };
+        let breaches_in = |events: &[Event]| {
+            let mut lag = Lag::with_paths(60_000, paths.clone());
+            events.iter().flat_map(|e| lag.observe(e)).count()
+        };
+        let growing = (11..=40).map(|s| edge(s * 1000, (s - 10) * 1000));
+        // Two members down: root-2 alone is clear, and a group of three commits nothing.
+        let mut events = vec![
+            on(10_000, "root", FaultKind::Sigbus, FaultPhase::Start),
+            on(10_000, "root-3", FaultKind::Kill, FaultPhase::Start),
+        ];
+        events.extend(growing.clone());
+        assert_eq!(breaches_in(&events), 0);
+        // One member down: the other two commit, and the edge behind a clear mid-1 must keep up.
+        let mut events = vec![on(10_000, "root-3", FaultKind::Kill, FaultPhase::Start)];
+        events.extend(growing.clone());
+        assert_eq!(breaches_in(&events), 1);
+        // root's disk replaced (it starts empty, and votes only once it holds what the group
+        // committed) and root-3 killed: root-2 alone counts, long after root's fault ended.
+        let sample = |at_ms, node: &str, applied| Event::LagSample { at_ms, node: node.into(), lag_ms: 0, applied };
+        let mut events = vec![
+            sample(1_000, "root-2", 50),
+            on(2_000, "root", FaultKind::Sigbus, FaultPhase::Start),
+            on(3_000, "root", FaultKind::Sigbus, FaultPhase::End),
+            on(10_000, "root-3", FaultKind::Kill, FaultPhase::Start),
+        ];
+        events.extend(growing.clone());
+        assert_eq!(breaches_in(&events), 0);
+        // Once it has applied as far as the group had, it counts again.
+        events.insert(4, sample(4_000, "root", 50));
+        assert_eq!(breaches_in(&events), 1);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 
 use qs_node::state::NodeState;
 
+use crate::checkers::contract::{WriteCounters, WriteCountersRead, WriteLedgers, judge_write_page};
 use crate::checkers::convergence::Lost;
 use crate::checkers::reads::Reads;
 use crate::faults::SimNode;
@@ -61,6 +62,31 @@ pub(super) fn summarize(
     drop(reads);
     for (prefix, (keys, bytes, reads, never_read)) in usage {
         record(recorder, |at_ms| Event::KeyUsage { at_ms, prefix, keys, bytes, reads, never_read });
+    }
+}
+
+/// At the end, every root's write counters against the clients' write ledger (the clients
+/// are stopped: what was in flight stays unanswered for good): a process counts only answers
+/// it gave, so its counters are at most what its clients were answered plus what never was
+/// ([`judge_write_page`]) — the census's pages judge the same during the run, where it read
+/// them; this judges every root, every run.
+pub(super) fn write_counters_at_the_end(
+    nodes: &[SimNode],
+    states: &States,
+    writes: &WriteLedgers,
+    recorder: &SharedRecorder,
+) {
+    let states = live(states);
+    for node in nodes.iter().filter(|n| crate::trace::is_root(&n.name)) {
+        let Some(state) = states.get(&node.name) else { continue };
+        let ledger = writes.at(std::net::SocketAddr::new(node.ip, crate::scenario::nodes::HTTP_PORT));
+        let metrics = &state.metrics;
+        let counters =
+            WriteCounters { throttled: metrics.writes_throttled.get(), refused: metrics.writes_refused.get() };
+        let read = WriteCountersRead { sent: ledger, received: ledger, counters };
+        if let Some(wrong) = judge_write_page(&read) {
+            crate::workload::census::violation(recorder, &node.name, format!("at the end of the run: {wrong}"));
+        }
     }
 }
 

@@ -431,7 +431,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
         sent: crate::checkers::contract::SentValues::default(),
         acked: acked.clone(),
         quota: quota.clone(),
-        writes,
+        writes: writes.clone(),
     };
     if !census.edges.is_empty() {
         let host = handle.create_node().name("census").ip(crate::scenario::nodes::CENSUS_IP).build();
@@ -519,6 +519,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     };
     let simulated = start.elapsed();
     summarize(&scenario, &nodes, &states, &reads, &recorder);
+    end::write_counters_at_the_end(&nodes, &states, &writes, &recorder);
     {
         // Last: what the run exercised.
         let mut recorder = recorder.locked();

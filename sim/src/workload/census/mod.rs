@@ -116,7 +116,7 @@ fn drawn_value(rng: &mut ChaCha8Rng, utf8: bool) -> Vec<u8> {
 }
 
 /// Records a `contract` violation at `node`.
-fn violation(recorder: &SharedRecorder, node: &str, message: String) {
+pub(crate) fn violation(recorder: &SharedRecorder, node: &str, message: String) {
     use crate::sync::Locked;
     let mut recorder = recorder.locked();
     let at_ms = recorder.now_ms();
