@@ -133,18 +133,12 @@ impl EdgeOpWeights {
         }
     }
 
-    /// The swarm's weights (swarm testing: each seed leans on some operations and starves
-    /// others, so a bug that needs many of one kind in a row is reached): each operation's
-    /// default weight kept, quadrupled, or cut to one — never to nothing.
+    /// The swarm's weights: each operation's default drawn by [`super::swarmed_weight`].
     pub fn swarmed(rng: &mut ChaCha8Rng) -> EdgeOpWeights {
         let mut weights = EdgeOpWeights::DEFAULT;
         for op in <EdgeOp as strum::IntoEnumIterator>::iter() {
             let weight = weights.weight_mut(op);
-            *weight = match rng.random_range(0..4) {
-                0 => 1,
-                1 => *weight * 4,
-                _ => *weight,
-            };
+            *weight = super::swarmed_weight(rng, *weight);
         }
         weights
     }

@@ -127,18 +127,12 @@ impl RootOpWeights {
         }
     }
 
-    /// The swarm's weights (swarm testing: each seed leans on some operations and starves
-    /// others, so a bug that needs many of one kind in a row is reached): each operation's
-    /// default weight kept, quadrupled, or cut to one — never to nothing.
+    /// The swarm's weights: each operation's default drawn by [`super::swarmed_weight`].
     pub fn swarmed(rng: &mut ChaCha8Rng) -> RootOpWeights {
         let mut weights = RootOpWeights::DEFAULT;
         for op in <RootOp as strum::IntoEnumIterator>::iter() {
             let weight = weights.weight_mut(op);
-            *weight = match rng.random_range(0..4) {
-                0 => 1,
-                1 => *weight * 4,
-                _ => *weight,
-            };
+            *weight = super::swarmed_weight(rng, *weight);
         }
         weights
     }
@@ -264,7 +258,7 @@ impl Draft {
                 Draft::new(hyper::Method::POST, "/v1/batch".into(), body, Expect::Refused, n as u64)
             }
             RootOp::Status => Draft::new(hyper::Method::GET, "/v1/status".into(), Vec::new(), Expect::View, 0),
-            RootOp::Metrics => Draft::new(hyper::Method::GET, "/metrics".into(), Vec::new(), Expect::View, 0),
+            RootOp::Metrics => unreachable!("read on its own connection by `Session::metrics`"),
             RootOp::ReadBackAll => unreachable!("a request per key, sent by `read_back_all`"),
         }
     }
