@@ -133,7 +133,7 @@ impl EdgeOpWeights {
         }
     }
 
-    /// The swarm's weights: each operation's default drawn by [`super::swarmed_weight`].
+    /// The swarm's weights: each operation's default drawn by `census::swarmed_weight`.
     pub fn swarmed(rng: &mut ChaCha8Rng) -> EdgeOpWeights {
         let mut weights = EdgeOpWeights::DEFAULT;
         for op in <EdgeOp as strum::IntoEnumIterator>::iter() {

@@ -127,7 +127,7 @@ impl RootOpWeights {
         }
     }
 
-    /// The swarm's weights: each operation's default drawn by [`super::swarmed_weight`].
+    /// The swarm's weights: each operation's default drawn by `census::swarmed_weight`.
     pub fn swarmed(rng: &mut ChaCha8Rng) -> RootOpWeights {
         let mut weights = RootOpWeights::DEFAULT;
         for op in <RootOp as strum::IntoEnumIterator>::iter() {
