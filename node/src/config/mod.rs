@@ -251,6 +251,11 @@ pub struct LegacyConfig {
     /// standby ones) whatever membership changes the group made since, so a member sent it —
     /// or restarting from it — takes a configuration the group has left.
     pub raft_snapshot_first_configuration: bool,
+    /// Root group: a member catching its store up to a snapshot follows a peer for as long as
+    /// the peer keeps its pull open — keepalives and no entries, because the peer is itself
+    /// behind the snapshot's point (cut off from the leader) — and stays out of the group for as
+    /// long as that peer stays behind, instead of leaving it for the next after `PROGRESS_MAX`.
+    pub raft_catch_up_without_progress_deadline: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -266,6 +271,10 @@ pub struct LegacyConfig {
     /// each `GET` of a key nobody wrote (404) shows on the operator's dashboard as a refused
     /// write.
     pub http_reads_count_as_refused_writes: bool,
+    /// Metrics: `qs_writes_accepted_total` counts every operation of a committed batch — the
+    /// identical rewrites it dropped too, which `qs_writes_identical_dropped_total` counts as
+    /// well — so the dashboard shows more writes committed than the clients were ever answered.
+    pub writes_accepted_counts_identical_rewrites: bool,
     /// HTTP: a key in the path is percent-decoded into a UTF-8 string, lossily — bytes that are
     /// not UTF-8 become U+FFFD, so distinct binary keys collide on one stored key.
     pub http_key_decoded_lossily: bool,
@@ -622,10 +631,12 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_without_pre_vote: false,
     raft_stop_consensus_on_failure: false,
     raft_snapshot_first_configuration: false,
+    raft_catch_up_without_progress_deadline: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,
     http_reads_count_as_refused_writes: false,
+    writes_accepted_counts_identical_rewrites: false,
     http_key_decoded_lossily: false,
     retention_either_rule: false,
     raft_log_keep_zero_accepted: false,

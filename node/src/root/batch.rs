@@ -42,7 +42,12 @@ impl Judged {
         for probe in &self.probes {
             state.probe(*probe);
         }
-        state.metrics.writes_accepted.inc_by(self.kept.len() as u64);
+        let mut accepted = self.kept.len();
+        if state.config.planted().writes_accepted_counts_identical_rewrites {
+            // PLANTED BUG (legacy `writes_accepted_counts_identical_rewrites`).
+            accepted += self.dropped.iter().sum::<usize>();
+        }
+        state.metrics.writes_accepted.inc_by(accepted as u64);
     }
 }
 

@@ -43,6 +43,39 @@ pub(super) struct Target {
     pub point: StorePoint,
 }
 
+/// The other members' replication addresses, and the one a catch-up asks first: the last to
+/// bring this member's store to a snapshot's point. A peer cut off from the leader is behind
+/// every snapshot the leader sends; asked first at each, it would cost every round the
+/// progress deadline, and a member sent snapshot after snapshot by a leader that compacts
+/// faster than that would not rejoin.
+#[derive(Debug)]
+pub(super) struct Peers {
+    addresses: Vec<SocketAddr>,
+    first: usize,
+}
+
+impl Peers {
+    pub(super) fn new(addresses: Vec<SocketAddr>) -> Peers {
+        assert!(!addresses.is_empty(), "a root group member has peers");
+        Peers { addresses, first: 0 }
+    }
+
+    fn current(&self) -> SocketAddr {
+        self.addresses[self.first]
+    }
+
+    /// Leaves the current peer for the next in the roster's order.
+    fn next(&mut self) {
+        self.first = (self.first + 1) % self.addresses.len();
+    }
+
+    /// Every peer, the current one first.
+    pub(super) fn in_order(&self) -> Vec<SocketAddr> {
+        let (before, from) = self.addresses.split_at(self.first);
+        from.iter().chain(before).copied().collect()
+    }
+}
+
 /// How long a peer may stay silent during a pull before it is left for the next.
 const SILENCE_MAX: Duration = Duration::from_secs(5);
 /// How long a peer may keep a pull open without sending an entry, keepalives or not, before it
@@ -50,13 +83,13 @@ const SILENCE_MAX: Duration = Duration::from_secs(5);
 /// own consensus paused) would otherwise hold this member for as long as it stays behind.
 const PROGRESS_MAX: Duration = Duration::from_secs(10);
 
-/// Brings the store to `target` from `peers` (tried in turn, each again after
-/// [`REDIAL_AFTER`]). Returns the Raft index the store then holds applied — the target's, or
+/// Brings the store to `target` from `peers` (tried in turn from the current one, each again
+/// after [`REDIAL_AFTER`]; the one that brings it there stays current). Returns the Raft index the store then holds applied — the target's, or
 /// past it when a peer's store copy was — or `None` when the node drains first. `own` is the
 /// member's Raft state, written into a store copy before it is swapped in.
 pub(super) async fn catch_up(
     state: &Arc<NodeState>,
-    peers: &[SocketAddr],
+    peers: &mut Peers,
     target: Target,
     own: &RaftWrite,
     lifecycle: &mut watch::Receiver<Lifecycle>,
@@ -99,7 +132,7 @@ pub(super) async fn catch_up(
             tracing::info!(node = %state.config.name, raft_index = target.raft_index, "the root group member's store caught up");
             return Ok(Some(target.raft_index));
         }
-        let peer = peers[attempt % peers.len()];
+        let peer = peers.current();
         let pulled = tokio::select! {
             biased;
             () = reached(lifecycle, Lifecycle::Draining) => return Ok(None),
@@ -110,12 +143,14 @@ pub(super) async fn catch_up(
             Err(Pull::Store(e)) => return Err(MemberError::Disk(e)),
             Err(Pull::OutOfRetention { first_retained }) => {
                 tracing::warn!(node = %state.config.name, %peer, first_retained, wanted = head + 1, "the peer no longer holds the entries this member lacks: copying its store");
+                peers.next(); // its log is collected: the next catch-up asks another first
                 if !copy_peer_store(state, peer, own, lifecycle).await {
                     return Ok(None);
                 }
             }
             Err(Pull::Failed(e)) => {
                 tracing::warn!(node = %state.config.name, %peer, error = %e, "catching up from a peer failed");
+                peers.next();
                 pause(lifecycle).await;
             }
         }
@@ -221,8 +256,11 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
     hello.stop_index = Some(stop);
     write_message(&mut stream, &Message::Hello(hello)).await.map_err(|e| Pull::Failed(format!("hello: {e}")))?;
     let mut progress_by = tokio::time::Instant::now() + PROGRESS_MAX;
+    // PLANTED BUG (legacy `raft_catch_up_without_progress_deadline`): a peer that keeps the
+    // pull open is followed however long it sends nothing.
+    let progress_deadline = !state.config.planted().raft_catch_up_without_progress_deadline;
     loop {
-        if tokio::time::Instant::now() >= progress_by {
+        if progress_deadline && tokio::time::Instant::now() >= progress_by {
             return Err(Pull::Failed(format!(
                 "sent no entry for {PROGRESS_MAX:?} while this member's store is behind entry {stop}: it lacks them"
             )));
@@ -265,6 +303,20 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
 mod tests {
     use super::*;
     use crate::replication::protocol::UpstreamStatus;
+
+    #[test]
+    fn the_peer_that_served_stays_first_and_a_failed_one_is_left_for_the_next() {
+        let addresses: Vec<SocketAddr> =
+            ["10.0.0.2:7000", "10.0.0.3:7000", "10.0.0.4:7000"].iter().map(|a| a.parse().unwrap()).collect();
+        let mut peers = Peers::new(addresses.clone());
+        assert_eq!(peers.current(), addresses[0]);
+        peers.next();
+        assert_eq!(peers.current(), addresses[1]);
+        assert_eq!(peers.in_order(), [addresses[1], addresses[2], addresses[0]]);
+        peers.next();
+        peers.next();
+        assert_eq!(peers.current(), addresses[0], "round the roster");
+    }
 
     /// A peer that answers the pull and keeps it alive with keepalives but never sends an entry
     /// (it is behind the stop itself) is left after [`PROGRESS_MAX`], not followed for ever.

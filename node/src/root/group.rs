@@ -150,7 +150,7 @@ struct Group {
     /// Entries a compaction keeps before its snapshot (`root.raft_log_keep_entries`).
     log_keep_entries: u64,
     /// The other members' replication addresses: where a store behind a snapshot catches up.
-    peers: Vec<SocketAddr>,
+    peers: catch_up::Peers,
     /// By Raft index: what this member proposed as leader and has not applied.
     in_flight: BTreeMap<u64, InFlight>,
     /// By key: the value its newest in-flight proposal leaves (None: deleted), and that
@@ -208,7 +208,7 @@ impl Group {
             heartbeat_interval: root.heartbeat_interval,
             snapshot_entries: root.raft_snapshot_entries,
             log_keep_entries: root.raft_log_keep_entries,
-            peers: root.members.iter().filter(|m| m.id != me).map(|m| m.replication).collect(),
+            peers: catch_up::Peers::new(root.members.iter().filter(|m| m.id != me).map(|m| m.replication).collect()),
             in_flight: BTreeMap::new(),
             ahead: BTreeMap::new(),
             heartbeat: None,

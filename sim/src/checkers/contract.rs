@@ -176,7 +176,8 @@ fn counter_moved(counter: Counter<'_>, answered: [u64; 4], unanswered: [u64; 2])
 
 /// What the clients of one root's HTTP API (the writers and the census) sent it and heard
 /// back, cumulative: the write requests (`PUT`, `DELETE`, `POST /v1/batch`) it answered with a
-/// status its `writes_throttled` and `writes_refused` counters count.
+/// status its `writes_throttled` and `writes_refused` counters count, and the key operations
+/// of those it answered 2xx, which its `writes_accepted` and `writes_identical_dropped` count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteLedger {
     /// Write requests answered 429 (over the producer's quota).
@@ -185,6 +186,11 @@ pub struct WriteLedger {
     pub refused: u64,
     /// Write requests sent whose answer has not come back (in flight, or lost for good).
     pub unanswered: u64,
+    /// Key operations in the write requests answered 2xx (committed, or dropped as identical
+    /// rewrites).
+    pub committed_ops: u64,
+    /// Key operations in the write requests not answered yet.
+    pub unanswered_ops: u64,
 }
 
 /// Every root's write ledger, by its HTTP address.
@@ -197,19 +203,27 @@ impl WriteLedgers {
         self.0.locked().get(&root).copied().unwrap_or_default()
     }
 
-    /// A write request is about to be sent to `root`.
-    pub fn sent(&self, root: SocketAddr) {
-        self.0.locked().entry(root).or_default().unanswered += 1;
-    }
-
-    /// `root` answered a write request with `status` (a request that never gets one stays
-    /// unanswered for good).
-    pub fn answered(&self, root: SocketAddr, status: u16) {
+    /// A write request of `ops` key operations is about to be sent to `root`.
+    pub fn sent(&self, root: SocketAddr, ops: u64) {
         let mut ledgers = self.0.locked();
         let ledger = ledgers.entry(root).or_default();
-        assert!(ledger.unanswered > 0, "an answer from {root} to a write request nobody sent");
+        ledger.unanswered += 1;
+        ledger.unanswered_ops += ops;
+    }
+
+    /// `root` answered a write request of `ops` key operations with `status` (a request that
+    /// never gets one stays unanswered for good).
+    pub fn answered(&self, root: SocketAddr, status: u16, ops: u64) {
+        let mut ledgers = self.0.locked();
+        let ledger = ledgers.entry(root).or_default();
+        assert!(
+            ledger.unanswered > 0 && ledger.unanswered_ops >= ops,
+            "an answer from {root} to a write request nobody sent"
+        );
         ledger.unanswered -= 1;
+        ledger.unanswered_ops -= ops;
         match status {
+            200..=299 => ledger.committed_ops += ops,
             429 => ledger.throttled += 1,
             400..=499 => ledger.refused += 1,
             _ => {}
@@ -223,13 +237,31 @@ pub fn is_write_request(method: &hyper::Method, path: &str) -> bool {
     writes && matches!(*method, hyper::Method::PUT | hyper::Method::DELETE | hyper::Method::POST)
 }
 
-/// The write counters a root's metrics page shows (`qs_writes_throttled_total`,
-/// `qs_writes_refused_total`).
+/// The key operations a write request carries: one for a key's `PUT` or `DELETE`, a batch's
+/// `ops` (none when its body is no batch: the root refuses it, counting none).
+pub fn write_request_ops(path: &str, body: &[u8]) -> u64 {
+    if path != "/v1/batch" {
+        return 1;
+    }
+    let ops = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|batch| Some(batch.get("ops")?.as_array()?.len()));
+    ops.unwrap_or(0) as u64
+}
+
+/// The write counters a root's metrics page shows: `qs_writes_throttled_total`,
+/// `qs_writes_refused_total`, and the key operations of the requests it answered 2xx —
+/// `qs_writes_accepted_total` and `qs_writes_identical_dropped_total` together (each operation
+/// is one or the other).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteCounters {
     pub throttled: u64,
     pub refused: u64,
+    pub committed_ops: u64,
 }
+
+/// The name [`WriteCounters::committed_ops`] goes by in a verdict.
+const COMMITTED_OPS: &str = "qs_writes_accepted_total + qs_writes_identical_dropped_total";
 
 impl WriteCounters {
     /// The two counters from an OpenMetrics page, or what is missing.
@@ -244,6 +276,7 @@ impl WriteCounters {
         Ok(WriteCounters {
             throttled: sample("qs_writes_throttled_total")?,
             refused: sample("qs_writes_refused_total")?,
+            committed_ops: sample("qs_writes_accepted_total")? + sample("qs_writes_identical_dropped_total")?,
         })
     }
 }
@@ -263,35 +296,40 @@ pub struct WriteCountersRead {
 /// holds across restarts and needs no second page.
 pub fn judge_write_page(read: &WriteCountersRead) -> Option<String> {
     let (counters, ledger) = (read.counters, read.received);
-    let most = |answered: u64| answered + ledger.unanswered;
-    let over = |name: &str, counted: u64, answered: u64| {
-        (counted > most(answered)).then(|| {
-            format!(
-                "{name} is {counted}, but the clients were answered at most {} such write requests in the whole run",
-                most(answered)
-            )
+    let over = |name: &str, counted: u64, answered: u64, unanswered: u64, what: &str| {
+        let most = answered + unanswered;
+        (counted > most).then(|| {
+            format!("{name} is {counted}, but the clients were answered at most {most} such {what} in the whole run")
         })
     };
-    over("qs_writes_throttled_total", counters.throttled, ledger.throttled)
-        .or_else(|| over("qs_writes_refused_total", counters.refused, ledger.refused))
+    over("qs_writes_throttled_total", counters.throttled, ledger.throttled, ledger.unanswered, "write requests")
+        .or_else(|| {
+            over("qs_writes_refused_total", counters.refused, ledger.refused, ledger.unanswered, "write requests")
+        })
+        .or_else(|| {
+            let ops = "key operations in write requests answered 2xx";
+            over(COMMITTED_OPS, counters.committed_ops, ledger.committed_ops, ledger.unanswered_ops, ops)
+        })
 }
 
 /// Whether a root's write counters moved between two metrics pages read on one connection as
 /// the clients' ledger allows (the bounds of [`judge_counters`], over write requests); the
 /// first that did not, in words.
 pub fn judge_write_counters(earlier: &WriteCountersRead, later: &WriteCountersRead) -> Option<String> {
-    let unanswered = [earlier.received.unanswered, later.received.unanswered];
+    let requests = [earlier.received.unanswered, later.received.unanswered];
+    let ops = [earlier.received.unanswered_ops, later.received.unanswered_ops];
     let ledgers = [earlier.sent, earlier.received, later.sent, later.received];
     let (before, after) = (earlier.counters, later.counters);
-    let moved = |name, before, after, answered: fn(&WriteLedger) -> u64| {
+    let moved = |name, before, after, answered: fn(&WriteLedger) -> u64, unanswered| {
         counter_moved(
             Counter { name, replies: "metrics pages", before, after },
             ledgers.map(|l| answered(&l)),
             unanswered,
         )
     };
-    moved("qs_writes_throttled_total", before.throttled, after.throttled, |l| l.throttled)
-        .or_else(|| moved("qs_writes_refused_total", before.refused, after.refused, |l| l.refused))
+    moved("qs_writes_throttled_total", before.throttled, after.throttled, |l| l.throttled, requests)
+        .or_else(|| moved("qs_writes_refused_total", before.refused, after.refused, |l| l.refused, requests))
+        .or_else(|| moved(COMMITTED_OPS, before.committed_ops, after.committed_ops, |l| l.committed_ops, ops))
 }
 
 /// Per census key, every value ever sent to it (hashed: a value may be a mebibyte).
@@ -410,11 +448,48 @@ mod tests {
     }
 
     fn writes(throttled: u64, refused: u64, unanswered: u64) -> WriteLedger {
-        WriteLedger { throttled, refused, unanswered }
+        WriteLedger { throttled, refused, unanswered, committed_ops: 0, unanswered_ops: 0 }
     }
 
     fn page(ledger: WriteLedger, throttled: u64, refused: u64) -> WriteCountersRead {
-        WriteCountersRead { sent: ledger, received: ledger, counters: WriteCounters { throttled, refused } }
+        WriteCountersRead {
+            sent: ledger,
+            received: ledger,
+            counters: WriteCounters { throttled, refused, committed_ops: 0 },
+        }
+    }
+
+    /// A ledger of `committed` operations answered 2xx and `unanswered` ones in flight.
+    fn ops(committed_ops: u64, unanswered_ops: u64) -> WriteLedger {
+        WriteLedger { committed_ops, unanswered_ops, unanswered: unanswered_ops.min(1), ..WriteLedger::default() }
+    }
+
+    fn ops_page(ledger: WriteLedger, committed_ops: u64) -> WriteCountersRead {
+        WriteCountersRead {
+            sent: ledger,
+            received: ledger,
+            counters: WriteCounters { committed_ops, ..WriteCounters::default() },
+        }
+    }
+
+    #[test]
+    fn committed_operations_are_counted_as_the_clients_were_answered() {
+        // Eight answered 2xx, three in flight: the page may count them.
+        assert_eq!(judge_write_page(&ops_page(ops(8, 3), 11)), None);
+        let found = judge_write_page(&ops_page(ops(8, 3), 12)).expect("a violation");
+        assert!(found.starts_with("qs_writes_accepted_total + qs_writes_identical_dropped_total is 12, but the clients were answered at most 11 such key operations"), "{found}");
+        // Between two pages: what was answered 2xx in between was counted in between.
+        let earlier = ops_page(ops(8, 0), 8);
+        assert_eq!(judge_write_counters(&earlier, &ops_page(ops(12, 0), 12)), None);
+        assert_eq!(judge_write_counters(&earlier, &ops_page(ops(12, 2), 14)), None);
+        // An identical rewrite counted as accepted as well as dropped: one too many.
+        let found = judge_write_counters(&earlier, &ops_page(ops(12, 0), 13)).expect("a violation");
+        assert!(
+            found.contains("moved by 5 between two metrics pages, but the clients were answered 4 to 4"),
+            "{found}"
+        );
+        // A commit answered 2xx and never counted.
+        assert!(judge_write_counters(&earlier, &ops_page(ops(12, 0), 11)).is_some());
     }
 
     #[test]
@@ -443,12 +518,18 @@ mod tests {
     fn a_write_ledger_sorts_answers_by_status() {
         let ledgers = WriteLedgers::default();
         let root: SocketAddr = "10.0.0.1:8080".parse().expect("an address");
-        for status in [200, 429, 400, 413, 307, 503] {
-            ledgers.sent(root);
-            ledgers.answered(root, status);
+        for status in [200, 429, 400, 413, 307, 503, 204] {
+            ledgers.sent(root, 3);
+            ledgers.answered(root, status, 3);
         }
-        ledgers.sent(root);
-        assert_eq!(ledgers.at(root), writes(1, 2, 1));
+        ledgers.sent(root, 4);
+        assert_eq!(ledgers.at(root), WriteLedger { committed_ops: 6, unanswered_ops: 4, ..writes(1, 2, 1) });
+        assert_eq!(write_request_ops("/v1/keys/a", b"x"), 1);
+        assert_eq!(
+            write_request_ops("/v1/batch", br#"{"ops":[{"op":"delete","key":"a"},{"op":"delete","key":"b"}]}"#),
+            2
+        );
+        assert_eq!(write_request_ops("/v1/batch", b"not a batch"), 0);
         assert!(is_write_request(&hyper::Method::PUT, "/v1/keys/a"));
         assert!(is_write_request(&hyper::Method::POST, "/v1/batch"));
         assert!(!is_write_request(&hyper::Method::GET, "/v1/keys/a"));
@@ -457,13 +538,23 @@ mod tests {
 
     #[test]
     fn write_counters_are_read_from_a_metrics_page() {
-        let page =
-            "# TYPE qs_writes_throttled counter\nqs_writes_throttled_total 4\nqs_writes_refused_total 9\n# EOF\n";
-        assert_eq!(WriteCounters::of_page(page), Ok(WriteCounters { throttled: 4, refused: 9 }));
-        assert!(
-            WriteCounters::of_page("qs_writes_throttled_total 4\n").is_err_and(|e| e.contains("no qs_writes_refused"))
+        let counts = "qs_writes_accepted_total 30\nqs_writes_identical_dropped_total 2\n";
+        let page = format!(
+            "# TYPE qs_writes_throttled counter\nqs_writes_throttled_total 4\nqs_writes_refused_total 9\n{counts}# EOF\n"
         );
-        assert!(WriteCounters::of_page("qs_writes_throttled_total x\nqs_writes_refused_total 1\n").is_err());
+        assert_eq!(WriteCounters::of_page(&page), Ok(WriteCounters { throttled: 4, refused: 9, committed_ops: 32 }));
+        assert!(
+            WriteCounters::of_page(&format!("qs_writes_throttled_total 4\n{counts}"))
+                .is_err_and(|e| e.contains("no qs_writes_refused"))
+        );
+        assert!(
+            WriteCounters::of_page("qs_writes_throttled_total 4\nqs_writes_refused_total 9\n")
+                .is_err_and(|e| e.contains("no qs_writes_accepted_total"))
+        );
+        assert!(
+            WriteCounters::of_page(&format!("qs_writes_throttled_total x\nqs_writes_refused_total 1\n{counts}"))
+                .is_err()
+        );
     }
 
     #[test]

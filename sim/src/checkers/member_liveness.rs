@@ -11,8 +11,9 @@
 //!   ever) or a majority that never elects fails here, named by who claims to lead.
 //!
 //! "Clear" is per member: none of its own faults active, the last ended (or its process failed
-//! to start) at least the bound ago. A fault on several nodes or the whole network (a split, a
-//! cut link, latency, loss) clears no member until the bound after it ends. A member whose store
+//! to start) at least the bound ago. A cut link is a fault of its two ends; a fault on several
+//! nodes or the whole network (a split, latency, loss) clears no member until the bound after
+//! it ends. A member whose store
 //! rotted is never clear (the damage surfaces whenever it is read, and it heals by copying a
 //! peer's store); a member that starts a new life (its disk replaced, its damaged store set
 //! aside) does not count toward the majority until it holds what the group had applied when it
@@ -102,8 +103,18 @@ impl MemberLiveness {
         }
     }
 
-    fn fault(&mut self, at_ms: u64, node: &str, kind: FaultKind, phase: FaultPhase) {
+    fn fault(&mut self, at_ms: u64, node: &str, kind: FaultKind, phase: FaultPhase, detail: &str) {
         let starts = phase == FaultPhase::Start;
+        if kind == FaultKind::ClogLink
+            && let Some(peer) = crate::scenario::Fault::clogged_peer(detail)
+        {
+            // One link cut: a fault of its two ends alone. The members on neither end still
+            // reach each other and every other member, so a majority of them clear can elect
+            // and commit, and each of them can follow whoever leads.
+            self.own_fault(at_ms, node, kind, starts);
+            self.own_fault(at_ms, peer, kind, starts);
+            return;
+        }
         if kind.touches_several_nodes() || node == "network" {
             if starts {
                 self.wide_faults += 1;
@@ -113,6 +124,11 @@ impl MemberLiveness {
             }
             return;
         }
+        self.own_fault(at_ms, node, kind, starts);
+    }
+
+    /// A fault of `node` alone starts or ends (nothing when it is no member).
+    fn own_fault(&mut self, at_ms: u64, node: &str, kind: FaultKind, starts: bool) {
         let newest = self.newest();
         let Some(member) = self.members.get_mut(node) else { return };
         if starts {
@@ -211,7 +227,7 @@ fn violation(at_ms: u64, node: &str, index: u64, message: String) -> Event {
 impl Observer for MemberLiveness {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         match event {
-            Event::Fault { at_ms, node, kind, phase, .. } => self.fault(*at_ms, node, *kind, *phase),
+            Event::Fault { at_ms, node, kind, phase, detail } => self.fault(*at_ms, node, *kind, *phase, detail),
             Event::StoreSetAside { at_ms, node } => {
                 let newest = self.newest();
                 if let Some(member) = self.members.get_mut(node) {

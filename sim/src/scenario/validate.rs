@@ -75,7 +75,8 @@ impl Scenario {
                 || legacy.raft_trust_claimed_member
                 || legacy.raft_without_pre_vote
                 || legacy.raft_stop_consensus_on_failure
-                || legacy.raft_snapshot_first_configuration)
+                || legacy.raft_snapshot_first_configuration
+                || legacy.raft_catch_up_without_progress_deadline)
         {
             return bad(
                 None,

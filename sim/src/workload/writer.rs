@@ -485,10 +485,10 @@ async fn send(root: SocketAddr, ops: &[Operation], idle: &IdleConnections, write
     };
     let mut request = request.expect("a valid request");
     as_producer(&mut request, root);
-    writes.sent(root);
+    writes.sent(root, ops.len() as u64);
     let Ok(response) = sender.send_request(request).await else { return Answer::Unknown };
     let status = response.status();
-    writes.answered(root, status.as_u16());
+    writes.answered(root, status.as_u16(), ops.len() as u64);
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = response.into_body().collect().await;
     if body.is_ok() {

@@ -81,8 +81,11 @@ pub(super) fn write_counters_at_the_end(
         let Some(state) = states.get(&node.name) else { continue };
         let ledger = writes.at(std::net::SocketAddr::new(node.ip, crate::scenario::nodes::HTTP_PORT));
         let metrics = &state.metrics;
-        let counters =
-            WriteCounters { throttled: metrics.writes_throttled.get(), refused: metrics.writes_refused.get() };
+        let counters = WriteCounters {
+            throttled: metrics.writes_throttled.get(),
+            refused: metrics.writes_refused.get(),
+            committed_ops: metrics.writes_accepted.get() + metrics.writes_identical_dropped.get(),
+        };
         let read = WriteCountersRead { sent: ledger, received: ledger, counters };
         if let Some(wrong) = judge_write_page(&read) {
             crate::workload::census::violation(recorder, &node.name, format!("at the end of the run: {wrong}"));

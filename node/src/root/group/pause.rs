@@ -135,7 +135,7 @@ impl Group {
         // A follower's proposals were never its own; nothing it leads waits on a snapshot.
         self.pause(Pause::CatchingUp);
         let own = self.member.own_state();
-        let caught_up = catch_up::catch_up(&self.state, &self.peers, target, &own, lifecycle);
+        let caught_up = catch_up::catch_up(&self.state, &mut self.peers, target, &own, lifecycle);
         match refusing_writes(&mut self.batches, Pause::CatchingUp, caught_up).await? {
             Some(applied) => {
                 self.applied = applied;
@@ -162,7 +162,8 @@ impl Group {
     ) -> Result<bool, consensus::MemberError> {
         self.pause(Pause::Healing);
         let own = self.member.own_state();
-        let healed = catch_up::heal(&self.state, &self.peers, &own, lifecycle);
+        let peers = self.peers.in_order();
+        let healed = catch_up::heal(&self.state, &peers, &own, lifecycle);
         match refusing_writes(&mut self.batches, Pause::Healing, healed).await? {
             Some(applied) => {
                 // A copy past this member's applied index holds the entries up to it: they are

@@ -179,3 +179,53 @@ fn a_group_that_never_committed_is_judged_only_with_every_member_clear() {
     assert_eq!(*at_ms, 131_000);
     assert!(message.contains("no member claims to lead"), "{message}");
 }
+
+fn clog(at_ms: u64, a: &str, b: &str, phase: FaultPhase) -> Event {
+    let detail = format!("link to {b}"); // as `Fault::detail` writes it
+    Event::Fault { at_ms, node: a.into(), kind: FaultKind::ClogLink, phase, detail }
+}
+
+#[test]
+fn a_cut_link_is_a_fault_of_its_two_ends_and_the_members_off_it_are_judged() {
+    let names = ["root", "root-2", "root-3", "root-4", "root-5"];
+    let mut check = MemberLiveness::new(&names.map(String::from), BOUND_MS);
+    let mut applied: BTreeMap<&'static str, u64> = names.iter().map(|&n| (n, 0)).collect();
+    for s in 1..=10 {
+        assert!(second(&mut check, s * 1000, &mut applied, &names).is_empty());
+    }
+    // root-2 cut from root-3: both fall behind, and so does root, which is on neither end
+    // (held by root-2, say). root-4, root-5 and root are a clear majority.
+    assert!(check.observe(&clog(10_500, "root-2", "root-3", FaultPhase::Start)).is_empty());
+    let mut found = Vec::new();
+    for s in 11..=60 {
+        found.extend(second(&mut check, s * 1000, &mut applied, &["root-4", "root-5"]));
+    }
+    let blamed: Vec<&str> = found
+        .iter()
+        .filter_map(|e| match e {
+            Event::Violation { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(blamed, ["root"], "only the member on neither end is judged: {found:?}");
+    let Event::Violation { message, .. } = &found[0] else { unreachable!() };
+    assert!(message.contains("a majority (root, root-4, root-5)"), "{message}");
+
+    // The same cut in a group of three leaves one member off it: no majority, nothing judged.
+    let mut check = group();
+    let mut applied = applied_map();
+    for s in 1..=10 {
+        assert!(second(&mut check, s * 1000, &mut applied, &["root", "root-2", "root-3"]).is_empty());
+    }
+    assert!(check.observe(&clog(10_500, "root-2", "root-3", FaultPhase::Start)).is_empty());
+    for s in 11..=60 {
+        assert!(second(&mut check, s * 1000, &mut applied, &[]).is_empty(), "judged without a clear majority");
+    }
+    // Once the link is back, its ends are given the bound like any member after its fault.
+    assert!(check.observe(&clog(60_500, "root-2", "root-3", FaultPhase::End)).is_empty());
+    for s in 61..=90 {
+        assert!(second(&mut check, s * 1000, &mut applied, &["root"]).is_empty(), "judged within the bound");
+    }
+    let late = second(&mut check, 91_000, &mut applied, &["root"]);
+    assert_eq!(late.len(), 2, "root-2 and root-3 behind the bound after the link came back: {late:?}");
+}

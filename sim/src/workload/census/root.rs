@@ -34,6 +34,7 @@ use super::wire::shown;
 use super::{ANSWER_TIMEOUT, CensusJudges, census_keys, census_value, draw, violation};
 use crate::checkers::contract::{
     WriteCounters, WriteCountersRead, WriteLedgers, is_write_request, judge_write_counters, judge_write_page,
+    write_request_ops,
 };
 use crate::checkers::quota::Answered;
 use crate::sync::Locked;
@@ -597,14 +598,14 @@ async fn send(
         .body(Full::new(Bytes::copy_from_slice(body)))
         .expect("a valid request");
     as_producer(&mut request, root);
-    let write = is_write_request(method, path);
-    if write {
-        writes.sent(root);
+    let write = is_write_request(method, path).then(|| write_request_ops(path, body));
+    if let Some(ops) = write {
+        writes.sent(root, ops);
     }
     let response = sender.send_request(request).await.ok()?;
     let status = response.status().as_u16();
-    if write {
-        writes.answered(root, status);
+    if let Some(ops) = write {
+        writes.answered(root, status, ops);
     }
     let location = response.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = response.into_body().collect().await.ok()?.to_bytes().to_vec();
