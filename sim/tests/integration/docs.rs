@@ -78,6 +78,51 @@ fn the_readme_counts_the_scenarios_the_planted_bugs_and_the_checkers() {
     assert!(readme.contains(&said), "README.md should say {said:?}");
 }
 
+/// The `[legacy]` switches a scenario turns on, sorted (none when it has no `[legacy]` table).
+fn switches_on(name: &str, text: &str) -> Vec<String> {
+    let parsed: toml::Table = text.parse().unwrap_or_else(|e| panic!("scenarios/{name}.toml: {e}"));
+    let Some(legacy) = parsed.get("legacy") else { return Vec::new() };
+    let legacy = legacy.as_table().unwrap_or_else(|| panic!("scenarios/{name}.toml: [legacy] is not a table"));
+    let mut on: Vec<String> =
+        legacy.iter().filter(|(_, value)| value.as_bool() == Some(true)).map(|(key, _)| key.clone()).collect();
+    on.sort();
+    on
+}
+
+#[test]
+fn the_planted_bug_table_counts_its_scenarios_and_switches_and_names_each() {
+    let planted: Vec<(String, Vec<String>)> = scenarios()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("bug-"))
+        .map(|(name, text)| {
+            let on = switches_on(&name, &text);
+            (name, on)
+        })
+        .filter(|(_, on)| !on.is_empty())
+        .collect();
+    let mut switches: Vec<&String> = planted.iter().flat_map(|(_, on)| on).collect();
+    switches.sort();
+    switches.dedup();
+    let page = page("docs/scenarios.md");
+    let said = format!("{} scenarios plant them, through {} switches", words(planted.len()), words(switches.len()));
+    assert!(page.contains(&said), "docs/scenarios.md should say {said:?}");
+    // Each planting scenario's row in the table (the section from its heading on) names every
+    // switch it turns on.
+    let table = page.split("### Planted bugs").nth(1).expect("docs/scenarios.md has a \"### Planted bugs\" section");
+    for (name, on) in &planted {
+        let row_start = format!("| `{name}` | `");
+        let row = table
+            .split(&row_start)
+            .nth(1)
+            .and_then(|rest| rest.split(" | ").next())
+            .unwrap_or_else(|| panic!("docs/scenarios.md's planted-bug table has no row for {name}"));
+        let row = format!("`{row}");
+        for switch in on {
+            assert!(row.contains(&format!("`{switch}`")), "docs/scenarios.md's row for {name} does not name {switch}");
+        }
+    }
+}
+
 #[test]
 fn every_scenario_has_a_row_in_the_scenarios_page() {
     let page = page("docs/scenarios.md");
