@@ -256,6 +256,17 @@ pub struct LegacyConfig {
     /// behind the snapshot's point (cut off from the leader) — and stays out of the group for as
     /// long as that peer stays behind, instead of leaving it for the next after `PROGRESS_MAX`.
     pub raft_catch_up_without_progress_deadline: bool,
+    /// Root group: a member that pauses — to restart its consensus after a disk failure, to
+    /// heal a damaged store, to catch up to a snapshot — keeps saying the role it had ("leader,
+    /// serving") and holds the writes that reach it until it is back, instead of refusing them
+    /// at once ("paused, not applied"): a producer's write waits on a recovery that may take
+    /// as long as the disk stays broken.
+    pub raft_serve_while_paused: bool,
+    /// Root group: a member that brings its store to a snapshot's point (catch-up) or replaces
+    /// it with a peer's copy (heal) keeps the producers' buckets it held before — the
+    /// snapshot's and the copy's quota ledger are not adopted — so, coming to lead before the
+    /// producer writes again, it grants a burst the group already spent.
+    pub raft_catch_up_skips_quota_ledger: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -632,6 +643,8 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_stop_consensus_on_failure: false,
     raft_snapshot_first_configuration: false,
     raft_catch_up_without_progress_deadline: false,
+    raft_serve_while_paused: false,
+    raft_catch_up_skips_quota_ledger: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,

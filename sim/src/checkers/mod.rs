@@ -23,6 +23,7 @@ pub mod raft;
 pub mod reads;
 pub mod sequence;
 pub mod start;
+pub mod write_answers;
 
 use crate::plan::Plan;
 use crate::scenario::Scenario;

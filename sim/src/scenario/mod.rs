@@ -40,7 +40,7 @@
 //! keys = 50
 //! value_bytes = { min = 10, max = 200 }
 //! # value_bytes = { min = 10, max = 65536, distribution = "log_uniform" }   # or "uniform"
-//! # burst = { every = "60s", length = "5s", rate_per_s = 200 }   # optional
+//! # burst = { every = "60s", length = "5s", rate_per_s = 200 }   # optional; each starts on time, every `every`
 //! # preload_rate_per_s = 2000      # optional: write every key once first, in order (bulk load)
 //!
 //! [[workload]]

@@ -76,7 +76,9 @@ impl Scenario {
                 || legacy.raft_without_pre_vote
                 || legacy.raft_stop_consensus_on_failure
                 || legacy.raft_snapshot_first_configuration
-                || legacy.raft_catch_up_without_progress_deadline)
+                || legacy.raft_catch_up_without_progress_deadline
+                || legacy.raft_serve_while_paused
+                || legacy.raft_catch_up_skips_quota_ledger)
         {
             return bad(
                 None,

@@ -138,6 +138,14 @@ impl Burst {
         let into = elapsed.as_millis();
         into >= every && into % every < self.length.as_millis()
     }
+
+    /// How long from `elapsed` after the writer started until the next burst starts (never
+    /// zero: at a start, the one after).
+    pub fn until_next(&self, elapsed: Duration) -> Duration {
+        let every = self.every.as_millis();
+        let next = (elapsed.as_millis() / every + 1) * every;
+        Duration::from_millis((next - elapsed.as_millis()) as u64)
+    }
 }
 
 /// Value sizes of a writer: `min..=max` bytes, drawn from `distribution`.
@@ -187,5 +195,19 @@ impl ValueBytes {
                 size.clamp(self.min, self.max)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_burst_starts_on_the_period_never_now() {
+        let burst = Burst { every: Duration::from_secs(25), length: Duration::from_secs(8), rate_per_s: 20.0 };
+        assert_eq!(burst.until_next(Duration::ZERO), Duration::from_secs(25));
+        assert_eq!(burst.until_next(Duration::from_millis(33_500)), Duration::from_millis(16_500));
+        assert_eq!(burst.until_next(Duration::from_secs(50)), Duration::from_secs(25), "at a start: the one after");
+        assert!(burst.on_at(Duration::from_secs(50)) && !burst.on_at(Duration::from_secs(58)));
     }
 }

@@ -96,6 +96,9 @@ pub struct Judges {
     pub reads: Reads,
     pub quota: crate::checkers::quota::Quota,
     pub writes: crate::checkers::contract::WriteLedgers,
+    /// Judges a request that gives up waiting (simulated runs; None on real processes, where a
+    /// busy machine may delay any answer).
+    pub answers: Option<crate::checkers::write_answers::WriteAnswers>,
 }
 
 /// How the root answered a request.
@@ -118,7 +121,7 @@ enum Answer {
     reason = "182 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
 )]
 pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) {
-    let Judges { acked, reads, quota, writes } = judges;
+    let Judges { acked, reads, quota, writes, answers } = judges;
     let mut requests = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x7772_6974_6572);
     // The read-backs' own stream: turning them on leaves every other draw as it was.
@@ -138,6 +141,8 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         let interval = match (bursting, preload) {
             (_, Some(preload)) if preloaded < spec.keys => preload,
             (Some((burst, interval)), _) if burst.on_at(start.elapsed()) => interval,
+            // A burst starts on time, also inside a steady interval longer than the gap to it.
+            (Some((burst, _)), _) => steady.min(burst.until_next(start.elapsed())),
             _ => steady,
         };
         tokio::time::sleep(interval).await;
@@ -227,13 +232,21 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
         quota.lock().sent(request, sent_ms, ops.len() as u64);
         let (recorder, acked, in_flight, reads) = (recorder.clone(), acked.clone(), in_flight.clone(), reads.clone());
         let (target, roots, idle, quota) = (target.clone(), roots.clone(), idle.clone(), quota.clone());
-        let writes = writes.clone();
+        let (writes, answers) = (writes.clone(), answers.clone());
         tokio::spawn(async move {
             let asked = *target.locked();
             let sent = send_to_leader(&target, &roots, &ops, &idle, &writes);
             let answer = match tokio::time::timeout(WRITE_TIMEOUT, sent).await {
                 Ok(answer) => answer,
                 Err(_) => {
+                    if let Some(answers) = &answers {
+                        let mut recorder = recorder.locked();
+                        let at_ms = recorder.now_ms();
+                        if let Some(message) = answers.unanswered(&asked.to_string(), sent_ms, at_ms) {
+                            let (checker, node) = (crate::trace::Checker::Contract, asked.to_string());
+                            recorder.record(Event::Violation { at_ms, checker, node, index: 0, message });
+                        }
+                    }
                     // No answer in time (the member paused, cut off, its disk stalled): as a
                     // client would, the next request tries the next member, unless another
                     // answer has moved the target on meanwhile.

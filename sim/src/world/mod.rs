@@ -148,15 +148,18 @@ fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
     let reads = Reads::default();
     let fetch = Fetch::new(crate::checkers::fetch_judge(&plan));
     let propagation = crate::propagation::Propagation::new(&scenario.node_infos());
+    let answers = crate::checkers::write_answers::WriteAnswers::default();
     let mut observers = crate::checkers::all(&scenario, &plan, &reads, &fetch);
     observers.push(Box::new(propagation.clone()));
+    observers.push(Box::new(answers.clone()));
     let recorder = Recorder::new(now_ms, observers);
     let tier_order = scenario.tier_order();
     let knobs = scenario.knobs_drawn.iter().map(ToString::to_string).collect();
     let clocks = scenario.clocks_drawn.iter().map(ToString::to_string).collect();
     // Nodes report to the recorder through the typed seam (`RecorderObserver`), not through
     // `tracing`: no subscriber is installed, so the node's log lines cost next to nothing here.
-    let end = runtime.block_on(world(scenario, plan, recorder.clone(), reads.clone(), fetch.clone()));
+    let judges = WorldJudges { reads: reads.clone(), fetch: fetch.clone(), answers };
+    let end = runtime.block_on(world(scenario, plan, recorder.clone(), judges));
     let blind = fetch.lock().blind(end.simulated.as_millis() as u64);
     if let Some(blind) = blind {
         recorder.locked().record(blind);
@@ -329,14 +332,22 @@ fn record(recorder: &SharedRecorder, event: impl FnOnce(u64) -> Event) {
     recorder.record(event(at_ms));
 }
 
+/// The checkers the world's clients and network feed directly, beside the trace.
+struct WorldJudges {
+    reads: Reads,
+    fetch: Fetch,
+    answers: crate::checkers::write_answers::WriteAnswers,
+}
+
 /// Executes `plan`. Its nodes' files (on-disk stores, snapshot transfers) live in the run's
 /// scratch folder, made by [`Prepared::new`] outside the simulation; its name never reaches the
 /// trace.
 #[expect(
     clippy::too_many_lines,
-    reason = "173 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+    reason = "171 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
 )]
-async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: Reads, fetch: Fetch) -> WorldEnd {
+async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, judges: WorldJudges) -> WorldEnd {
+    let WorldJudges { reads, fetch, answers } = judges;
     let seed = plan.seed;
     let (faults, writer_modes) = (plan.draws.faults.clone(), plan.draws.writer_modes.clone());
     // Which nodes' steady series the trace keeps: a tree of thousands keeps a sample of each
@@ -396,12 +407,8 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, reads: 
     // Every root's write requests and their answers, for the census's metrics pages.
     let writes = crate::checkers::contract::WriteLedgers::default();
     for spec in writers {
-        let judges = crate::workload::Judges {
-            acked: acked.clone(),
-            reads: reads.clone(),
-            quota: quota.clone(),
-            writes: writes.clone(),
-        };
+        let (acked, reads, quota, writes) = (acked.clone(), reads.clone(), quota.clone(), writes.clone());
+        let judges = crate::workload::Judges { acked, reads, quota, writes, answers: Some(answers.clone()) };
         producer.spawn(crate::workload::writer(spec, recorder.clone(), judges));
     }
     let ledgers = crate::checkers::contract::Ledgers::default();

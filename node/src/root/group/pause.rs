@@ -70,7 +70,7 @@ impl Group {
             let waited = tokio::select! {
                 biased;
                 () = reached(lifecycle, Lifecycle::Draining) => false,
-                () = refusing_writes(&mut self.batches, Pause::Restarting, sleep) => true,
+                () = refusing_writes(&mut self.batches, Pause::Restarting, sleep, self.state.config.planted()) => true,
             };
             if !waited {
                 return false;
@@ -136,16 +136,19 @@ impl Group {
         self.pause(Pause::CatchingUp);
         let own = self.member.own_state();
         let caught_up = catch_up::catch_up(&self.state, &mut self.peers, target, &own, lifecycle);
-        match refusing_writes(&mut self.batches, Pause::CatchingUp, caught_up).await? {
+        match refusing_writes(&mut self.batches, Pause::CatchingUp, caught_up, self.state.config.planted()).await? {
             Some(applied) => {
                 self.applied = applied;
                 self.state.metrics.raft_applied_index.set(applied as i64);
                 // The proposals up to the snapshot, and the quota ledgers they carried, were
                 // never applied here: the snapshot's ledger (and a copied store's) stands for
                 // them, or a member that comes to lead next could grant a second burst.
-                super::super::restore_quotas(&self.state);
-                if let Some(ledger) = self.member.snapshot_quotas() {
-                    super::super::adopt_quota_ledger(&self.state, &ledger, "the Raft snapshot's");
+                // PLANTED BUG (legacy `raft_catch_up_skips_quota_ledger`): neither is adopted.
+                if !self.state.config.planted().raft_catch_up_skips_quota_ledger {
+                    super::super::restore_quotas(&self.state);
+                    if let Some(ledger) = self.member.snapshot_quotas() {
+                        super::super::adopt_quota_ledger(&self.state, &ledger, "the Raft snapshot's");
+                    }
                 }
                 Ok(true)
             }
@@ -164,13 +167,16 @@ impl Group {
         let own = self.member.own_state();
         let peers = self.peers.in_order();
         let healed = catch_up::heal(&self.state, &peers, &own, lifecycle);
-        match refusing_writes(&mut self.batches, Pause::Healing, healed).await? {
+        match refusing_writes(&mut self.batches, Pause::Healing, healed, self.state.config.planted()).await? {
             Some(applied) => {
                 // A copy past this member's applied index holds the entries up to it: they are
                 // skipped as they come out committed.
                 self.applied = self.applied.max(applied);
                 self.state.metrics.raft_applied_index.set(self.applied as i64);
-                super::super::restore_quotas(&self.state); // the copy's ledger: see catch_up_to_snapshot
+                // The copy's ledger: see catch_up_to_snapshot (and its planted bug).
+                if !self.state.config.planted().raft_catch_up_skips_quota_ledger {
+                    super::super::restore_quotas(&self.state);
+                }
                 Ok(true)
             }
             None => Ok(false),
@@ -190,7 +196,9 @@ impl Group {
     /// applied"; replicas hear "recovering"), answers what it proposed "outcome unknown" and the
     /// batches it holds "not applied". The next step it takes publishes its view again.
     pub(super) fn pause(&mut self, why: Pause) {
-        self.publish_view_paused(Some(why));
+        if !self.state.config.planted().raft_serve_while_paused {
+            self.publish_view_paused(Some(why));
+        } // else PLANTED BUG (legacy `raft_serve_while_paused`): the view it had stands.
         self.forget_proposals();
         self.refuse_reads(&WriteError::MemberPaused(why));
         self.forget_membership(why.describe());
@@ -207,7 +215,12 @@ async fn refusing_writes<F: std::future::Future>(
     batches: &mut mpsc::Receiver<Vec<WriteRequest>>,
     why: Pause,
     work: F,
+    planted: &crate::config::LegacyConfig,
 ) -> F::Output {
+    if planted.raft_serve_while_paused {
+        // PLANTED BUG (legacy `raft_serve_while_paused`): the batches wait until it is back.
+        return work.await;
+    }
     tokio::pin!(work);
     loop {
         tokio::select! {
