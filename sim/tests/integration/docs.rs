@@ -138,3 +138,19 @@ fn counts_are_written_in_words() {
     assert_eq!(words(20), "twenty");
     assert_eq!(words(25), "twenty-five");
 }
+
+#[test]
+fn the_swarm_row_counts_the_fault_kinds_swarm_draws_from() {
+    let (_, text) = scenarios().into_iter().find(|(name, _)| name == "swarm").expect("scenarios/swarm.toml");
+    let parsed: toml::Table = text.parse().expect("scenarios/swarm.toml parses");
+    let kinds = parsed
+        .get("swarm")
+        .and_then(|swarm| swarm.get("kinds"))
+        .and_then(toml::Value::as_array)
+        .expect("scenarios/swarm.toml has [swarm] kinds")
+        .len();
+    let page = page("docs/scenarios.md");
+    let row = page.split("| `swarm` |").nth(1).expect("docs/scenarios.md has a row for swarm");
+    let said = format!("which of the {} fault kinds", words(kinds));
+    assert!(row.split(" | ").next().is_some_and(|row| row.contains(&said)), "the swarm row should say {said:?}");
+}
