@@ -242,8 +242,9 @@ pub async fn writer(spec: WriterSpec, recorder: SharedRecorder, judges: Judges) 
                     if let Some(answers) = &answers {
                         let mut recorder = recorder.locked();
                         let at_ms = recorder.now_ms();
-                        if let Some(message) = answers.unanswered(&asked.to_string(), sent_ms, at_ms) {
-                            let (checker, node) = (crate::trace::Checker::Contract, asked.to_string());
+                        let node = asked.to_string();
+                        if let Some(message) = answers.unanswered(&node, sent_ms, at_ms) {
+                            let checker = crate::trace::Checker::Contract;
                             recorder.record(Event::Violation { at_ms, checker, node, index: 0, message });
                         }
                     }
