@@ -106,6 +106,8 @@ pub async fn run(state: Arc<NodeState>) {
     let mut left_because = SourceChange::Start;
     // The source whose snapshot transfer is staged, half done.
     let mut staged_from: Option<SocketAddr> = None;
+    // The source last left because it was stale, until the next source is chosen.
+    let mut left_stale: Option<SocketAddr> = None;
     loop {
         let mut progressed = false;
         // The sources that answered "out of retention" this round: alive, and serving.
@@ -117,18 +119,22 @@ pub async fn run(state: Arc<NodeState>) {
             if damaged {
                 break;
             }
+            // The source just left as stale is not followed again at once: when a probe had
+            // taken us there out of the configured order, that order can name it next, and going
+            // straight back starts a new stale episode on the same stale source — its replicas'
+            // patience runs out with ours, and they move two hops below the fault
+            // (`regression/raft-leader-commits-fail-seed-154.toml`, `containment`).
+            if left_stale.take() == Some(source) && sources.len() > 1 {
+                continue;
+            }
             if attempts > 0 {
                 state.metrics.reconnects.inc();
             }
             attempts += 1;
             let before = state.read_store(|s| s.applied_index());
-            let mut ended = follow(&state, source, resume_from.take(), left_because).await;
-            // A probe found a healthy source ahead of us: follow it before going on in order.
-            while let Ended::Stale { better: Some(better) } = ended {
-                state.probe(Probe::MovedToProbedSource);
-                tracing::info!(node = %state.config.name, %source, %better, "left a stale source for a healthy one");
-                state.metrics.failovers.inc();
-                ended = follow(&state, better, None, SourceChange::Stale).await;
+            let (ended, followed) = follow_and_probed(&state, source, resume_from.take(), left_because).await;
+            if let Ended::Stale { .. } = ended {
+                left_stale = Some(followed);
             }
             // Until a source has welcomed this process, it has not left one: its first source,
             // however many refused or were down, is still a (re)start.
@@ -145,7 +151,7 @@ pub async fn run(state: Arc<NodeState>) {
             }
             let after = state.read_store(|s| s.applied_index());
             progressed |= after > before;
-            tracing::info!(node = %state.config.name, %source, ?ended, applied = after, "left replication source");
+            tracing::info!(node = %state.config.name, source = %followed, ?ended, applied = after, "left replication source");
             if let Ended::OutOfRetention { .. } = ended {
                 answered_out_of_retention.push(source);
             }
@@ -216,6 +222,26 @@ pub async fn run(state: Arc<NodeState>) {
         tokio::time::sleep(jittered).await;
         backoff = (backoff * 2).min(config.reconnect_backoff_max);
     }
+}
+
+/// Follows `source`, then each healthy source a probe found ahead of the one being left, until
+/// one ends without such a find: how that one ended, and which source it was.
+async fn follow_and_probed(
+    state: &NodeState,
+    source: SocketAddr,
+    resume_from: Option<u64>,
+    left_because: SourceChange,
+) -> (Ended, SocketAddr) {
+    let mut followed = source;
+    let mut ended = follow(state, source, resume_from, left_because).await;
+    while let Ended::Stale { better: Some(better) } = ended {
+        state.probe(Probe::MovedToProbedSource);
+        tracing::info!(node = %state.config.name, left = %followed, %better, "left a stale source for a healthy one");
+        state.metrics.failovers.inc();
+        followed = better;
+        ended = follow(state, better, None, SourceChange::Stale).await;
+    }
+    (ended, followed)
 }
 
 /// The legacy side-file cursor: `<storage path>.rts`, 0 when absent.
