@@ -333,7 +333,8 @@ fn produce(http: SocketAddr, how_long: Duration, tag: &str) -> (Duration, u64) {
 #[test]
 fn a_flood_from_one_address_at_three_times_the_default_caps_leaves_writes_reads_and_replication_served() {
     use qs_node::connections::settings::{
-        HTTP_CONNECTIONS_MAX_DEFAULT, MEMCACHED_CONNECTIONS_MAX_DEFAULT, REPLICATION_CONNECTIONS_MAX_DEFAULT,
+        HTTP_CONNECTIONS_MAX_DEFAULT, HTTP_HEADER_READ_TIMEOUT_DEFAULT, MEMCACHED_CONNECTIONS_MAX_DEFAULT,
+        REPLICATION_CONNECTIONS_MAX_DEFAULT,
     };
     const CAPS: [usize; 3] =
         [HTTP_CONNECTIONS_MAX_DEFAULT, MEMCACHED_CONNECTIONS_MAX_DEFAULT, REPLICATION_CONNECTIONS_MAX_DEFAULT];
@@ -389,7 +390,11 @@ fn a_flood_from_one_address_at_three_times_the_default_caps_leaves_writes_reads_
         assert!(series("qs_connections_refused_per_peer_total") >= 1.0, "{listener}: nothing refused at the share");
     }
     eprintln!("{written} writes from another address during the flood, the slowest answered in {slowest:?}");
-    assert!(slowest <= Duration::from_secs(1), "a write took {slowest:?} to be answered during the flood");
+    // Every write was answered 200 (`produce` panics otherwise). Not starved: none waited as
+    // long as the node's own header timeout, which is what a write queued behind the flood's
+    // connections would wait. How fast the answers came depends on this machine, so it is
+    // printed, not asserted.
+    assert!(slowest < HTTP_HEADER_READ_TIMEOUT_DEFAULT, "a write took {slowest:?}: as long as the flood's own timeout");
     // Replication went on: the edge reaches the root's head.
     let root_index = watcher.metric("qs_applied_index");
     common::eventually_blocking("the edge catching up", PATIENCE, || {
