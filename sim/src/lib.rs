@@ -19,6 +19,8 @@
 //!   run ends;
 //! - [`workload`]: the writers and readers, the same code on madsim's runtime and on tokio's;
 //! - [`outcome`]: what one run produced, simulated or real;
+//! - [`verdict`]: the judgement on a run — each checker's verdict, the exit code, the failure's
+//!   signature — the same for simulated and real runs;
 //! - [`certificates`]: the run's CA and node certificates, issued from the seed;
 //! - `world`, `faults` (only with `--cfg madsim`): the madsim world that runs a scenario and
 //!   the fault injectors;
@@ -47,6 +49,7 @@ pub mod sizing;
 pub mod sweep;
 pub mod sync;
 pub mod trace;
+pub mod verdict;
 pub mod workload;
 #[cfg(madsim)]
 pub mod world;

@@ -172,7 +172,8 @@ fn one(
     capabilities: &qs_sim::real::network::Capabilities,
     write_report: bool,
 ) -> u8 {
-    use super::run::{exit_code, print_probes, print_verdicts, verdicts, write};
+    use super::run::{print_probes, print_verdicts, write};
+    use qs_sim::verdict::{exit_code, verdicts};
     let draws = qs_sim::plan::Draws::of(scenario, seed);
     let (faults, skipped) = match qs_sim::real::runnable_faults(&draws.faults, capabilities, options.skip_unsupported) {
         Ok(kept) => kept,

@@ -11,6 +11,9 @@ use qs_sim::exit;
 #[cfg(madsim)]
 use qs_sim::plan::FaultOrigin;
 use qs_sim::scenario::Scenario;
+#[cfg(madsim)]
+use qs_sim::verdict::{exit_code, verdicts};
+use qs_sim::verdict::{probe_hits, signature};
 
 #[cfg(not(madsim))]
 pub fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
@@ -216,19 +219,6 @@ pub fn print_probes(outcome: &qs_sim::outcome::RunOutcome) {
     println!("probes     {}", if reached.is_empty() { "none reached".to_string() } else { reached.join(", ") });
 }
 
-/// The run's exit code by its verdicts: a run that missed its probes did not show what it
-/// exists to show — a failure, not a liveness problem.
-pub fn exit_code(outcome: &qs_sim::outcome::RunOutcome, verdicts: &[qs_reports::schema::Verdict]) -> u8 {
-    let failed = verdicts.iter().any(|v| v.status != VerdictStatus::Pass);
-    let violated = outcome.violations().next().is_some()
-        || verdicts.iter().any(|v| v.checker == Checker::Coverage && v.status != VerdictStatus::Pass);
-    match (failed, violated) {
-        (false, _) => exit::PASS,
-        (true, true) => exit::VIOLATION,
-        (true, false) => exit::LIVENESS,
-    }
-}
-
 /// Writes the trace and summary into `out` and, with `write_report`, the report; prints where.
 /// `real`: the run was on real processes.
 pub fn write(
@@ -323,95 +313,6 @@ fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, trac
     }
     println!("determinism pass: a second process produced the identical trace");
     None
-}
-
-/// The failure's signature: the first failing checker and its first problem's shape.
-fn signature(
-    scenario: &Scenario,
-    outcome: &qs_sim::outcome::RunOutcome,
-    verdicts: &[qs_reports::schema::Verdict],
-) -> Option<String> {
-    use qs_sim::trace::Event;
-    let failing = verdicts.iter().find(|v| v.status != VerdictStatus::Pass)?;
-    let names = scenario.node_names();
-    let message = if failing.checker == Checker::Convergence {
-        outcome.pending.first().cloned()
-    } else if failing.checker == Checker::Coverage {
-        failing.first.clone()
-    } else {
-        outcome.violations().find_map(|e| match e {
-            Event::Violation { checker, message, .. } if *checker == failing.checker => Some(message.clone()),
-            _ => None,
-        })
-    };
-    Some(qs_sim::sweep::signature::of_violation(failing.checker.as_str(), message.as_deref().unwrap_or(""), &names))
-}
-
-/// Each checker's verdict, in [`qs_sim::checkers::NAMES`] order.
-pub fn verdicts(scenario: &Scenario, outcome: &qs_sim::outcome::RunOutcome) -> Vec<qs_reports::schema::Verdict> {
-    use qs_sim::trace::Event;
-    qs_sim::checkers::names(scenario)
-        .iter()
-        .map(|&checker| {
-            let (violations, first) = if checker == Checker::Convergence {
-                (outcome.pending.len() as u64, outcome.pending.first().cloned())
-            } else if checker == Checker::Coverage {
-                match coverage_missed(scenario, outcome) {
-                    Some(problem) => (1, Some(problem)),
-                    None => (0, None),
-                }
-            } else {
-                let found: Vec<&Event> = outcome
-                    .violations()
-                    .filter(|e| matches!(e, Event::Violation { checker: c, .. } if *c == checker))
-                    .collect();
-                let first = found.first().map(|e| match e {
-                    Event::Violation { at_ms, node, index, message, .. } => {
-                        format!("{node} at {at_ms} ms, index {index}: {message}")
-                    }
-                    _ => unreachable!("filtered to violations"),
-                });
-                (found.len() as u64, first)
-            };
-            qs_reports::schema::Verdict {
-                checker,
-                status: if violations == 0 { VerdictStatus::Pass } else { VerdictStatus::Fail },
-                violations,
-                first,
-            }
-        })
-        .collect()
-}
-
-/// The probes a run reached, from its `probes` event.
-fn probe_hits(outcome: &qs_sim::outcome::RunOutcome) -> Vec<qs_reports::schema::ProbeHits> {
-    outcome
-        .events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            qs_sim::trace::Event::Probes { hits, .. } => Some(hits.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-/// The `coverage` check: a scenario that names its probes fails a run that reached none.
-fn coverage_missed(scenario: &Scenario, outcome: &qs_sim::outcome::RunOutcome) -> Option<String> {
-    let wanted = &scenario.checks.probes;
-    let hits = probe_hits(outcome);
-    if wanted.is_empty() || hits.iter().any(|h| wanted.contains(&h.probe)) {
-        return None;
-    }
-    let names = |probes: &mut dyn Iterator<Item = qs_reports::schema::Probe>| {
-        let names: Vec<String> = probes.map(|p| p.name().to_string()).collect();
-        if names.is_empty() { "none".to_string() } else { names.join(", ") }
-    };
-    Some(format!(
-        "the run reached none of the probes the scenario exists to reach ({}); it reached: {}",
-        names(&mut wanted.iter().copied()),
-        names(&mut hits.iter().map(|h| h.probe))
-    ))
 }
 
 /// The build that ran a scenario: version and commit, for the report header.
