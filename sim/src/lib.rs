@@ -23,7 +23,7 @@
 //!   signature — the same for simulated and real runs;
 //! - [`certificates`]: the run's CA and node certificates, issued from the seed;
 //! - `world`, `faults` (only with `--cfg madsim`): the madsim world that runs a scenario and
-//!   the fault injectors;
+//!   the fault injectors; `node_log`, the nodes' own log (`qsim run --log`);
 //! - `real` (only without `--cfg madsim`): the same scenario on real `qs-node` processes, judged
 //!   by the same checkers (`qsim real`).
 
@@ -36,6 +36,8 @@ pub mod faults;
 pub mod knobs;
 #[cfg(madsim)]
 pub mod links;
+#[cfg(madsim)]
+pub mod node_log;
 pub mod outcome;
 pub mod plan;
 pub mod propagation;

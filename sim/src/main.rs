@@ -61,6 +61,11 @@ enum Command {
         /// Run every node on this engine instead of the scenario's: memory, lmdb or rocksdb.
         #[arg(long, value_parser = qs_sim::scenario::parse_engine)]
         engine: Option<qs_node::EngineKind>,
+        /// Write the nodes' own log to nodes.log in the run folder: each line stamped with the
+        /// simulated time and its node, filtered by RUST_LOG (info when unset, e.g.
+        /// RUST_LOG=info,qs_node::replication=debug). The run and its digest do not change.
+        #[arg(long)]
+        log: bool,
     },
     /// Run a scenario on real qs-node processes instead of the simulator: real engines on disk,
     /// real sockets in a network namespace of the run's own, its faults on the wall clock where a
@@ -420,7 +425,7 @@ fn main() -> ExitCode {
             let args = cmd::real::Args { seeds, out, node_bin, skip_unsupported, keep, write_report: !no_report };
             cmd::real::real(loaded, args)
         }
-        Command::Run { scenario, seed, out, check_determinism, no_report, engine } => {
+        Command::Run { scenario, seed, out, check_determinism, no_report, engine, log } => {
             let loaded = match cmd::load(&scenario, engine) {
                 Ok(s) => s,
                 Err(e) => {
@@ -429,7 +434,7 @@ fn main() -> ExitCode {
                 }
             };
             let seed = seed.or(loaded.scenario.seed).unwrap_or(1);
-            cmd::run::run(&loaded, seed, out, check_determinism, !no_report)
+            cmd::run::run(&loaded, seed, out, cmd::run::Options { check_determinism, write_report: !no_report, log })
         }
     }
 }

@@ -15,8 +15,20 @@ use qs_sim::scenario::Scenario;
 use qs_sim::verdict::{exit_code, verdicts};
 use qs_sim::verdict::{probe_hits, signature};
 
+/// How `qsim run` runs and what it writes beside the trace and summary.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(madsim), expect(dead_code, reason = "a build without --cfg madsim runs no scenario"))]
+pub struct Options {
+    /// Run the seed again in a second process and compare the traces.
+    pub check_determinism: bool,
+    /// Write `report.html`.
+    pub write_report: bool,
+    /// Write the nodes' own log (`qs_sim::node_log`).
+    pub log: bool,
+}
+
 #[cfg(not(madsim))]
-pub fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: bool, _: bool) -> ExitCode {
+pub fn run(_: &Scenario, _: u64, _: Option<PathBuf>, _: Options) -> ExitCode {
     eprintln!(
         "qsim: this build has no simulator runtime (it was built without --cfg madsim); run scenarios with ./qsim"
     );
@@ -86,32 +98,16 @@ fn print_sizing(
 #[cfg(madsim)]
 #[expect(
     clippy::too_many_lines,
-    reason = "101 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+    reason = "99 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
 )]
-pub fn run(
-    scenario: &Scenario,
-    seed: u64,
-    out: Option<PathBuf>,
-    check_determinism: bool,
-    write_report: bool,
-) -> ExitCode {
+pub fn run(scenario: &Scenario, seed: u64, out: Option<PathBuf>, options: Options) -> ExitCode {
     let names = scenario.node_names();
     let prepared = qs_sim::world::Prepared::new(scenario, seed);
     let draws = &prepared.plan().draws;
     println!("scenario   {} ({})", scenario.scenario.name, scenario.path.display());
     println!("           {}", scenario.scenario.description);
     println!("seed       {seed}");
-    let engine = scenario.engine();
-    match engine {
-        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map && !draws.power_can_fail().is_empty() => {
-            println!("engine     lmdb, MDB_WRITEMAP (pwrite on the nodes a power loss may hit)")
-        }
-        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map => println!("engine     lmdb, MDB_WRITEMAP"),
-        qs_node::EngineKind::Lmdb => {
-            println!("engine     lmdb, pages written with pwrite ([node] lmdb_write_map = false)")
-        }
-        _ => println!("engine     {engine}"),
-    }
+    println!("engine     {}", engine_line(scenario, draws));
     if scenario.node.tls {
         println!("tls        mutual TLS on replication, certificates issued from the seed");
     } else {
@@ -153,6 +149,13 @@ pub fn run(
         println!("fault      {:?} {}{with} at {:?} for {:?}{origin}", f.kind, f.target.get_ref(), f.at, f.duration);
     }
 
+    let out = out.unwrap_or_else(|| scenario.out_dir(std::path::Path::new("runs"), seed));
+    if options.log {
+        match qs_sim::node_log::install(&out) {
+            Ok(path) => println!("log        the nodes' own log: {}", path.display()),
+            Err(e) => eprintln!("qsim: {e}: running without it"),
+        }
+    }
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepared.run())) {
         Ok(outcome) => outcome,
         Err(panic) => {
@@ -164,7 +167,6 @@ pub fn run(
         }
     };
 
-    let out = out.unwrap_or_else(|| scenario.out_dir(std::path::Path::new("runs"), seed));
     println!();
     println!("simulated  {:?}; {} writes acknowledged", outcome.simulated, outcome.writes_acked);
     println!(
@@ -187,9 +189,11 @@ pub fn run(
     }
     print_probes(&outcome);
     print_sizing(scenario, &outcome.sizing, &verdicts);
-    write(&out, scenario, seed, &outcome, &verdicts, write_report, false);
+    write(&out, scenario, seed, &outcome, &verdicts, options.write_report, false);
     let code = exit_code(&outcome, &verdicts);
-    if check_determinism && let Some(code) = determinism_check(scenario, seed, &out, &outcome.trace) {
+    if options.check_determinism
+        && let Some(code) = determinism_check(scenario, seed, &out, &outcome.trace)
+    {
         return ExitCode::from(code);
     }
     if code != exit::PASS {
@@ -313,6 +317,20 @@ fn determinism_check(scenario: &Scenario, seed: u64, out: &std::path::Path, trac
     }
     println!("determinism pass: a second process produced the identical trace");
     None
+}
+
+/// The engine line: the engine, and for LMDB how its pages are written.
+#[cfg(madsim)]
+fn engine_line(scenario: &Scenario, draws: &qs_sim::plan::Draws) -> String {
+    let engine = scenario.engine();
+    match engine {
+        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map && !draws.power_can_fail().is_empty() => {
+            "lmdb, MDB_WRITEMAP (pwrite on the nodes a power loss may hit)".to_string()
+        }
+        qs_node::EngineKind::Lmdb if scenario.node.lmdb_write_map => "lmdb, MDB_WRITEMAP".to_string(),
+        qs_node::EngineKind::Lmdb => "lmdb, pages written with pwrite ([node] lmdb_write_map = false)".to_string(),
+        _ => engine.to_string(),
+    }
 }
 
 /// The build that ran a scenario: version and commit, for the report header.

@@ -320,7 +320,7 @@ fn start_nodes(
 }
 
 /// Simulated time since the run started, in ms (the trace's clock).
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     madsim::time::TimeHandle::try_current()
         .map_or(0, |t| t.elapsed().saturating_sub(SIM_CLOCK_AHEAD).as_millis() as u64)
 }

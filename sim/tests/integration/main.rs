@@ -18,6 +18,7 @@ mod docs;
 mod explore;
 mod history;
 mod madsim_timers;
+mod node_log;
 mod page_cache;
 mod regression;
 mod resources;
