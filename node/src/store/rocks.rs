@@ -29,7 +29,11 @@
 //! a statistic, closing it) it waits, in wall time while simulated time stands still, for all
 //! background work to finish: every operation sees the tree that follows from the sequence of
 //! commits alone, and a seed replays to the same trace. The flush and the compactions it sets
-//! off run meanwhile on RocksDB's threads, beside the simulator's, while other nodes work. The SST
+//! off run meanwhile on RocksDB's threads, beside the simulator's, while other nodes work.
+//! Column families due together are flushed one after another, each after the last one's work
+//! settled: two jobs at once would draw their SST files' numbers in whichever order their
+//! threads reach RocksDB's counter, and a store copied to a replica (file by file, through a
+//! TCP window that makes its bytes take time) would differ from one process to the next. The SST
 //! files' host property (the machine's hostname by default) is left out for the same reason, and
 //! the info LOG keeps only errors (its lines carry wall-clock timings, and RocksDB counts the LOG
 //! bytes a flush's thread wrote as flush bytes).
@@ -342,7 +346,15 @@ impl RocksEngine {
         let settle_at_once = sim.settle_at_once;
         let mut background = FlushOptions::default();
         background.set_wait(false);
-        for table in full {
+        for (position, table) in full.into_iter().enumerate() {
+            if position > 0 {
+                // One background job at a time: a flush beside the compaction the last one set
+                // off would draw its SST file's number in whichever order the two threads reach
+                // RocksDB's counter, and a store copied to a replica would differ in which file
+                // holds what from one process to the next (its transfer too, byte for byte).
+                self.settle()?;
+                self.background_may_run();
+            }
             self.db.flush_cf_opt(self.cf(table), &background).map_err(rocks_error)?;
         }
         if settle_at_once { self.settle() } else { Ok(()) }
@@ -350,9 +362,11 @@ impl RocksEngine {
 
     /// Flushes every column family's memtable (and, under the simulator, settles).
     fn flush_all(&self) -> Result<(), EngineError> {
-        self.settle()?;
-        self.background_may_run();
         for table in Table::ALL {
+            // Settled before each flush, as in `flush_full_memtables`: one background job at a
+            // time, so the files' numbers follow from the commits.
+            self.settle()?;
+            self.background_may_run();
             self.db.flush_cf(self.cf(table)).map_err(rocks_error)?;
         }
         self.settle()
