@@ -50,7 +50,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::batch::{self, Judged};
 use super::catch_up::{self, Target};
-use super::peers::send_to_peer;
+use super::peers::{self, send_to_peer};
 use super::proposal::Proposal;
 use super::{WriteError, WriteReceipt, WriteRequest};
 use crate::config::RootConfig;
@@ -168,7 +168,7 @@ struct Group {
     heartbeat_proposed: Option<tokio::time::Instant>,
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,
-    outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
+    outboxes: BTreeMap<u64, mpsc::Sender<peers::Queued>>,
     /// The committer's batches.
     batches: mpsc::Receiver<Vec<WriteRequest>>,
     /// Reads to confirm, and those being confirmed.
@@ -189,7 +189,7 @@ impl Group {
         root: &RootConfig,
         member: Member,
         applied: u64,
-        outboxes: BTreeMap<u64, mpsc::Sender<Vec<u8>>>,
+        outboxes: BTreeMap<u64, mpsc::Sender<peers::Queued>>,
         (batches, read_requests, membership_requests): (
             mpsc::Receiver<Vec<WriteRequest>>,
             mpsc::Receiver<ReadReply>,
@@ -479,7 +479,7 @@ impl Group {
                 tracing::warn!(to = message.to, "a Raft message to a member not in the group: dropped");
                 continue;
             };
-            if outbox.try_send(consensus::encode(&message)).is_err() {
+            if outbox.try_send((tokio::time::Instant::now(), consensus::encode(&message))).is_err() {
                 self.state.metrics.raft_messages_dropped.inc();
             }
             if message.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {

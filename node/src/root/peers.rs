@@ -5,7 +5,9 @@
 //! the queue's depth (Raft resends what matters); a peer that is unreachable is dialled again
 //! every [`REDIAL_AFTER`]; a send that cannot finish within [`SEND_DEADLINE`] (the peer stopped
 //! reading: paused, its socket buffer full) breaks the connection and drops what queued, so a
-//! peer that comes back is never handed a stale backlog; every task ends when the node drains.
+//! peer that comes back is never handed a stale backlog; a message that waited in the queue
+//! longer than [`QUEUED_MAX`] (a peer that reads, but slower than its leader writes) is
+//! dropped rather than sent; every task ends when the node drains.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +30,17 @@ pub(super) const REDIAL_AFTER: Duration = Duration::from_millis(200);
 pub(super) const SEND_DEADLINE: Duration =
     Duration::from_millis(crate::consensus::TICK.as_millis() as u64 * crate::consensus::ELECTION_TICKS as u64);
 
+/// How long a message may wait in a peer's queue before it is dropped unsent: an election
+/// timeout, as [`SEND_DEADLINE`]. A peer that reads slower than its leader writes (it persists
+/// every append it takes) would otherwise be handed, for as long as it stays behind, what the
+/// leader sent seconds ago — the same stale appends and snapshots again and again, each an
+/// answer to an answer of its own, while the leader's fresh ones wait behind them (a member
+/// back from a partition stayed 26 s behind its group so).
+pub(super) const QUEUED_MAX: Duration = SEND_DEADLINE;
+
+/// A message to a peer and when it was queued.
+pub(super) type Queued = (tokio::time::Instant, Vec<u8>);
+
 /// Carries this member's messages to `peer`, dialling it (over TLS with `[tls]`) and again
 /// after every failure, until the member's consensus ends or the node stops. Messages that
 /// queued when a dial or a send fails are dropped (see [`discard_queued`]).
@@ -36,7 +49,7 @@ pub(super) async fn send_to_peer(
     me: u64,
     peer: u64,
     address: SocketAddr,
-    mut outbox: mpsc::Receiver<Vec<u8>>,
+    mut outbox: mpsc::Receiver<Queued>,
 ) {
     let mut lifecycle: watch::Receiver<Lifecycle> = state.lifecycle();
     let deadline = CONNECT_DEADLINE;
@@ -63,7 +76,11 @@ pub(super) async fn send_to_peer(
                 biased;
                 () = reached(&mut lifecycle, Lifecycle::Draining) => return,
                 message = outbox.recv() => match message {
-                    Some(message) => message,
+                    Some((queued, _)) if queued.elapsed() > QUEUED_MAX => {
+                        state.metrics.raft_messages_dropped.inc(); // stale: Raft resends what matters
+                        continue;
+                    }
+                    Some((_, message)) => message,
                     None => return,
                 },
             };
@@ -86,7 +103,7 @@ pub(super) async fn send_to_peer(
 /// matters once the peer answers again (the leader probes it from where it stands), while a
 /// backlog delivered late would carry appends the leader may since have compacted away —
 /// stale, and in the way of the snapshot the peer needs.
-fn discard_queued(state: &NodeState, outbox: &mut mpsc::Receiver<Vec<u8>>) {
+fn discard_queued(state: &NodeState, outbox: &mut mpsc::Receiver<Queued>) {
     let mut dropped = 0;
     while outbox.try_recv().is_ok() {
         dropped += 1;
@@ -120,8 +137,9 @@ mod tests {
 
     /// A peer that welcomes the link and then reads nothing more (a paused process: its socket
     /// buffer fills) is dropped after [`SEND_DEADLINE`] and dialled again; what queued for it is
-    /// dropped, not delivered late. On real sockets: the simulator's TCP never pushes back, so a
-    /// blocked send cannot happen there.
+    /// dropped, not delivered late. On real sockets, where the kernel's buffers fill; under the
+    /// simulator the carried madsim patch's TCP windows push back the same way, and a Raft
+    /// scenario's paused member meets this deadline there.
     #[tokio::test]
     async fn a_peer_that_stops_reading_is_cut_and_dialled_again() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -143,7 +161,7 @@ mod tests {
         write_message(&mut first, &welcome).await.unwrap();
         // Far more than any socket buffer holds: the sender's write blocks.
         for _ in 0..1024 {
-            outbox.send(vec![7; 64 << 10]).await.unwrap();
+            outbox.send((tokio::time::Instant::now(), vec![7; 64 << 10])).await.unwrap();
         }
         // The sender gives up on it and dials again, however long the machine takes to get there
         // (the bound is for a broken build, not a slow one).

@@ -73,7 +73,7 @@ mod driven {
         group: Group,
         peers: Vec<Member>,
         /// What member 1 sent each peer, not delivered yet.
-        sent: BTreeMap<u64, mpsc::Receiver<Vec<u8>>>,
+        sent: BTreeMap<u64, mpsc::Receiver<super::peers::Queued>>,
         lifecycle: watch::Receiver<Lifecycle>,
     }
 
@@ -116,7 +116,7 @@ mod driven {
             loop {
                 let mut messages = Vec::new();
                 for sent in self.sent.values_mut() {
-                    while let Ok(bytes) = sent.try_recv() {
+                    while let Ok((_, bytes)) = sent.try_recv() {
                         messages.push(consensus::decode(&bytes).unwrap());
                     }
                 }
