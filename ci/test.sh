@@ -17,37 +17,48 @@
 set -euo pipefail
 export QSIM_WITH_CHROMIUM=1
 export QSIM_WITH_REAL=1
-echo "== set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)" >&2
+# Each step says its name when it starts and how long the one before took (the CI budget is
+# spent here: the figures say where).
+step() {
+  if [[ -n "${step_name:-}" ]]; then
+    echo "   (${step_name%% (*}: $((SECONDS - step_started)) s; $SECONDS s in all)" >&2
+  fi
+  step_name=$1
+  step_started=$SECONDS
+  [[ -z "$1" ]] || echo "== $1" >&2
+}
+step "set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)"
 "$(dirname "$0")/tests/detect.sh"
-echo "== nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)" >&2
+step "nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)"
 "$(dirname "$0")/tests/launchers.sh"
+step "set-up (ci/setup.sh: system packages, RocksDB built once per machine)"
 # shellcheck source=ci/setup.sh
 source "$(dirname "$0")/setup.sh"
 
 if cargo fmt --version >/dev/null 2>&1; then
-  echo "== rustfmt (rustfmt.toml: width 120)" >&2
+  step "rustfmt (rustfmt.toml: width 120)"
   cargo fmt --all --check
 else
-  echo "== rustfmt is not installed for this toolchain; skipping the format check" >&2
+  step "rustfmt is not installed for this toolchain; skipping the format check"
 fi
 
 if cargo clippy --version >/dev/null 2>&1; then
-  echo "== clippy" >&2
+  step "clippy"
   cargo clippy --workspace --all-targets --locked -- -D warnings
   RUSTFLAGS="--cfg madsim" cargo clippy --locked -p qs-node -p qs-sim --all-targets --target-dir target/madsim -- -D warnings
 else
-  echo "== clippy is not installed for this toolchain; skipping lints" >&2
+  step "clippy is not installed for this toolchain; skipping lints"
 fi
 
-echo "== doc links (rustdoc, both builds: a broken or private link fails)" >&2
+step "doc links (rustdoc, both builds: a broken or private link fails)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --lib --no-deps --document-private-items --locked
 RUSTDOCFLAGS="-D warnings" RUSTFLAGS="--cfg madsim" cargo doc -p qs-node -p qs-sim --lib --no-deps \
   --document-private-items --locked --target-dir target/madsim
 
-echo "== tests (tokio build)" >&2
+step "tests (tokio build)"
 cargo test --workspace --locked
 
-echo "== node under --cfg madsim (the simulator's build)" >&2
+step "node under --cfg madsim (the simulator's build)"
 RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --lib --target-dir target/madsim
 # The node's one integration-test binary, filtered to its madsim-only modules (`simulated`,
 # `simulated_tls`, `simulated_raft`; its other madsim-buildable modules ran above on the tokio
@@ -60,13 +71,13 @@ RUSTFLAGS="--cfg madsim" cargo test --locked -p qs-node --test integration --tar
 # integration binary took 980 s in debug against 93 s in release on this project's 2-core
 # machine), and the build shares its dependencies with the `./qsim` build the nightly smoke
 # below uses. `debug_assert!`s do not run here; the node's run in its own tests above.
-echo "== the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)" >&2
+step "the simulator (every fault family, planted bugs, determinism on memory, LMDB and RocksDB, data centers, reports)"
 RUSTFLAGS="--cfg madsim" cargo test --locked --release -p qs-sim --target-dir target/madsim
 
 # The real nightly definition on its first seeds, every scenario × engine pair, judged as the
 # merge judges a night (known failures pass, a new failure group fails): a pair that fails on its
 # first seeds cannot land.
-echo "== the nightly definition, every pair on its first 2 seeds (qsim nightly --first-seeds 2)" >&2
+step "the nightly definition, every pair on its first 2 seeds (qsim nightly --first-seeds 2)"
 smoke=$(mktemp -d)
 trap 'rm -rf "$smoke"' EXIT
 ./qsim nightly ci/nightly.toml --first-seeds 2 --out "$smoke/nightly" >"$smoke/nightly.log" 2>&1 || {
@@ -79,7 +90,7 @@ grep -E "^results" "$smoke/nightly.log" >&2
 # `./qsim run` of a memory or LMDB scenario builds the simulator without RocksDB (so a first run
 # on a fresh machine does not wait for RocksDB's C++): it must run the same runs, and refuse a
 # RocksDB one with a clear error. The full build above ran the nightly; this builds the other.
-echo "== the simulator without RocksDB (./qsim's memory and LMDB runs): the same traces" >&2
+step "the simulator without RocksDB (./qsim's memory and LMDB runs): the same traces"
 digest() { grep -oE 'digest [0-9a-f]{64}' <<<"$1"; }
 full=$(target/madsim/release/qsim run scenarios/quickstart-lmdb.toml --seed 2 --no-report --out "$smoke/full")
 lite=$(QSIM_ROCKSDB=never ./qsim run scenarios/quickstart-lmdb.toml --seed 2 --no-report --out "$smoke/lite" 2>/dev/null)
@@ -97,7 +108,7 @@ echo "   $(digest "$full") in both builds; a RocksDB run refused" >&2
 # Real processes: the same scenario files and checkers on real qs-node processes (not
 # deterministic; see docs/sweeps.md for what they can and cannot judge). The nightly's `[real]`
 # runs the larger set.
-echo "== real processes (./qsim real): real-smoke on seeds 1..=3; bug-replay fails real by the sequence checker" >&2
+step "real processes (./qsim real): real-smoke on seeds 1..=3; bug-replay fails real by the sequence checker"
 if ! ./qsim real scenarios/real-smoke.toml --seeds 1..=3 --no-report --out "$smoke/real" >"$smoke/real.log" 2>&1; then
   tail -60 "$smoke/real.log" >&2
   echo "real-smoke did not pass on real processes" >&2
@@ -122,3 +133,4 @@ if pgrep -f "$smoke/interrupted" >/dev/null; then
   exit 1
 fi
 echo "   a real run signalled mid-run: every node process gone" >&2
+step ""
