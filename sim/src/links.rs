@@ -13,6 +13,11 @@
 //!   replica → relay hop, which is the link they name.
 //! - Bytes are delivered in order and never lost or reordered by the relay; a closed or failed
 //!   side closes the whole relayed connection, as a broken long-haul TCP connection would.
+//! - The relay holds at most the scenario's TCP window (`[topology] tcp_window`) in each
+//!   direction: a reader that stops reading stops its source's writer, through the relay, as
+//!   it would on one connection (a long-haul link's bytes in flight are bounded by its window
+//!   too). End to end a relayed connection holds up to three windows: its two hops' and the
+//!   relay's.
 //! - Only replication links are relayed. Writers and readers are local clients of their node.
 //! - A relayed message also crosses the source host's own loopback hop, so a cross-DC link
 //!   costs the network's per-message latency twice, plus `cross_dc_latency`.
@@ -47,9 +52,18 @@ impl Relayed {
     }
 }
 
-/// Accepts connections on `listen` and relays each to `target` with `latency` added to every
-/// chunk, both ways. Runs until the host is killed.
-pub async fn relay(listen: SocketAddr, target: SocketAddr, latency: Duration, relayed: Relayed) {
+/// What a relay adds to a link between data centers.
+#[derive(Clone, Copy, Debug)]
+pub struct Link {
+    /// Added one way to every chunk.
+    pub latency: Duration,
+    /// The most bytes the relay holds one way (the TCP window).
+    pub window: usize,
+}
+
+/// Accepts connections on `listen` and relays each to `target` with the link's latency added
+/// to every chunk, both ways. Runs until the host is killed.
+pub async fn relay(listen: SocketAddr, target: SocketAddr, link: Link, relayed: Relayed) {
     let listener = match TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(e) => panic!("relay {listen} -> {target}: cannot listen: {e}"),
@@ -67,24 +81,33 @@ pub async fn relay(listen: SocketAddr, target: SocketAddr, latency: Duration, re
             let (inbound_read, inbound_write) = tokio::io::split(inbound);
             let (outbound_read, outbound_write) = tokio::io::split(outbound);
             tokio::select! {
-                _ = delayed_pipe(inbound_read, outbound_write, latency) => {}
-                _ = delayed_pipe(outbound_read, inbound_write, latency) => {}
+                _ = delayed_pipe(inbound_read, outbound_write, link) => {}
+                _ = delayed_pipe(outbound_read, inbound_write, link) => {}
             }
         });
     }
 }
 
-/// Copies `from` to `to`, each chunk written `latency` after it was read; returns when `from`
-/// ends (after the chunks already read are written) or either side fails.
-async fn delayed_pipe(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, latency: Duration) {
+/// Copies `from` to `to`, each chunk written `link.latency` after it was read, holding at most
+/// `link.window` bytes read and not yet written; returns when `from` ends (after the chunks
+/// already read are written) or either side fails.
+async fn delayed_pipe(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, link: Link) {
     let (chunks, mut due) = tokio::sync::mpsc::unbounded_channel::<(madsim::time::Instant, Vec<u8>)>();
+    // Room in the relay, in bytes: a read takes what it read, a write gives it back.
+    let room = Arc::new(tokio::sync::Semaphore::new(link.window));
+    let freed = room.clone();
     let read = async move {
-        let mut buf = vec![0u8; CHUNK_BYTES];
+        let mut buf = vec![0u8; CHUNK_BYTES.min(link.window)];
         loop {
+            // Read only once there is room for a full buffer, so a read never overfills.
+            let wanted = u32::try_from(buf.len()).expect("a buffer of at most 64 KiB");
+            let Ok(held) = room.acquire_many(wanted).await else { return };
             match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
-                    if chunks.send((madsim::time::Instant::now() + latency, buf[..n].to_vec())).is_err() {
+                    held.forget();
+                    room.add_permits(buf.len() - n);
+                    if chunks.send((madsim::time::Instant::now() + link.latency, buf[..n].to_vec())).is_err() {
                         return;
                     }
                 }
@@ -98,6 +121,7 @@ async fn delayed_pipe(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite 
             if to.write_all(&chunk).await.is_err() || to.flush().await.is_err() {
                 return;
             }
+            freed.add_permits(chunk.len());
         }
         let _ = to.shutdown().await;
     };

@@ -22,6 +22,8 @@
 //! ]
 //! datacenters = 1                  # root in dc 0, node k of each tier in dc k mod datacenters
 //! cross_dc_latency = "0ms"         # added one way on replication links between data centers
+//! # tcp_window = "144 KiB"          # bytes a TCP connection carries one way before its writer
+//!                                  # waits (Linux's default send + receive buffers)
 //!
 //! [node]
 //! batch_window = "500ms"
@@ -270,6 +272,23 @@ pub struct Topology {
     /// the first voters (`root-4` after three). 0 (the default) to 2.
     #[serde(default)]
     pub root_standby: usize,
+    /// The bytes every TCP connection carries one way before its writer waits: written and not
+    /// yet read by the other end's application (the carried madsim patch's `TcpWindow`). The
+    /// default is Linux's default send and receive buffers together (`net.ipv4.tcp_wmem` and
+    /// `tcp_rmem`'s middle values, 16 KiB + 128 KiB), before autotuning grows them.
+    #[serde(default = "default_tcp_window")]
+    pub tcp_window: bytesize::ByteSize,
+}
+
+/// [`Topology::tcp_window`]'s default: Linux's default socket buffers, send and receive.
+pub const TCP_WINDOW_DEFAULT: bytesize::ByteSize = bytesize::ByteSize(16 * 1024 + 128 * 1024);
+/// The smallest TCP window a scenario may set: a frame's header and then some.
+pub const TCP_WINDOW_MIN: bytesize::ByteSize = bytesize::ByteSize(1024);
+/// The largest: Linux's `tcp_wmem` and `tcp_rmem` maxima together (4 MiB + 6 MiB).
+pub const TCP_WINDOW_MAX: bytesize::ByteSize = bytesize::ByteSize(10 * 1024 * 1024);
+
+fn default_tcp_window() -> bytesize::ByteSize {
+    TCP_WINDOW_DEFAULT
 }
 
 impl Topology {

@@ -82,6 +82,19 @@ fn bursts_and_data_centers_are_checked() {
 }
 
 #[test]
+fn the_tcp_window_defaults_to_linuxs_buffers_and_refuses_what_cannot_carry_a_frame() {
+    let topology = |extra: &str| GOOD.replace("count = 2 }]", &format!("count = 2 }}]\n{extra}"));
+    let default = Scenario::parse(GOOD, Path::new("s.toml")).expect("a valid scenario");
+    assert_eq!(default.topology.tcp_window.as_u64(), 147_456, "16 KiB + 128 KiB");
+    let set = Scenario::parse(&topology("tcp_window = \"64 KiB\""), Path::new("s.toml")).expect("64 KiB");
+    assert_eq!(set.topology.tcp_window.as_u64(), 65_536);
+    for bad in ["\"512 B\"", "\"11 MiB\""] {
+        let err = refused(&topology(&format!("tcp_window = {bad}")));
+        assert!(err.contains("topology.tcp_window") && err.contains("1.0 KiB"), "{err}");
+    }
+}
+
+#[test]
 fn an_engine_override_replaces_the_files_engine_and_is_repeated_by_the_reproduce_command() {
     let mut scenario = Scenario::parse(GOOD, Path::new("s.toml")).expect("valid");
     assert_eq!(scenario.reproduce(3), "./qsim run s.toml --seed 3");

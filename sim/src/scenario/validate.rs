@@ -66,6 +66,10 @@ impl Scenario {
         if topology.datacenters == 1 && !topology.cross_dc_latency.is_zero() {
             return bad(None, "topology.cross_dc_latency", "needs datacenters of 2 or more".into());
         }
+        if !(super::TCP_WINDOW_MIN..=super::TCP_WINDOW_MAX).contains(&topology.tcp_window) {
+            let (min, max) = (super::TCP_WINDOW_MIN, super::TCP_WINDOW_MAX);
+            return bad(None, "topology.tcp_window", format!("must be from {min} to {max} (Linux's buffer maxima)"));
+        }
         let legacy = &self.legacy;
         if topology.root_members == 1
             && (legacy.raft_acknowledge_before_commit

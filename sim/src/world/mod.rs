@@ -143,8 +143,17 @@ impl Prepared {
     }
 }
 
+/// madsim's configuration for a scenario: madsim's defaults, with every TCP connection's
+/// window bounded (the carried patch) so a writer to a reader that stopped reading waits.
+fn simulator_config(scenario: &Scenario) -> madsim::Config {
+    let mut config = madsim::Config::default();
+    let window = usize::try_from(scenario.topology.tcp_window.as_u64()).expect("validated: at most 10 MiB");
+    config.tcp.window_bytes = Some(window);
+    config
+}
+
 fn run_here(scenario: Scenario, plan: Plan) -> RunOutcome {
-    let runtime = Runtime::with_seed_and_config(plan.seed, madsim::Config::default());
+    let runtime = Runtime::with_seed_and_config(plan.seed, simulator_config(&scenario));
     let reads = Reads::default();
     let fetch = Fetch::new(crate::checkers::fetch_judge(&plan));
     let propagation = crate::propagation::Propagation::new(&scenario.node_infos());
@@ -218,6 +227,7 @@ fn start_nodes(
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
+    let tcp_window = usize::try_from(scenario.topology.tcp_window.as_u64()).expect("validated: at most 10 MiB");
     let models = scenario.models().map(Arc::new);
     let (seed, fault_points) = (plan.seed, plan.draws.fault_points);
     // The nodes a power loss may hit: their real files go through the simulated page cache
@@ -289,7 +299,8 @@ fn start_nodes(
                         let served = SocketAddr::new(ip, REPLICATION_PORT);
                         for port in relays {
                             let listen = SocketAddr::new(ip, port);
-                            tokio::spawn(crate::links::relay(listen, served, cross_dc_latency, relayed.clone()));
+                            let link = crate::links::Link { latency: cross_dc_latency, window: tcp_window };
+                            tokio::spawn(crate::links::relay(listen, served, link, relayed.clone()));
                         }
                         let location = match config.storage.engine {
                             EngineKind::Memory => StoreLocation::Memory(disk),

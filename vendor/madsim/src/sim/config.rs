@@ -65,7 +65,7 @@ mod tests {
                     packet_loss_rate: 0.1,
                     send_latency: Duration::from_millis(1)..Duration::from_millis(10)
                 },
-                tcp: tcp::TcpConfig {}
+                tcp: tcp::TcpConfig::default()
             }
         );
     }

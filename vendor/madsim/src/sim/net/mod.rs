@@ -90,6 +90,8 @@ pub struct NetSim {
     hooks_req: Mutex<HashMap<NodeId, MsgHookFn>>,
     hooks_rsp: Mutex<HashMap<NodeId, MsgHookFn>>,
     tcp_read_hook: Mutex<Option<TcpReadHook>>,
+    /// qsim's patch: each TCP direction's window (`TcpConfig::window_bytes`), if bounded.
+    tcp_window_bytes: Option<usize>,
 }
 
 /// Called with every chunk of bytes a TCP stream's reader takes from the network: the stream's
@@ -117,6 +119,7 @@ impl plugin::Simulator for NetSim {
             hooks_req: Default::default(),
             hooks_rsp: Default::default(),
             tcp_read_hook: Default::default(),
+            tcp_window_bytes: config.tcp.window_bytes,
         }
     }
 
@@ -369,8 +372,14 @@ impl NetSim {
             io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused")
         })?;
         let src = (ip, port).into();
-        let (tx1, rx1) = self.channel(node, dst, protocol);
-        let (tx2, rx2) = self.channel(dst_node, src, protocol);
+        let (mut tx1, rx1) = self.channel(node, dst, protocol);
+        let (mut tx2, rx2) = self.channel(dst_node, src, protocol);
+        if let (IpProtocol::Tcp, Some(bytes)) = (protocol, self.tcp_window_bytes) {
+            // qsim's patch: each direction's window, known to its writer and its reader.
+            let (out, back) = (Arc::new(tcp::TcpWindow::new(bytes)), Arc::new(tcp::TcpWindow::new(bytes)));
+            tx1.tcp_windows = Some((out.clone(), back.clone()));
+            tx2.tcp_windows = Some((back, out));
+        }
         trace!(?latency, "delay");
         // FIXME: delay
         // self.time.add_timer(latency, move || {
@@ -397,6 +406,7 @@ impl NetSim {
         let sender = PayloadSender {
             test_link: test_link.clone(),
             tx,
+            tcp_windows: None,
         };
         let recver = async_stream::stream! {
             while let Some((value, mut state)) = rx.recv().await {
@@ -425,6 +435,8 @@ impl NetSim {
 pub struct PayloadSender {
     test_link: Arc<dyn Fn() -> State + Send + Sync>,
     tx: mpsc::UnboundedSender<(Payload, State)>,
+    /// qsim's patch: a TCP stream's windows, the one it writes into and the one it reads from.
+    pub(crate) tcp_windows: Option<(Arc<tcp::TcpWindow>, Arc<tcp::TcpWindow>)>,
 }
 
 /// The link state when sending a packet.

@@ -82,16 +82,8 @@ impl Socket for TcpListenerSocket {
         tx: PayloadSender,
         rx: PayloadReceiver,
     ) {
-        let stream = TcpStream {
-            guard: None,
-            addr,
-            peer,
-            write_buf: Default::default(),
-            read_buf: Default::default(),
-            tx,
-            rx,
-            read_hook: plugin::simulator::<NetSim>().tcp_read_hook(),
-        };
+        let read_hook = plugin::simulator::<NetSim>().tcp_read_hook();
+        let stream = TcpStream::new(None, addr, peer, tx, rx, read_hook);
         let _ = self.tx.try_send(stream);
     }
 }

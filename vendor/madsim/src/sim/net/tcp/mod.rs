@@ -49,10 +49,12 @@ pub type Payload = Box<dyn Any + Send + Sync>;
 mod config;
 mod listener;
 mod stream;
+mod window;
 
 pub use self::config::*;
 pub use self::listener::*;
 pub use self::stream::*;
+pub(crate) use self::window::TcpWindow;
 
 #[cfg(test)]
 mod tests {

@@ -23,6 +23,11 @@ pub struct TcpStream {
     pub(super) rx: PayloadReceiver,
     /// The simulator's read hook when the stream was made (see `NetSim::set_tcp_read_hook`).
     pub(super) read_hook: Option<TcpReadHook>,
+    /// qsim's patch: the window this stream writes into (its writes wait while it is full),
+    /// if connections are bounded (see [`super::TcpWindow`]).
+    pub(super) send_window: Option<Arc<super::TcpWindow>>,
+    /// qsim's patch: the window this stream reads from (its reads free room in it).
+    pub(super) recv_window: Option<Arc<super::TcpWindow>>,
 }
 
 impl fmt::Debug for TcpStream {
@@ -75,17 +80,53 @@ impl TcpStream {
         let (tx, rx, local_addr) = net
             .connect1(plugin::node(), guard.addr.port(), addr, Tcp)
             .await?;
-        let stream = TcpStream {
-            guard: Some(Arc::new(guard)),
-            addr: local_addr,
-            peer: addr,
+        let stream = TcpStream::new(Some(Arc::new(guard)), local_addr, addr, tx, rx, net.tcp_read_hook());
+        Ok(stream)
+    }
+
+    /// A stream over `tx` and `rx`, with the windows `tx` carries (qsim's patch).
+    pub(super) fn new(
+        guard: Option<Arc<BindGuard>>,
+        addr: SocketAddr,
+        peer: SocketAddr,
+        tx: PayloadSender,
+        rx: PayloadReceiver,
+        read_hook: Option<TcpReadHook>,
+    ) -> TcpStream {
+        let (send_window, recv_window) = match tx.tcp_windows.clone() {
+            Some((send, recv)) => (Some(send), Some(recv)),
+            None => (None, None),
+        };
+        TcpStream {
+            guard,
+            addr,
+            peer,
             write_buf: Default::default(),
             read_buf: Default::default(),
             tx,
             rx,
-            read_hook: net.tcp_read_hook(),
-        };
-        Ok(stream)
+            read_hook,
+            send_window,
+            recv_window,
+        }
+    }
+
+    /// Takes up to `len` bytes from the read buffer into `put`, freeing as much room in the
+    /// window the peer writes into (qsim's patch).
+    fn take_read(&mut self, len: usize, put: impl FnOnce(&[u8])) {
+        put(&self.read_buf[..len]);
+        self.read_buf.advance(len);
+        if let Some(window) = &self.recv_window {
+            window.release(len);
+        }
+    }
+
+    /// Hands what the writes buffered to the network.
+    fn send_buffered(&mut self) -> Result<()> {
+        let data = self.write_buf.split().freeze();
+        self.tx
+            .send(Box::new(data))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::ConnectionReset, "connection reset"))
     }
 
     /// Sets the value of the `TCP_NODELAY` option on this socket.
@@ -115,8 +156,7 @@ impl TcpStream {
         // read the buffer if not empty
         if !self.read_buf.is_empty() {
             let len = self.read_buf.len().min(buf.remaining_mut());
-            buf.put_slice(&self.read_buf[..len]);
-            self.read_buf.advance(len);
+            self.take_read(len, |bytes| buf.put_slice(bytes));
             return Ok(len);
         }
         Err(io::Error::new(
@@ -142,8 +182,7 @@ impl AsyncRead for TcpStream {
         // read the buffer if not empty
         if !self.read_buf.is_empty() {
             let len = self.read_buf.len().min(buf.remaining());
-            buf.put_slice(&self.read_buf[..len]);
-            self.read_buf.advance(len);
+            self.take_read(len, |bytes| buf.put_slice(bytes));
             return Poll::Ready(Ok(()));
         }
         // otherwise wait on channel
@@ -168,26 +207,49 @@ impl AsyncRead for TcpStream {
 impl AsyncWrite for TcpStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<Result<usize>> {
-        self.write_buf.extend_from_slice(buf);
-        // TODO: simulate buffer full, partial write
-        Poll::Ready(Ok(buf.len()))
+        let Some(window) = self.send_window.clone() else {
+            self.write_buf.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        };
+        // qsim's patch: a partial write when the window has less room than `buf`, a wait when
+        // it has none.
+        match window.poll_reserve(cx, buf.len()) {
+            Poll::Ready(Ok(taken)) => {
+                self.write_buf.extend_from_slice(&buf[..taken]);
+                Poll::Ready(Ok(taken))
+            }
+            Poll::Ready(Err(reset)) => Poll::Ready(Err(reset)),
+            Poll::Pending => {
+                // What the writes buffered must leave, or no read could ever free room.
+                if !self.write_buf.is_empty() {
+                    self.send_buffered()?;
+                }
+                Poll::Pending
+            }
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<()>> {
         // send data
-        let data = self.write_buf.split().freeze();
-        self.tx
-            .send(Box::new(data))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::ConnectionReset, "connection reset"))?;
+        self.send_buffered()?;
         Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<()>> {
         // TODO: simulate shutdown
         Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        // qsim's patch: a writer into a closed reader fails, as a reset would.
+        if let Some(window) = &self.recv_window {
+            window.close_reader();
+        }
     }
 }
 
