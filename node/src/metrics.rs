@@ -231,7 +231,7 @@ impl Default for Metrics {
         );
         r.register(
             "raft_messages_dropped",
-            "Root group member: Raft messages dropped because its inbox or a peer's outbox was full (Raft resends)",
+            "Root group member: Raft messages dropped unsent: its inbox or a peer's outbox was full, the link to the peer broke with them queued, or they waited in the queue longer than an election timeout for a slow peer (Raft resends what matters)",
             m.raft_messages_dropped.clone(),
         );
         r.register(

@@ -13,6 +13,11 @@
 //!   a leader that reaches a majority is known within [`ELECT_WITHIN_MS`] of the last change of
 //!   faults.
 //!
+//! The group is whoever its newest configuration names (`raft_configuration` events; the first
+//! voters before any): a member added by a membership change may lead, and a majority is one of
+//! the voters now. While a configuration is joint (a change in flight) the rules are suspended,
+//! as for a fault.
+//!
 //! Both are suspended while any other fault touches the group (a member killed, paused, on a
 //! slow or failing disk, partitioned, a split, network-wide latency or loss: each may legitimately
 //! cost a term) and for [`SETTLE_MS`] after, and for the whole run when fault points are on
@@ -34,7 +39,12 @@ pub const SETTLE_MS: u64 = 5_000;
 
 #[derive(Debug)]
 pub struct Leadership {
+    /// Every member the roster names (the first voters, then those on standby).
+    roster: Vec<String>,
+    /// The voters of the newest configuration any member applied (the first voters before).
     members: Vec<String>,
+    /// The newest configuration's index, and whether it is joint (a change in flight).
+    configuration: (u64, bool),
     /// The rules never apply in this run (fault points on, or a member's store rotted).
     off: bool,
     /// Active faults touching the group that are not member-to-member link cuts.
@@ -52,10 +62,13 @@ pub struct Leadership {
 }
 
 impl Leadership {
-    /// For a group of `members`; `fault_points`: the run has them on (the rules are off).
-    pub fn new(members: Vec<String>, fault_points: bool) -> Leadership {
+    /// For a group whose first voters are `members` and whose roster also names `standby`;
+    /// `fault_points`: the run has them on (the rules are off).
+    pub fn new(members: Vec<String>, standby: Vec<String>, fault_points: bool) -> Leadership {
         Leadership {
+            roster: members.iter().chain(&standby).cloned().collect(),
             members,
+            configuration: (0, false),
             off: fault_points,
             other_faults: BTreeSet::new(),
             cuts: BTreeMap::new(),
@@ -66,8 +79,21 @@ impl Leadership {
         }
     }
 
+    /// Whether `node` is on the group's roster (a voter now or not).
     fn is_member(&self, node: &str) -> bool {
-        self.members.iter().any(|m| m == node)
+        self.roster.iter().any(|m| m == node)
+    }
+
+    /// A member applied configuration `index`: the newest one names the voters from now on.
+    fn configured(&mut self, at_ms: u64, index: u64, voters: &[u64], outgoing: &[u64]) {
+        if index <= self.configuration.0 {
+            return;
+        }
+        let names: Vec<String> = voters.iter().map(|id| crate::scenario::root_member_name(*id as usize)).collect();
+        assert!(!names.is_empty(), "a configuration with no voter (index {index})");
+        self.members = names;
+        self.configuration = (index, !outgoing.is_empty());
+        self.changed_ms = at_ms;
     }
 
     /// Follows a fault's start or end.
@@ -113,7 +139,7 @@ impl Leadership {
 
     /// Whether the rules apply at `at_ms`.
     fn applies(&self, at_ms: u64) -> bool {
-        !self.off && self.other_faults.is_empty() && at_ms >= self.other_ended_ms + SETTLE_MS
+        !self.off && !self.configuration.1 && self.other_faults.is_empty() && at_ms >= self.other_ended_ms + SETTLE_MS
     }
 
     fn connected(&self, a: &str, b: &str) -> bool {
@@ -134,7 +160,8 @@ impl Leadership {
             .map(|(node, _)| (node.as_str(), highest))
     }
 
-    /// The members `node` can talk to, itself included.
+    /// The voters `node` can talk to, itself included when it votes (a leader that applied its
+    /// own removal leads no majority of its own).
     fn reach(&self, node: &str) -> usize {
         self.members.iter().filter(|m| self.connected(node, m)).count()
     }
@@ -208,6 +235,9 @@ impl Observer for Leadership {
                 found.extend(self.deposes(*at_ms, node, *term));
                 self.roles.insert(node.clone(), (*term, *role));
             }
+            Event::RaftConfiguration { at_ms, index, voters, outgoing, .. } => {
+                self.configured(*at_ms, *index, voters, outgoing);
+            }
             _ => {}
         }
         // Judged at every event: samples arrive every simulated second.
@@ -240,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_member_cut_from_a_leader_that_reaches_a_majority_must_not_depose_it() {
-        let mut check = Leadership::new(members(), false);
+        let mut check = Leadership::new(members(), Vec::new(), false);
         for (node, r) in [("root", RaftRole::Leader), ("root-2", RaftRole::Follower), ("root-3", RaftRole::Follower)] {
             assert!(check.observe(&role(1_000, node, 2, r)).is_empty());
         }
@@ -258,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_new_term_is_no_violation_when_the_leader_reaches_no_majority_or_another_fault_explains_it() {
-        let mut check = Leadership::new(members(), false);
+        let mut check = Leadership::new(members(), Vec::new(), false);
         assert!(check.observe(&role(1_000, "root", 2, RaftRole::Leader)).is_empty());
         check.observe(&cut(20_000, "root", "root-2", FaultPhase::Start));
         check.observe(&cut(20_000, "root", "root-3", FaultPhase::Start));
@@ -279,7 +309,7 @@ mod tests {
             phase: FaultPhase::Start,
             detail: String::new(),
         };
-        let mut quiet = Leadership::new(members(), false);
+        let mut quiet = Leadership::new(members(), Vec::new(), false);
         quiet.observe(&role(1_000, "root", 2, RaftRole::Leader));
         quiet.observe(&replica);
         assert_eq!(
@@ -287,14 +317,14 @@ mod tests {
             1,
             "a replica's fault is no excuse"
         );
-        let mut with_fault_points = Leadership::new(members(), true);
+        let mut with_fault_points = Leadership::new(members(), Vec::new(), true);
         with_fault_points.observe(&role(1_000, "root", 2, RaftRole::Leader));
         assert!(with_fault_points.observe(&role(9_000, "root-3", 3, RaftRole::Candidate)).is_empty());
     }
 
     #[test]
     fn a_connected_majority_must_elect_within_the_bound() {
-        let mut check = Leadership::new(members(), false);
+        let mut check = Leadership::new(members(), Vec::new(), false);
         check.observe(&role(1_000, "root", 2, RaftRole::Leader));
         check.observe(&cut(20_000, "root", "root-2", FaultPhase::Start));
         check.observe(&cut(20_000, "root", "root-3", FaultPhase::Start));
@@ -302,17 +332,71 @@ mod tests {
         let found = check.observe(&sample(30_000));
         assert_eq!(found.len(), 1, "root-2 and root-3 can talk and elected no one: {found:?}");
         assert!(check.observe(&sample(31_000)).is_empty(), "reported once per change");
-        let mut elected = Leadership::new(members(), false);
+        let mut elected = Leadership::new(members(), Vec::new(), false);
         elected.observe(&role(1_000, "root", 2, RaftRole::Leader));
         elected.observe(&cut(20_000, "root", "root-2", FaultPhase::Start));
         elected.observe(&cut(20_000, "root", "root-3", FaultPhase::Start));
         elected.observe(&role(23_000, "root-3", 3, RaftRole::Leader));
         assert!(elected.observe(&sample(40_000)).is_empty());
-        let mut no_majority = Leadership::new(members(), false);
+        let mut no_majority = Leadership::new(members(), Vec::new(), false);
         no_majority.observe(&role(1_000, "root", 2, RaftRole::Leader));
         for (a, b) in [("root", "root-2"), ("root", "root-3"), ("root-2", "root-3")] {
             no_majority.observe(&cut(20_000, a, b, FaultPhase::Start));
         }
         assert!(no_majority.observe(&sample(40_000)).is_empty(), "no two members can talk");
+    }
+
+    fn configuration(at_ms: u64, index: u64, voters: &[u64], outgoing: &[u64]) -> Event {
+        Event::RaftConfiguration {
+            at_ms,
+            node: "root-2".into(),
+            index,
+            voters: voters.to_vec(),
+            outgoing: outgoing.to_vec(),
+        }
+    }
+
+    /// A member added by a membership change that then leads is the group's leader (the rule
+    /// once knew only the first voters, and called a group led by `root-4` leaderless).
+    #[test]
+    fn a_member_added_by_a_membership_change_leads_and_the_majority_follows_the_configuration() {
+        let standby = vec!["root-4".to_string()];
+        let mut check = Leadership::new(members(), standby.clone(), false);
+        check.observe(&role(1_000, "root", 1, RaftRole::Leader));
+        check.observe(&configuration(15_000, 482, &[1, 2, 3, 4], &[]));
+        let kill = |at_ms, phase| Event::Fault {
+            at_ms,
+            node: "root".into(),
+            kind: FaultKind::Kill,
+            phase,
+            detail: String::new(),
+        };
+        check.observe(&kill(35_000, FaultPhase::Start));
+        assert!(check.observe(&role(36_000, "root-4", 2, RaftRole::Leader)).is_empty(), "its leader was killed");
+        check.observe(&kill(43_000, FaultPhase::End));
+        check.observe(&role(43_000, "root", 2, RaftRole::Follower));
+        assert!(check.observe(&sample(60_000)).is_empty(), "root-4 leads the group");
+
+        // The voters now: root-2, root-3 and root-4. Cut root-4 from both: it reaches one voter
+        // of three (itself), and root-2 and root-3 can talk: they must elect.
+        let mut cut_off = Leadership::new(members(), standby.clone(), false);
+        cut_off.observe(&configuration(15_000, 482, &[2, 3, 4], &[]));
+        cut_off.observe(&role(36_000, "root-4", 2, RaftRole::Leader));
+        cut_off.observe(&cut(40_000, "root-4", "root-2", FaultPhase::Start));
+        cut_off.observe(&cut(40_000, "root-4", "root-3", FaultPhase::Start));
+        let found = cut_off.observe(&sample(50_000));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            matches!(&found[0], Event::Violation { message, .. } if message.contains("root-4 leads term 2 but reaches 1"))
+        );
+
+        // A joint configuration is a change in flight: the rules wait for it to end.
+        let mut joint = Leadership::new(members(), standby, false);
+        joint.observe(&role(1_000, "root", 1, RaftRole::Leader));
+        joint.observe(&configuration(15_000, 482, &[2, 3, 4], &[1, 2, 3]));
+        joint.observe(&role(16_000, "root", 1, RaftRole::Follower));
+        assert!(joint.observe(&sample(40_000)).is_empty(), "no rule while the configuration is joint");
+        joint.observe(&configuration(41_000, 483, &[2, 3, 4], &[]));
+        assert_eq!(joint.observe(&sample(51_000)).len(), 1, "left joint, and nobody leads");
     }
 }

@@ -77,7 +77,8 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     ];
     if scenario.topology.root_members > 1 {
         checkers.push(Box::new(raft::Raft::default()));
-        checkers.push(Box::new(leadership::Leadership::new(members.clone(), plan.draws.fault_points)));
+        let standby = scenario.topology.roster_names().split_off(members.len());
+        checkers.push(Box::new(leadership::Leadership::new(members.clone(), standby, plan.draws.fault_points)));
         let rejoin_ms = lag_bound_ms + leadership::ELECT_WITHIN_MS;
         checkers.push(Box::new(member_liveness::MemberLiveness::new(&members, rejoin_ms)));
         let first = (1..=scenario.topology.root_members as u64).collect();
