@@ -267,6 +267,12 @@ pub struct LegacyConfig {
     /// snapshot's and the copy's quota ledger are not adopted — so, coming to lead before the
     /// producer writes again, it grants a burst the group already spent.
     pub raft_catch_up_skips_quota_ledger: bool,
+    /// Root group: a member's messages to a peer wait in its queue and on its connection for as
+    /// long as it takes — no send deadline, no age limit — so a peer that was paused, or that
+    /// reads slower than its leader writes, is handed seconds-old appends and snapshots before
+    /// the fresh ones, each answer to them asking for more of the same: it stays behind its
+    /// group long after its fault.
+    pub raft_send_stale_backlog: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -645,6 +651,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_catch_up_without_progress_deadline: false,
     raft_serve_while_paused: false,
     raft_catch_up_skips_quota_ledger: false,
+    raft_send_stale_backlog: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,

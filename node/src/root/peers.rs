@@ -53,6 +53,7 @@ pub(super) async fn send_to_peer(
 ) {
     let mut lifecycle: watch::Receiver<Lifecycle> = state.lifecycle();
     let deadline = CONNECT_DEADLINE;
+    let stale_backlog = state.config.planted().raft_send_stale_backlog;
     loop {
         let connected = tokio::select! {
             biased;
@@ -76,7 +77,8 @@ pub(super) async fn send_to_peer(
                 biased;
                 () = reached(&mut lifecycle, Lifecycle::Draining) => return,
                 message = outbox.recv() => match message {
-                    Some((queued, _)) if queued.elapsed() > QUEUED_MAX => {
+                    // PLANTED BUG (legacy `raft_send_stale_backlog`): no message is too old to send.
+                    Some((queued, _)) if queued.elapsed() > QUEUED_MAX && !stale_backlog => {
                         state.metrics.raft_messages_dropped.inc(); // stale: Raft resends what matters
                         continue;
                     }
@@ -85,7 +87,11 @@ pub(super) async fn send_to_peer(
                 },
             };
             let frame = Message::Raft { message, root_ms: state.root_word_ms() };
-            let sent = tokio::time::timeout(SEND_DEADLINE, write_message(&mut stream, &frame)).await;
+            let sent = if stale_backlog {
+                Ok(write_message(&mut stream, &frame).await) // PLANTED BUG: no send deadline
+            } else {
+                tokio::time::timeout(SEND_DEADLINE, write_message(&mut stream, &frame)).await
+            };
             let failed = match sent {
                 Ok(Ok(())) => continue,
                 Ok(Err(e)) => e.to_string(),

@@ -82,7 +82,8 @@ impl Scenario {
                 || legacy.raft_snapshot_first_configuration
                 || legacy.raft_catch_up_without_progress_deadline
                 || legacy.raft_serve_while_paused
-                || legacy.raft_catch_up_skips_quota_ledger)
+                || legacy.raft_catch_up_skips_quota_ledger
+                || legacy.raft_send_stale_backlog)
         {
             return bad(
                 None,
