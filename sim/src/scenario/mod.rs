@@ -302,6 +302,11 @@ impl Topology {
         (1..=self.root_members.max(1) + self.root_standby).map(root_member_name).collect()
     }
 
+    /// [`Topology::tcp_window`] in bytes, as madsim's connections and the relays count them.
+    pub fn tcp_window_bytes(&self) -> usize {
+        usize::try_from(self.tcp_window.as_u64()).expect("validated: at most TCP_WINDOW_MAX, 10 MiB")
+    }
+
     /// The data center of node `n` (0-based) of a tier; the root (`n = 0`) is in data center 0.
     pub fn datacenter(&self, n: usize) -> usize {
         n % self.datacenters.max(1)

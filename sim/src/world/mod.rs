@@ -147,8 +147,7 @@ impl Prepared {
 /// window bounded (the carried patch) so a writer to a reader that stopped reading waits.
 fn simulator_config(scenario: &Scenario) -> madsim::Config {
     let mut config = madsim::Config::default();
-    let window = usize::try_from(scenario.topology.tcp_window.as_u64()).expect("validated: at most 10 MiB");
-    config.tcp.window_bytes = Some(window);
+    config.tcp.window_bytes = Some(scenario.topology.tcp_window_bytes());
     config
 }
 
@@ -227,7 +226,7 @@ fn start_nodes(
 ) -> Vec<SimNode> {
     let handle = Handle::current();
     let cross_dc_latency = scenario.topology.cross_dc_latency;
-    let tcp_window = usize::try_from(scenario.topology.tcp_window.as_u64()).expect("validated: at most 10 MiB");
+    let tcp_window = scenario.topology.tcp_window_bytes();
     let models = scenario.models().map(Arc::new);
     let (seed, fault_points) = (plan.seed, plan.draws.fault_points);
     // The nodes a power loss may hit: their real files go through the simulated page cache

@@ -24,10 +24,18 @@ fn server() -> SocketAddr {
     "10.0.0.1:7000".parse().expect("an address")
 }
 
-fn runtime(window: Option<usize>) -> Runtime {
+/// Runs `test` in a simulation (seed 7) whose TCP connections carry `window` bytes one way
+/// (`None`: stock madsim, no window).
+fn simulate<F, Fut>(window: Option<usize>, test: F)
+where
+    F: FnOnce(Handle) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut config = madsim::Config::default();
     config.tcp.window_bytes = window;
-    Runtime::with_seed_and_config(7, config)
+    let runtime = Runtime::with_seed_and_config(7, config);
+    let handle = runtime.handle().clone();
+    runtime.block_on(test(handle));
 }
 
 /// A server on 10.0.0.1 that accepts one connection and hands it to `serve`; a client on
@@ -79,9 +87,7 @@ where
 
 #[test]
 fn a_writer_to_a_reader_that_never_reads_stops_at_the_window() {
-    let runtime = runtime(Some(WINDOW));
-    let handle = runtime.handle().clone();
-    runtime.block_on(async move {
+    simulate(Some(WINDOW), |handle| async move {
         let pair = pair(&handle, |stream| async move {
             sleep(Duration::from_secs(3600)).await; // holds the stream, never reads
             drop(stream);
@@ -94,9 +100,7 @@ fn a_writer_to_a_reader_that_never_reads_stops_at_the_window() {
 
 #[test]
 fn reading_frees_room_and_wakes_the_writer() {
-    let runtime = runtime(Some(WINDOW));
-    let handle = runtime.handle().clone();
-    runtime.block_on(async move {
+    simulate(Some(WINDOW), |handle| async move {
         let read = Arc::new(AtomicUsize::new(0));
         let taken = read.clone();
         let pair = pair(&handle, move |mut stream| async move {
@@ -118,9 +122,7 @@ fn reading_frees_room_and_wakes_the_writer() {
 
 #[test]
 fn a_partitioned_link_holds_the_writer_until_it_heals() {
-    let runtime = runtime(Some(WINDOW));
-    let handle = runtime.handle().clone();
-    runtime.block_on(async move {
+    simulate(Some(WINDOW), |handle| async move {
         let read = Arc::new(AtomicUsize::new(0));
         let taken = read.clone();
         let pair = pair(&handle, move |mut stream| async move {
@@ -147,9 +149,7 @@ fn a_partitioned_link_holds_the_writer_until_it_heals() {
 
 #[test]
 fn a_dropped_reader_fails_the_waiting_writer_as_a_reset() {
-    let runtime = runtime(Some(WINDOW));
-    let handle = runtime.handle().clone();
-    runtime.block_on(async move {
+    simulate(Some(WINDOW), |handle| async move {
         let pair = pair(&handle, |stream| async move {
             sleep(Duration::from_secs(5)).await; // the writer fills the window and waits
             drop(stream);
@@ -163,9 +163,7 @@ fn a_dropped_reader_fails_the_waiting_writer_as_a_reset() {
 
 #[test]
 fn without_a_window_a_connection_never_fills() {
-    let runtime = runtime(None);
-    let handle = runtime.handle().clone();
-    runtime.block_on(async move {
+    simulate(None, |handle| async move {
         let pair = pair(&handle, |stream| async move {
             sleep(Duration::from_secs(3600)).await;
             drop(stream);
