@@ -273,6 +273,11 @@ pub struct LegacyConfig {
     /// the fresh ones, each answer to them asking for more of the same: it stays behind its
     /// group long after its fault.
     pub raft_send_stale_backlog: bool,
+    /// Storage: a new LMDB or RocksDB store's directory is not synced when it is made, nor
+    /// after the engine created its files in it — every commit is synced, but the names
+    /// `data.mdb` (or RocksDB's) and the store's folder itself may be lost at a power loss,
+    /// and the node comes back empty after acknowledging writes.
+    pub store_directory_unsynced: bool,
     /// Memcached: an empty value's `VALUE` line is not followed by its (empty) data block's
     /// line end — `VALUE k 0 0\r\n` then straight to the next line — so a client reading by
     /// the protocol takes the next line as the data block's end and is out of step for good.
@@ -652,6 +657,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     raft_serve_while_paused: false,
     raft_catch_up_skips_quota_ledger: false,
     raft_send_stale_backlog: false,
+    store_directory_unsynced: false,
     memcached_empty_value_misframed: false,
     memcached_cas_without_data_block: false,
     memcached_hits_count_misses: false,
@@ -696,6 +702,7 @@ impl NodeConfig {
             lmdb_read_ahead: self.storage.read_ahead.unwrap_or(true),
             lmdb_write_map: self.storage.write_map.unwrap_or(false),
             sync_commits: !self.planted().acknowledge_before_sync,
+            sync_directories: !self.planted().store_directory_unsynced,
             ..OpenOptions::new(self.database_id)
         }
     }

@@ -70,6 +70,10 @@ pub struct OpenOptions {
     /// engine's undo list for the simulator's power loss): commits then become durable at the
     /// next [`Store::sync`](super::Store::sync).
     pub sync_commits: bool,
+    /// A new store's directory, and the directories made for it, are synced as they are made,
+    /// so their names are durable before the first commit is acknowledged. Off only for the
+    /// planted `legacy.store_directory_unsynced`.
+    pub sync_directories: bool,
     /// The simulator's failing disk ([`IoFaults`](super::faults::IoFaults)): I/O errors on
     /// opens and commits. None on a real node.
     pub io_faults: Option<std::sync::Arc<dyn super::faults::IoFaults>>,
@@ -87,6 +91,7 @@ impl OpenOptions {
             lmdb_read_ahead: true,
             lmdb_write_map: false,
             sync_commits: true,
+            sync_directories: true,
             io_faults: None,
         }
     }

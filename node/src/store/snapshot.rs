@@ -183,6 +183,22 @@ pub(crate) fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
     File::open(dir).and_then(|d| d.sync_all())
 }
 
+/// Makes `path` and every missing directory above it, syncing each one's parent after making
+/// it, so the whole chain of names is durable when this returns.
+pub(crate) fn create_dir_all_synced(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    create_dir_all_synced(parent)?;
+    match fs::create_dir(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+        Err(e) => return Err(e),
+    }
+    sync_dir_io(parent)
+}
+
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
     let tmp = path.with_extension("tmp");

@@ -9,7 +9,8 @@
 //! - power loss (here, in [`apply`]): the target and its `group` (a rack, a data center) die at
 //!   once and their disks keep only what was synced — on the memory engine, commits made with
 //!   `sync_commits` off and not yet written back are lost (`MemDisk::power_loss`); on LMDB and
-//!   RocksDB, whatever the node's real files hold unsynced ([`page_cache`]: overwritten pages
+//!   RocksDB, whatever the node's real files hold unsynced ([`page_cache`]: directory entries
+//!   made, renamed or removed since their directory's last sync drawn undone, overwritten pages
 //!   back to their synced bytes, appends torn at a sector). After `duration` they start again.
 //! - bit rot (here, in [`apply`]): a share of a replica's stored values is damaged, a flipped
 //!   bit as a bad sector leaves. On the memory engine while the node runs (`MemDisk::

@@ -7,7 +7,10 @@
 use libc::{c_char, c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t};
 
 use super::real::sym;
-use super::{Verdict, after_synced_write, before_truncate, before_unlink, before_write, forget_fd, on_sync, resolve};
+use super::{
+    Removal, Verdict, after_synced_write, before_removal, before_truncate, before_write, forget_fd, on_dir_sync,
+    on_sync, resolve,
+};
 
 fn iov_len(iov: *const iovec, count: c_int) -> usize {
     if iov.is_null() || count <= 0 {
@@ -160,6 +163,7 @@ fn synced(fd: c_int, ret: c_int) -> c_int {
     if ret == 0 {
         // Dropped while the power is out: the sync "succeeded" and made nothing durable.
         let _ = on_sync(fd);
+        on_dir_sync(fd);
     }
     ret
 }
@@ -203,21 +207,30 @@ fn path_of(dirfd: c_int, path: *const c_char) -> Option<std::path::PathBuf> {
     (!path.is_null()).then(|| resolve(dirfd, unsafe { std::ffi::CStr::from_ptr(path) }))
 }
 
-fn unlinking(dirfd: c_int, path: *const c_char) -> Verdict {
-    path_of(dirfd, path).map_or(Verdict::Pass, |path| before_unlink(&path))
+fn removing(dirfd: c_int, path: *const c_char, removal: Removal) -> Verdict {
+    path_of(dirfd, path).map_or(Verdict::Pass, |path| before_removal(&path, removal))
 }
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
-    match unlinking(libc::AT_FDCWD, path) {
+    match removing(libc::AT_FDCWD, path, Removal::Unlink) {
         Verdict::Drop => 0,
         Verdict::Pass | Verdict::Synced => unsafe { sym::unlink()(path) },
     }
 }
 
 #[unsafe(no_mangle)]
+unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    match removing(libc::AT_FDCWD, path, Removal::Rmdir) {
+        Verdict::Drop => 0,
+        Verdict::Pass | Verdict::Synced => unsafe { sym::rmdir()(path) },
+    }
+}
+
+#[unsafe(no_mangle)]
 unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    match unlinking(dirfd, path) {
+    let removal = if flags & libc::AT_REMOVEDIR != 0 { Removal::Rmdir } else { Removal::Unlink };
+    match removing(dirfd, path, removal) {
         Verdict::Drop => 0,
         Verdict::Pass | Verdict::Synced => unsafe { sym::unlinkat()(dirfd, path, flags) },
     }
@@ -226,7 +239,7 @@ unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -
 /// A rename replaces the target's entry; dropped when either side's power is out.
 fn renaming(olddirfd: c_int, old: *const c_char, newdirfd: c_int, new: *const c_char) -> Verdict {
     let from = path_of(olddirfd, old).map_or(Verdict::Pass, |p| super::dead_verdict(&p));
-    match (from, unlinking(newdirfd, new)) {
+    match (from, removing(newdirfd, new, Removal::Replaced)) {
         (Verdict::Pass, Verdict::Pass) => Verdict::Pass,
         _ => Verdict::Drop,
     }

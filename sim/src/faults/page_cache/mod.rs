@@ -25,9 +25,12 @@
 //!   nothing (a killed madsim process drops its tasks lazily, and RocksDB syncs its log when it
 //!   closes: neither may make anything durable after the cut).
 //!
-//! What is not modelled, and why: directory entries (creating, renaming and unlinking a file are
-//! durable at once, as on ext4 with its rename heuristics and as the node's directory syncs
-//! intend); writes through a writable memory map (LMDB's `MDB_WRITEMAP`: the simulator refuses
+//! Directory entries are pending until their directory is synced, and a power loss may undo
+//! them (`entries`: a file created, renamed or unlinked since its directory's last sync may be
+//! gone, back where it was, or back at all); the cut puts the directories right first, then
+//! the files' bytes.
+//!
+//! What is not modelled, and why: writes through a writable memory map (LMDB's `MDB_WRITEMAP`: the simulator refuses
 //! the planted no-sync bug on such an environment, since a synced map loses nothing anyway);
 //! the kernel writing dirty pages back on its own (the planted no-sync bug's node syncs every
 //! 5 s, standing in for it); `copy_file_range` and `sendfile` into a watched file (refused with
@@ -63,6 +66,9 @@ pub struct Lost {
     pub pages: u64,
     /// Appended bytes that never reached the disk.
     pub appended_bytes: u64,
+    /// Directory entries undone: made, removed or renamed since their directory's last sync
+    /// (see `entries`).
+    pub entries: u64,
 }
 
 impl std::fmt::Display for Lost {
@@ -72,8 +78,8 @@ impl std::fmt::Display for Lost {
         }
         write!(
             f,
-            "lost unsynced writes in {} files: {} overwritten pages, {} appended bytes",
-            self.files, self.pages, self.appended_bytes
+            "lost unsynced writes in {} files: {} overwritten pages, {} appended bytes; {} directory entries undone",
+            self.files, self.pages, self.appended_bytes, self.entries
         )
     }
 }
@@ -113,6 +119,8 @@ struct Cache {
     roots: BTreeMap<PathBuf, bool>,
     fds: BTreeMap<i32, FdInfo>,
     files: BTreeMap<FileId, FileState>,
+    /// Every watched directory's durable entries.
+    entries: entries::Entries,
 }
 
 static WATCHING: AtomicBool = AtomicBool::new(false);
@@ -144,6 +152,10 @@ pub fn watch(dir: &Path) -> std::io::Result<Watch> {
     if cache.roots.insert(dir.clone(), false).is_some() {
         return Err(std::io::Error::other(format!("{} is watched already", dir.display())));
     }
+    if let Err(e) = cache.entries.take_durable(&dir) {
+        cache.roots.remove(&dir);
+        return Err(e);
+    }
     cache.fds.clear();
     WATCHING.store(true, Ordering::Release);
     Ok(Watch { dir })
@@ -155,6 +167,7 @@ impl Drop for Watch {
         let _guard = HookGuard::enter();
         let mut cache = cache();
         cache.roots.remove(&self.dir);
+        cache.entries.forget(&self.dir);
         cache.fds.clear();
         if cache.roots.is_empty() {
             cache.files.clear();
@@ -173,9 +186,14 @@ impl Watch {
         let mut cache = cache();
         cache.roots.insert(self.dir.clone(), true);
         cache.fds.clear();
+        // The directories first: which files are there at all.
+        let cut = cache.entries.cut(&self.dir, draw)?;
+        for id in &cut.freed {
+            cache.files.remove(id);
+        }
         let mut files = Vec::new();
         regular_files(&self.dir, &mut files)?;
-        let mut lost = Lost::default();
+        let mut lost = Lost { entries: cut.undone, ..Lost::default() };
         for path in files {
             let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
             use std::os::unix::fs::MetadataExt;
@@ -433,10 +451,23 @@ fn resolve(dirfd: i32, path: &CStr) -> PathBuf {
     base.join(path)
 }
 
-/// Before `path`'s directory entry goes (unlink, or replaced by a rename): a file whose last
-/// name it was is forgotten (its inode may be reused), and under a directory whose power is out
-/// the call is dropped. `parent_only`: judge by the parent directory (the path may not exist).
-fn before_unlink(path: &Path) -> Verdict {
+/// How a directory entry goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Removal {
+    /// `unlink`, or `unlinkat` without `AT_REMOVEDIR`.
+    Unlink,
+    /// `rmdir`, or `unlinkat` with `AT_REMOVEDIR`.
+    Rmdir,
+    /// The target of a rename, replaced.
+    Replaced,
+}
+
+/// Before `path`'s directory entry goes. Under a directory whose power is out the call is
+/// dropped. Otherwise what a durable directory listing names is kept for the cut (`entries`):
+/// a file losing its last name is linked aside, a directory removed or replaced is moved aside
+/// (and a removal so done is reported done: `Drop`); and a file whose last name goes is
+/// forgotten (its inode may be reused).
+fn before_removal(path: &Path, removal: Removal) -> Verdict {
     if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
         return Verdict::Pass;
     }
@@ -446,12 +477,22 @@ fn before_unlink(path: &Path) -> Verdict {
     let canonical =
         path.parent().and_then(|p| std::fs::canonicalize(p).ok()).map(|p| p.join(path.file_name().unwrap_or_default()));
     let Some(canonical) = canonical else { return Verdict::Pass };
-    let Some((_, dead)) = cache.roots.iter().find(|(root, _)| canonical.starts_with(root)) else {
+    let Some((root, dead)) = cache.roots.iter().find(|(root, _)| canonical.starts_with(root)) else {
         return Verdict::Pass;
     };
     if *dead {
         return Verdict::Drop;
     }
+    let root = root.clone();
+    let Ok(meta) = std::fs::symlink_metadata(&canonical) else { return Verdict::Pass };
+    let kept = if meta.is_dir() {
+        cache.entries.instead_of_rmdir(&root, &canonical)
+    } else {
+        cache.entries.before_unlink(&root, &canonical).map(|()| false)
+    };
+    let moved_aside = kept.unwrap_or_else(|e| {
+        panic!("the simulated page cache could not keep {} for a power loss: {e}", canonical.display())
+    });
     use std::os::unix::fs::MetadataExt;
     if let Ok(meta) = std::fs::symlink_metadata(&canonical)
         && meta.is_file()
@@ -459,9 +500,37 @@ fn before_unlink(path: &Path) -> Verdict {
     {
         cache.files.remove(&(meta.dev(), meta.ino()));
     }
-    Verdict::Pass
+    if moved_aside && removal == Removal::Rmdir { Verdict::Drop } else { Verdict::Pass }
 }
 
+/// After a sync of the descriptor `fd`: a directory's under a watched root, with the power on,
+/// makes its entries durable.
+fn on_dir_sync(fd: i32) {
+    if !WATCHING.load(Ordering::Acquire) || IN_HOOK.with(|h| h.get()) {
+        return;
+    }
+    let _guard = HookGuard::enter();
+    let mut cache = cache();
+    let Some(stat) = real::fstat(fd) else { return };
+    if stat.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return;
+    }
+    let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { return };
+    let Some((root, false)) = cache.roots.iter().find(|(root, _)| path.starts_with(root)).map(|(r, d)| (r.clone(), *d))
+    else {
+        return;
+    };
+    match cache.entries.synced_dir(&root, (stat.st_dev, stat.st_ino), &path) {
+        Ok(freed) => {
+            for id in freed {
+                cache.files.remove(&id);
+            }
+        }
+        Err(e) => panic!("the simulated page cache could not take {}'s entries as synced: {e}", path.display()),
+    }
+}
+
+mod entries;
 mod hooks;
 mod real;
 

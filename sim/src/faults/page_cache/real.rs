@@ -39,6 +39,7 @@ pub(crate) mod sym {
     real_fn!(dup3: fn(c_int, c_int, c_int) -> c_int);
     real_fn!(unlink: fn(*const c_char) -> c_int);
     real_fn!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int);
+    real_fn!(rmdir: fn(*const c_char) -> c_int);
     real_fn!(rename: fn(*const c_char, *const c_char) -> c_int);
     real_fn!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int);
     real_fn!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int);
