@@ -151,9 +151,10 @@ impl NodeState {
         let ready = config.role == Role::Root || (store.applied_index() > 0 && !catching_up.exists());
         if config.role == Role::Replica
             && store.applied_index() == 0
-            && let Err(e) = catching_up.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
-                std::fs::write(&catching_up, b"this replica started empty and has not caught up: no reads at start\n")
-            })
+            && let Err(e) = crate::store::snapshot::write_synced(
+                &catching_up,
+                b"this replica started empty and has not caught up: no reads at start\n",
+            )
         {
             tracing::error!(marker = %catching_up.display(), error = %e, "could not record that this replica is catching up: a restart before it has would serve reads from a partial store");
         }
@@ -341,11 +342,9 @@ impl NodeState {
     fn must_bootstrap(&self) {
         if !self.damaged.swap(true, Ordering::Relaxed) {
             let marker = self.damage_marker();
-            let written = marker
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| crate::store::faults::check_io(self.io_faults().as_ref(), IoOp::Write))
-                .and_then(|()| std::fs::write(&marker, b"a stored value failed its checksum: re-bootstrap\n"));
+            let written = crate::store::faults::check_io(self.io_faults().as_ref(), IoOp::Write).and_then(|()| {
+                crate::store::snapshot::write_synced(&marker, b"a stored value failed its checksum: re-bootstrap\n")
+            });
             if let Err(e) = written {
                 tracing::error!(marker = %marker.display(), error = %e, "could not record the damage on disk: a restart before the re-bootstrap would forget it until a read or scrub finds it again");
             }

@@ -199,6 +199,18 @@ pub(crate) fn create_dir_all_synced(path: &Path) -> std::io::Result<()> {
     sync_dir_io(parent)
 }
 
+/// Writes `bytes` to a new file `path`, its folders made as [`create_dir_all_synced`] makes
+/// them: when this returns the bytes and the name are durable (a marker that must survive a
+/// power loss).
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    create_dir_all_synced(parent)?;
+    let mut file = File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    sync_dir_io(parent)
+}
+
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
     let tmp = path.with_extension("tmp");
