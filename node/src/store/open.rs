@@ -25,18 +25,19 @@ impl Store {
     pub fn open(location: &StoreLocation, options: &OpenOptions) -> Result<Store, StoreError> {
         faults::check_io(options.io_faults.as_ref(), faults::IoOp::Open)
             .map_err(|e| EngineError::failed(location.kind(), format!("opening {}: {e}", location.describe())))?;
-        let on_disk = match location {
+        // PLANTED BUG (legacy `store_directory_unsynced`) without `sync_directories`: the
+        // engine makes the store's folder, and neither it nor its files' names are synced.
+        let synced_folder = match location {
             StoreLocation::Lmdb(path) | StoreLocation::Rocksdb(path) => Some(path.as_path()),
             StoreLocation::Memory(_) => None,
-        };
+        }
+        .filter(|_| options.sync_directories);
         let synced = |path: &Path, e: std::io::Error| {
             EngineError::failed(location.kind(), format!("syncing the directory {}: {e}", path.display()))
         };
-        if let Some(path) = on_disk
-            && options.sync_directories
-        {
+        if let Some(path) = synced_folder {
             snapshot::create_dir_all_synced(path).map_err(|e| synced(path, e))?;
-        } // else PLANTED BUG (legacy `store_directory_unsynced`): the engine makes it, unsynced.
+        }
         let mut engine: Box<dyn Engine> = match location {
             StoreLocation::Lmdb(path) => Box::new(lmdb::LmdbEngine::open(path, &options.into())?),
             #[cfg(feature = "rocksdb")]
@@ -47,9 +48,7 @@ impl Store {
         };
         // The files the engine made (LMDB's `data.mdb` and `lock.mdb`, RocksDB's first
         // MANIFEST and CURRENT) are named durably before anything is acknowledged.
-        if let Some(path) = on_disk
-            && options.sync_directories
-        {
+        if let Some(path) = synced_folder {
             snapshot::sync_dir_io(path).map_err(|e| synced(path, e))?;
         }
         if let Some(io_faults) = &options.io_faults {

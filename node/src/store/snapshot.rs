@@ -183,13 +183,18 @@ pub(crate) fn sync_dir_io(dir: &Path) -> std::io::Result<()> {
     File::open(dir).and_then(|d| d.sync_all())
 }
 
+/// The directory holding `path` (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
 /// Makes `path` and every missing directory above it, syncing each one's parent after making
 /// it, so the whole chain of names is durable when this returns.
 pub(crate) fn create_dir_all_synced(path: &Path) -> std::io::Result<()> {
     if path.is_dir() {
         return Ok(());
     }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = parent_dir(path);
     create_dir_all_synced(parent)?;
     match fs::create_dir(path) {
         Ok(()) => {}
@@ -203,7 +208,7 @@ pub(crate) fn create_dir_all_synced(path: &Path) -> std::io::Result<()> {
 /// them: when this returns the bytes and the name are durable (a marker that must survive a
 /// power loss).
 pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = parent_dir(path);
     create_dir_all_synced(parent)?;
     let mut file = File::create(path)?;
     file.write_all(bytes)?;
@@ -217,7 +222,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
     let mut file = File::create(&tmp).map_err(io(&tmp))?;
     file.write_all(bytes).and_then(|()| file.sync_all()).map_err(io(&tmp))?;
     fs::rename(&tmp, path).map_err(io(path))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    sync_dir(parent_dir(path))
 }
 
 impl Store {
@@ -466,7 +471,7 @@ impl SnapshotImport {
                 super::faults::check_io(options.io_faults.as_ref(), super::faults::IoOp::Rename)
                     .and_then(|()| fs::rename(&data, path))
                     .map_err(io(path))?;
-                sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+                sync_dir(parent_dir(path))?;
                 fs::remove_dir_all(&self.staging).map_err(io(&self.staging))?;
                 Store::open(target, &options)
             }

@@ -180,23 +180,20 @@ fn a_rename_into_place_is_undone_until_its_directory_is_synced() {
 #[test]
 fn an_unlinked_file_and_a_removed_directory_come_back_until_the_parent_is_synced() {
     let _turn = ONE_AT_A_TIME.locked();
+    // Made and synced, then removed.
     let build = |dir: &Path| {
         std::fs::create_dir(dir.join("snapshots")).unwrap();
         write_synced(&dir.join("snapshots/00042.snap"), b"snapshot");
         write_synced(&dir.join("cursor"), b"42");
-    };
-    let (dir, lost) = cut_after(true, |dir| {
-        build(dir);
         std::fs::remove_dir_all(dir.join("snapshots")).unwrap();
         std::fs::remove_file(dir.join("cursor")).unwrap();
-    });
+    };
+    let (dir, lost) = cut_after(true, build);
     assert_eq!(std::fs::read(dir.path().join("snapshots/00042.snap")).unwrap(), b"snapshot");
     assert_eq!(std::fs::read(dir.path().join("cursor")).unwrap(), b"42");
     assert_eq!(lost.entries, 3);
     let (dir, _) = cut_after(true, |dir| {
         build(dir);
-        std::fs::remove_dir_all(dir.join("snapshots")).unwrap();
-        std::fs::remove_file(dir.join("cursor")).unwrap();
         sync_dir(dir);
     });
     assert!(!dir.path().join("snapshots").exists() && !dir.path().join("cursor").exists());

@@ -30,8 +30,9 @@
 //! gone, back where it was, or back at all); the cut puts the directories right first, then
 //! the files' bytes.
 //!
-//! What is not modelled, and why: writes through a writable memory map (LMDB's `MDB_WRITEMAP`: the simulator refuses
-//! the planted no-sync bug on such an environment, since a synced map loses nothing anyway);
+//! What is not modelled, and why: writes through a writable memory map (LMDB's
+//! `MDB_WRITEMAP`: the simulator refuses the planted no-sync bug on such an environment, since a
+//! synced map loses nothing anyway);
 //! the kernel writing dirty pages back on its own (the planted no-sync bug's node syncs every
 //! 5 s, standing in for it); `copy_file_range` and `sendfile` into a watched file (refused with
 //! `EXDEV`/`EINVAL`, after which callers copy with `write`).
