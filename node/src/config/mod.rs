@@ -225,7 +225,7 @@ pub struct LegacyConfig {
     pub raft_apply_before_commit: bool,
     /// Root group: a member keeps its Raft log but not its hard state (term and vote) — after
     /// a restart it may vote a second time in a term it voted in, and two members can lead one
-    /// term.
+    /// term. The restart trusts such a log too (the shipped node refuses it as damaged).
     pub raft_forget_vote: bool,
     /// Root group: a member sent a snapshot records it as applied without bringing its store
     /// to the snapshot's point (the seed's hard case, skipped) — its store misses the entries

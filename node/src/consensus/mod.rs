@@ -42,7 +42,7 @@ pub use adopt::own_state_over_copy;
 use codec::logger;
 pub use codec::{DecodeError, RaftSummary, decode, encode, summarize};
 pub use membership::{Configuration, MembershipChange, MembershipError, VOTERS_MIN};
-pub use restore::Restored;
+pub use restore::{LostHardState, Restored};
 use standing::Standing;
 use storage::MemberLog;
 pub use storage::{RaftDisk, Volatile};

@@ -13,6 +13,17 @@ use super::{
     Volatile, logger, membership,
 };
 
+/// What a restore does with a Raft log whose hard state was lost: the persisted term is below
+/// its last entry's, or no hard state was persisted at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostHardState {
+    /// Refuse it as damaged: the member would not know the term it voted in.
+    Refuse,
+    /// Start from it at term 0 — PLANTED BUG (legacy `raft_forget_vote`, the simulator's bug
+    /// zoo only), so the members that forget their votes go on to elect twice in one term.
+    Trust,
+}
+
 /// What a member restarts from: what its disk holds (see `store::RaftRecords`).
 #[derive(Clone, Debug, Default)]
 pub struct Restored {
@@ -45,8 +56,20 @@ impl Member {
         restored: Restored,
         disk: Box<dyn RaftDisk>,
     ) -> Result<Member, MemberError> {
+        Member::restore_as(id, voters, restored, disk, LostHardState::Refuse)
+    }
+
+    /// [`Member::restore`], with a log whose hard state was lost refused or — the planted
+    /// `raft_forget_vote` only — trusted.
+    pub fn restore_as(
+        id: u64,
+        voters: &[u64],
+        restored: Restored,
+        disk: Box<dyn RaftDisk>,
+        lost_hard_state: LostHardState,
+    ) -> Result<Member, MemberError> {
         let first = ConfState::from((voters.to_vec(), Vec::<u64>::new()));
-        let log = RestoredLog::of(&restored, first.clone())?;
+        let log = RestoredLog::of(&restored, first.clone(), lost_hard_state)?;
         let config = Config {
             id,
             election_tick: ELECTION_TICKS,
@@ -93,7 +116,7 @@ struct RestoredLog {
 
 impl RestoredLog {
     /// `restored` decoded over the group's `first` configuration (a snapshot replaces it).
-    fn of(restored: &Restored, first: ConfState) -> Result<RestoredLog, MemberError> {
+    fn of(restored: &Restored, first: ConfState, lost: LostHardState) -> Result<RestoredLog, MemberError> {
         let storage = MemStorage::new_with_conf_state(first);
         let snapshot = match &restored.snapshot {
             Some(bytes) => {
@@ -138,6 +161,9 @@ impl RestoredLog {
         // anything after the snapshot is applied: see `MemberEvent::Snapshot`.)
         let applied = restored.applied.max(snapshot_index);
         hard_state.commit = hard_state.commit.max(applied);
+        if lost == LostHardState::Refuse {
+            lost_hard_state(&hard_state, restored.hard_state.is_some(), entries.last())?;
+        }
         let snapshot_term = snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
         if hard_state.term < snapshot_term {
             // Its snapshot came from a later term than its hard state records (it cannot, from
@@ -161,6 +187,34 @@ impl RestoredLog {
     fn into_member_log(self) -> MemberLog {
         MemberLog { entries: self.storage, snapshot: Arc::new(Mutex::new(self.snapshot)) }
     }
+}
+
+/// Refuses a log whose hard state was lost. A member learns a term before it appends an entry
+/// of that term, and each persist writes the hard state with the entries in one synced commit
+/// (see [`RaftDisk::persist`]), so the persisted term is never below its last entry's. When it
+/// is, the term and the vote cast in it are gone: started anyway, the member could vote twice in
+/// one term (two leaders), and raft-rs itself panics when a member at term 0 turns down a vote
+/// ("term should be set"). Not healed from a peer either — a copy keeps the member's own hard
+/// state, which is what was lost — so the node refuses to start and says what to do.
+/// (A snapshot without a hard state is not this: see the snapshot's term below.)
+fn lost_hard_state(
+    hard_state: &raft::prelude::HardState,
+    persisted: bool,
+    last: Option<&Entry>,
+) -> Result<(), MemberError> {
+    let Some(last) = last.filter(|last| last.term > hard_state.term) else {
+        return Ok(());
+    };
+    let recorded = match persisted {
+        true => format!("records term {}", hard_state.term),
+        false => "was never persisted".to_string(),
+    };
+    Err(MemberError::Damaged(format!(
+        "the Raft hard state {recorded}, but the Raft log holds entry {} of term {}: the term and vote this \
+         member cast were lost, and a member that forgets its vote may vote twice in one term. Move the store \
+         aside and rejoin the member as a replaced disk (docs/operating.md, \"A replaced disk\")",
+        last.index, last.term
+    )))
 }
 
 /// The configurations a member applied up to `applied`: `base` (the snapshot's, or the

@@ -333,3 +333,51 @@ fn bad_bytes_are_refused_not_parsed_into_a_message() {
     let message = Message { to: 2, term: 7, ..Message::default() };
     assert_eq!(decode(&encode(&message)).unwrap(), message);
 }
+
+/// A log whose hard state was lost (never persisted, or persisted at a term below its last
+/// entry's) is refused as damaged, naming what was lost and what to do: started at term 0, the
+/// member could vote twice in one term, and raft-rs panics when it turns a candidate down. The
+/// intact disk restores; the planted `raft_forget_vote` trusts the lost one.
+#[test]
+fn a_log_whose_hard_state_was_lost_is_refused() {
+    let voters = [1, 2, 3];
+    let disk = Kept::default();
+    let mut members: Vec<Member> = vec![
+        Member::restore(1, &voters, Restored::default(), Box::new(disk.clone())).unwrap(),
+        Member::new(2, &voters).unwrap(),
+        Member::new(3, &voters).unwrap(),
+    ];
+    members[0].standing = Standing::Voting;
+    let mut events = Vec::new();
+    campaign(&mut members, 0, &mut events);
+    assert!(members[0].is_leader());
+    for n in 0..3u8 {
+        let (_, out) = members[0].propose(vec![n]).unwrap();
+        settle(&mut members, out.messages, &mut events);
+    }
+    let kept = disk.0.lock().unwrap().clone();
+    let term = members[0].term();
+    assert!(term > 0 && kept.entries.len() > 3, "member 1 led and persisted entries: {kept:?}");
+    let restore =
+        |restored: Restored, lost: LostHardState| Member::restore_as(1, &voters, restored, Box::new(Volatile), lost);
+    assert!(restore(kept.clone(), LostHardState::Refuse).is_ok(), "the intact disk restores");
+
+    let never = Restored { hard_state: None, ..kept.clone() };
+    let Err(MemberError::Damaged(why)) = restore(never.clone(), LostHardState::Refuse) else {
+        panic!("a log without its hard state restored")
+    };
+    let last = kept.entries.last().unwrap().0;
+    assert!(why.contains("was never persisted") && why.contains(&format!("entry {last} of term {term}")), "{why}");
+    assert!(why.contains("Move the store aside"), "the error says what to do: {why}");
+
+    let mut behind = raft::prelude::HardState::default();
+    (behind.term, behind.commit) = (term - 1, 1);
+    let rolled_back = Restored { hard_state: Some(prost::Message::encode_to_vec(&behind)), ..kept.clone() };
+    let Err(MemberError::Damaged(why)) = restore(rolled_back, LostHardState::Refuse) else {
+        panic!("a hard state behind the log's last term restored")
+    };
+    assert!(why.contains(&format!("records term {}", term - 1)), "{why}");
+
+    let planted = restore(never, LostHardState::Trust).expect("the planted bug trusts it");
+    assert_eq!(planted.term(), 0, "and forgets the term it voted in");
+}

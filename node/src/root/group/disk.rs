@@ -23,7 +23,11 @@ pub(super) fn restore(
     };
     let planted = state.config.planted();
     let disk = StoreDisk { state: state.clone(), forget_vote: planted.raft_forget_vote };
-    let mut member = Member::restore(me, voters, restored, Box::new(disk))?;
+    let lost_hard_state = match planted.raft_forget_vote {
+        true => consensus::LostHardState::Trust,
+        false => consensus::LostHardState::Refuse,
+    };
+    let mut member = Member::restore_as(me, voters, restored, Box::new(disk), lost_hard_state)?;
     super::membership::held(state, member.configuration());
     if planted.raft_apply_before_commit {
         member.apply_before_commit(records.applied);
