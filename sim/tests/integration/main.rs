@@ -17,6 +17,7 @@ mod diff;
 mod docs;
 mod explore;
 mod history;
+mod madsim_tcp_accepts;
 mod madsim_tcp_window;
 mod madsim_timers;
 mod node_log;

@@ -92,6 +92,9 @@ pub struct NetSim {
     tcp_read_hook: Mutex<Option<TcpReadHook>>,
     /// qsim's patch: each TCP direction's window (`TcpConfig::window_bytes`), if bounded.
     tcp_window_bytes: Option<usize>,
+    /// qsim's patch: the connections each node's TCP listeners handed to it by `accept`, by node
+    /// and local port, since the node last started (see [`NetSim::tcp_accepted`]).
+    tcp_accepted: Mutex<std::collections::BTreeMap<(NodeId, u16), u64>>,
 }
 
 /// Called with every chunk of bytes a TCP stream's reader takes from the network: the stream's
@@ -120,6 +123,7 @@ impl plugin::Simulator for NetSim {
             hooks_rsp: Default::default(),
             tcp_read_hook: Default::default(),
             tcp_window_bytes: config.tcp.window_bytes,
+            tcp_accepted: Default::default(),
         }
     }
 
@@ -148,6 +152,18 @@ impl NetSim {
         self.tcp_read_hook.lock().clone()
     }
 
+    /// How many connections node `node`'s TCP listeners on local port `port` returned from
+    /// `accept` since the node last started (a kill resets it with the node's sockets): the
+    /// simulator's own count, against which it judges what a node says it admitted (qsim's
+    /// patch).
+    pub fn tcp_accepted(&self, node: NodeId, port: u16) -> u64 {
+        self.tcp_accepted.lock().get(&(node, port)).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn count_tcp_accept(&self, node: NodeId, port: u16) {
+        *self.tcp_accepted.lock().entry((node, port)).or_default() += 1;
+    }
+
     /// Get the statistics.
     pub fn stat(&self) -> Stat {
         self.network.lock().stat().clone()
@@ -165,6 +181,8 @@ impl NetSim {
     pub fn reset_node(&self, id: NodeId) {
         let mut network = self.network.lock();
         network.reset_node(id);
+        drop(network);
+        self.tcp_accepted.lock().retain(|(node, _), _| *node != id);
     }
 
     /// Set IP address of a node.

@@ -58,6 +58,8 @@ impl TcpListener {
             .map_err(|e| io::Error::new(io::ErrorKind::ConnectionReset, e))?;
         let peer_addr = stream.peer;
         trace!(?peer_addr, "accept tcp connection");
+        // qsim's patch: counted where the node receives it (see `NetSim::tcp_accepted`).
+        (self.guard.net).count_tcp_accept(self.guard.node.id, self.guard.addr.port());
 
         stream.guard = Some(self.guard.clone());
         Ok((stream, peer_addr))
