@@ -297,6 +297,10 @@ pub struct LegacyConfig {
     /// identical rewrites it dropped too, which `qs_writes_identical_dropped_total` counts as
     /// well — so the dashboard shows more writes committed than the clients were ever answered.
     pub writes_accepted_counts_identical_rewrites: bool,
+    /// Connections: a newcomer admitted in the place of a connection shed for it is not counted
+    /// in `qs_connections_accepted_total` — the dashboard shows fewer connections taken than the
+    /// listener served, and more sheds than admissions at a full listener.
+    pub connections_heir_uncounted: bool,
     /// HTTP: a key in the path is percent-decoded into a UTF-8 string, lossily — bytes that are
     /// not UTF-8 become U+FFFD, so distinct binary keys collide on one stored key.
     pub http_key_decoded_lossily: bool,
@@ -663,6 +667,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     memcached_hits_count_misses: false,
     http_reads_count_as_refused_writes: false,
     writes_accepted_counts_identical_rewrites: false,
+    connections_heir_uncounted: false,
     http_key_decoded_lossily: false,
     retention_either_rule: false,
     raft_log_keep_zero_accepted: false,

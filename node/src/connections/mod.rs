@@ -128,6 +128,9 @@ pub struct Gate {
     shed: Counter,
     timed_out: Counter,
     refusals: Mutex<RefusalLog>,
+    /// PLANTED BUG (legacy `connections_heir_uncounted`): a newcomer admitted in a shed
+    /// connection's place counts on a counter no page shows.
+    heir_uncounted: bool,
 }
 
 /// What the gate answers a new connection.
@@ -257,7 +260,7 @@ impl Drop for Slot {
 }
 
 impl Gate {
-    fn new(kind: ListenerKind, max: usize, max_per_peer: usize, metrics: &Metrics) -> Gate {
+    fn new(kind: ListenerKind, max: usize, max_per_peer: usize, metrics: &Metrics, heir_uncounted: bool) -> Gate {
         let label = Metrics::label("listener", kind.name());
         metrics.connections_max.get_or_create(&label).set(max as i64);
         metrics.connections_max_per_peer.get_or_create(&label).set(max_per_peer as i64);
@@ -273,6 +276,7 @@ impl Gate {
             shed: metrics.connections_shed.get_or_create(&label).clone(),
             timed_out: metrics.connections_timed_out.get_or_create(&label).clone(),
             refusals: Mutex::new(RefusalLog::default()),
+            heir_uncounted,
         }
     }
 
@@ -311,7 +315,10 @@ impl Gate {
                 peer,
                 ticket,
                 open: self.open.clone(),
-                accepted: self.accepted.clone(),
+                accepted: match self.heir_uncounted {
+                    true => Counter::default(), // PLANTED BUG (legacy `connections_heir_uncounted`)
+                    false => self.accepted.clone(),
+                },
                 refused: self.refused.clone(),
             });
         }
@@ -383,26 +390,14 @@ pub struct Connections {
 }
 
 impl Connections {
-    pub fn new(config: &ConnectionsConfig, metrics: &Metrics) -> Connections {
+    /// The three gates; `heir_uncounted` is the PLANTED BUG of that name (legacy
+    /// `connections_heir_uncounted`, the simulator's bug zoo only; false in every shipped node).
+    pub fn new(config: &ConnectionsConfig, metrics: &Metrics, heir_uncounted: bool) -> Connections {
+        let gate = |kind| Gate::new(kind, config.max(kind), config.max_per_peer(kind), metrics, heir_uncounted);
         Connections {
-            http: Gate::new(
-                ListenerKind::Http,
-                config.max(ListenerKind::Http),
-                config.max_per_peer(ListenerKind::Http),
-                metrics,
-            ),
-            memcached: Gate::new(
-                ListenerKind::Memcached,
-                config.max(ListenerKind::Memcached),
-                config.max_per_peer(ListenerKind::Memcached),
-                metrics,
-            ),
-            replication: Gate::new(
-                ListenerKind::Replication,
-                config.max(ListenerKind::Replication),
-                config.max_per_peer(ListenerKind::Replication),
-                metrics,
-            ),
+            http: gate(ListenerKind::Http),
+            memcached: gate(ListenerKind::Memcached),
+            replication: gate(ListenerKind::Replication),
         }
     }
 

@@ -160,7 +160,7 @@ impl NodeState {
         }
         let (applied, _) = watch::channel(store.applied_index());
         let metrics = Metrics::default();
-        let connections = Connections::new(&config.connections, &metrics);
+        let connections = Connections::new(&config.connections, &metrics, config.planted().connections_heir_uncounted);
         let quotas = crate::root::quota::Quotas::new(config.root.as_ref().map_or(&[], |root| &root.producers[..]));
         let root_clock = crate::clock::RootClock::new(config.planted().trust_own_wall_clock);
         let state = Arc::new(NodeState {

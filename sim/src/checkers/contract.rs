@@ -23,7 +23,9 @@
 //!   4xx answers to writes) must move between two pages read on one connection as those
 //!   answers allow — a read, a redirect or a 5xx moves neither. At the end of a simulated run
 //!   every root's counters are held to the one-page bound as well (`world::end`), so a run
-//!   whose census read few pages still judges them.
+//!   whose census read few pages still judges them; so are every node's connection counters,
+//!   against the network's own count of the connections each listener took
+//!   ([`super::listener_counts`]).
 //! - **What a key may hold** ([`SentValues`]): per census key, every value sent to it (as a
 //!   hash), so a read of it that returns bytes nobody wrote there — a framing slip, or two keys
 //!   that collide — is named.

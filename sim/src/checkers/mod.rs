@@ -14,6 +14,7 @@ pub mod fetch;
 pub mod installs;
 pub mod lag;
 pub mod leadership;
+pub mod listener_counts;
 pub mod member_liveness;
 pub mod membership;
 pub mod memory;

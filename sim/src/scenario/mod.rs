@@ -35,6 +35,7 @@
 //! # producer_quota = true           # the producer's generous default quota; false: none
 //! # tls = true                     # replication over mutual TLS (default); false: plaintext
 //! # replication_connections_max = 8 # every node's replication listener cap (default: the node's)
+//! # memcached_connections_max = 4  # every node's memcached listener cap (default: the node's)
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -378,6 +379,10 @@ pub struct NodeSettings {
     /// Every node's replication listener holds at most this many connections (the node's
     /// `connections.replication.max`; default: the node's, 1024); small values make it shed.
     pub replication_connections_max: Option<usize>,
+    /// Every node's memcached listener holds at most this many connections (the node's
+    /// `connections.memcached.max`; default: the node's); small values make an edge shed its
+    /// readers' and the census's connections for each other.
+    pub memcached_connections_max: Option<usize>,
     /// Every node keeps log entries younger than this too (the node's `retention.keep_age`;
     /// default: no age rule): an entry is collected only when both rules allow it.
     #[serde(default, with = "humantime_serde")]
@@ -410,6 +415,7 @@ impl Default for NodeSettings {
             raft_snapshot_entries: qs_node::config::RootConfig::default().raft_snapshot_entries,
             raft_log_keep_entries: qs_node::config::RootConfig::default().raft_log_keep_entries,
             replication_connections_max: None,
+            memcached_connections_max: None,
             retention_age: None,
             apply_batch_entries_max: None,
             reconnect_backoff_min: None,

@@ -353,13 +353,17 @@ pub fn producer_quota(scenario: &Scenario) -> u64 {
     (peak * QUOTA_HEADROOM).max(QUOTA_MIN_PER_S).ceil() as u64
 }
 
-/// Every node's connection caps: the node's defaults, the replication listener's cap as the
-/// scenario sets it.
+/// Every node's connection caps: the node's defaults, the replication and memcached listeners'
+/// caps as the scenario sets them.
 fn connections(settings: &NodeSettings) -> ConnectionsConfig {
     let defaults = ConnectionsConfig::default();
     let replication = qs_node::connections::settings::ReplicationConnections {
         max: settings.replication_connections_max.unwrap_or(defaults.replication.max),
         ..defaults.replication.clone()
     };
-    ConnectionsConfig { replication, ..defaults }
+    let memcached = qs_node::connections::settings::MemcachedConnections {
+        max: settings.memcached_connections_max.unwrap_or(defaults.memcached.max),
+        ..defaults.memcached.clone()
+    };
+    ConnectionsConfig { replication, memcached, ..defaults }
 }

@@ -158,11 +158,16 @@ impl Scenario {
                 "batch_window must be above zero, heartbeat_interval at least 10ms".into(),
             );
         }
-        if let Some(max) = n.replication_connections_max {
+        let caps = [
+            ("node.replication_connections_max", n.replication_connections_max),
+            ("node.memcached_connections_max", n.memcached_connections_max),
+        ];
+        for (field, max) in caps {
             use qs_node::connections::settings::{CONNECTIONS_MAX_MAX, CONNECTIONS_MAX_MIN};
+            let Some(max) = max else { continue };
             if !(CONNECTIONS_MAX_MIN..=CONNECTIONS_MAX_MAX).contains(&max) {
                 let problem = format!("{max} is out of range; allowed {CONNECTIONS_MAX_MIN} to {CONNECTIONS_MAX_MAX}");
-                return bad(None, "node.replication_connections_max", problem);
+                return bad(None, field, problem);
             }
         }
         if n.raft_snapshot_entries == 0 {

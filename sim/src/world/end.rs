@@ -7,6 +7,7 @@ use qs_node::state::NodeState;
 
 use crate::checkers::contract::{WriteCounters, WriteCountersRead, WriteLedgers, judge_write_page};
 use crate::checkers::convergence::Lost;
+use crate::checkers::listener_counts;
 use crate::checkers::reads::Reads;
 use crate::faults::SimNode;
 use crate::scenario::Scenario;
@@ -89,6 +90,38 @@ pub(super) fn write_counters_at_the_end(
         let read = WriteCountersRead { sent: ledger, received: ledger, counters };
         if let Some(wrong) = judge_write_page(&read) {
             crate::workload::census::violation(recorder, &node.name, format!("at the end of the run: {wrong}"));
+        }
+    }
+}
+
+/// At the end, every live node's connection counters, per listener, against what its socket
+/// handed it since the process started (madsim's count; see [`listener_counts`]).
+pub(super) fn connection_counters_at_the_end(nodes: &[SimNode], states: &States, recorder: &SharedRecorder) {
+    use qs_node::connections::ListenerKind;
+    let net = madsim::net::NetSim::current();
+    let states = live(states);
+    for node in nodes {
+        let Some(state) = states.get(&node.name) else { continue };
+        let metrics = &state.metrics;
+        for &kind in ListenerKind::ALL {
+            let port = match kind {
+                ListenerKind::Http => crate::scenario::nodes::HTTP_PORT,
+                ListenerKind::Memcached => crate::scenario::nodes::MEMCACHED_PORT,
+                ListenerKind::Replication => crate::scenario::nodes::REPLICATION_PORT,
+            };
+            let label = qs_node::metrics::Metrics::label("listener", kind.name());
+            let counts = listener_counts::ListenerCounts {
+                handed_over: net.tcp_accepted(node.handle.id(), port),
+                max: state.config.connections.max(kind) as u64,
+                accepted: metrics.connections_accepted.get_or_create(&label).get(),
+                refused: metrics.connections_refused.get_or_create(&label).get(),
+                refused_per_peer: metrics.connections_refused_per_peer.get_or_create(&label).get(),
+                shed: metrics.connections_shed.get_or_create(&label).get(),
+                open: metrics.connections_open.get_or_create(&label).get(),
+            };
+            if let Some(wrong) = listener_counts::judge(kind.name(), &counts) {
+                crate::workload::census::violation(recorder, &node.name, format!("at the end of the run: {wrong}"));
+            }
         }
     }
 }

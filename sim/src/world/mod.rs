@@ -537,6 +537,7 @@ async fn world(scenario: Scenario, plan: Plan, recorder: SharedRecorder, judges:
     let simulated = start.elapsed();
     summarize(&scenario, &nodes, &states, &reads, &recorder);
     end::write_counters_at_the_end(&nodes, &states, &writes, &recorder);
+    end::connection_counters_at_the_end(&nodes, &states, &recorder);
     {
         // Last: what the run exercised.
         let mut recorder = recorder.locked();
