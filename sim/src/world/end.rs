@@ -103,11 +103,13 @@ pub(super) fn connection_counters_at_the_end(nodes: &[SimNode], states: &States,
     for node in nodes {
         let Some(state) = states.get(&node.name) else { continue };
         let metrics = &state.metrics;
+        let listen = &state.config.listen;
         for &kind in ListenerKind::ALL {
+            // The port this process bound for the listener, from its own configuration.
             let port = match kind {
-                ListenerKind::Http => crate::scenario::nodes::HTTP_PORT,
-                ListenerKind::Memcached => crate::scenario::nodes::MEMCACHED_PORT,
-                ListenerKind::Replication => crate::scenario::nodes::REPLICATION_PORT,
+                ListenerKind::Http => listen.http.port(),
+                ListenerKind::Memcached => listen.memcached.port(),
+                ListenerKind::Replication => listen.replication.port(),
             };
             let label = qs_node::metrics::Metrics::label("listener", kind.name());
             let counts = listener_counts::ListenerCounts {
