@@ -53,6 +53,21 @@ pub enum Knob {
     RaftSnapshotEntries,
     /// Raft entries a compaction keeps (`root.raft_log_keep_entries`).
     RaftLogKeepEntries,
+    /// Every node's memcached listener cap (`connections.memcached.max`): down to one, so an
+    /// edge's readers and the census shed each other's connections.
+    MemcachedConnectionsMax,
+    /// Every node's replication listener cap (`connections.replication.max`): down to one
+    /// connection per other node of the run — as few as a tree can need — so a replica that
+    /// reconnects before its old connection is noticed makes its source shed ([`replication_need`]).
+    ReplicationConnectionsMax,
+}
+
+/// The fewest replication connections a node of `scenario` may be capped at and still serve
+/// every peer: one per other node of the run (a replica streams from one source, a root group
+/// member links to each other member once, a bootstrap replaces the stream it starts). Below it
+/// a correct node may have to shed a replica it needs, and the knob must not change a verdict.
+pub fn replication_need(scenario: &Scenario) -> u64 {
+    (scenario.node_names().len() as u64).saturating_sub(1).max(1)
 }
 
 /// A knob's value.
@@ -126,11 +141,14 @@ impl Knob {
             Knob::ScrubInterval => &["scrub_interval"],
             Knob::RaftSnapshotEntries => &["raft_snapshot_entries"],
             Knob::RaftLogKeepEntries => &["raft_log_keep_entries"],
+            Knob::MemcachedConnectionsMax => &["memcached_connections_max"],
+            Knob::ReplicationConnectionsMax => &["replication_connections_max"],
         }
     }
 
-    /// The values a run draws from: what validation accepts, its edges among them.
-    pub fn choices(self) -> Vec<Value> {
+    /// The values a run of `scenario` draws from: what validation accepts, its edges among
+    /// them (the replication cap's lowest edge follows the run's size).
+    pub fn choices(self, scenario: &Scenario) -> Vec<Value> {
         use Value::*;
         match self {
             Knob::BatchWindow => vec![Time(ms(10)), Time(ms(100)), Time(ms(500)), Time(ms(1_000))],
@@ -146,6 +164,11 @@ impl Knob {
             Knob::ScrubInterval => vec![Time(ms(10_000)), Time(ms(60_000)), Time(ms(3_600_000))],
             Knob::RaftSnapshotEntries => vec![Count(1), Count(50), Count(1_000), Count(10_000)],
             Knob::RaftLogKeepEntries => vec![Count(1), Count(100), Count(1_000)],
+            Knob::MemcachedConnectionsMax => vec![Count(1), Count(2), Count(64), Count(1_024)],
+            Knob::ReplicationConnectionsMax => {
+                let need = replication_need(scenario);
+                vec![Count(need), Count(need + 1), Count(2 * need), Count(256)]
+            }
         }
     }
 
@@ -161,6 +184,9 @@ impl Knob {
             Knob::SnapshotChunkBytes => vec![Bytes((4 << 10) - 1), Bytes((16 << 20) + 1)],
             Knob::RaftSnapshotEntries => vec![Count(0)],
             Knob::RaftLogKeepEntries => vec![Count(0)],
+            Knob::MemcachedConnectionsMax | Knob::ReplicationConnectionsMax => {
+                vec![Count(0), Count(qs_node::connections::settings::CONNECTIONS_MAX_MAX as u64 + 1)]
+            }
             Knob::RetentionEntries | Knob::RetentionAge | Knob::ScrubInterval => vec![],
         }
     }
@@ -204,6 +230,10 @@ impl Knob {
             (Knob::ScrubInterval, Value::Time(d)) => settings.scrub_interval = Some(d),
             (Knob::RaftSnapshotEntries, Value::Count(n)) => settings.raft_snapshot_entries = n,
             (Knob::RaftLogKeepEntries, Value::Count(n)) => settings.raft_log_keep_entries = n,
+            (Knob::MemcachedConnectionsMax, Value::Count(n)) => settings.memcached_connections_max = Some(n as usize),
+            (Knob::ReplicationConnectionsMax, Value::Count(n)) => {
+                settings.replication_connections_max = Some(n as usize);
+            }
             (knob, value) => unreachable!("{knob:?} takes no {value:?}: its choices are its own"),
         }
     }
@@ -237,7 +267,7 @@ pub fn draw(scenario: &Scenario, seed: u64) -> Vec<Drawn> {
     <Knob as strum::IntoEnumIterator>::iter()
         .filter_map(|knob| {
             let on = rng.random_bool(settings.share.clamp(0.0, 1.0));
-            let choices = knob.choices();
+            let choices = knob.choices(scenario);
             let value = choices[rng.random_range(0..choices.len())];
             let pinned = knob.pinned_by().iter().any(|key| scenario.node_pinned.contains(*key));
             (settings.drawn && on && !pinned && knob.applies(scenario)).then_some(Drawn { knob, value })
@@ -293,7 +323,7 @@ converge_within = "10s"
         let base = scenario(GROUP);
         assert_eq!(refusals(&base), Vec::<String>::new());
         for knob in <Knob as strum::IntoEnumIterator>::iter() {
-            for value in knob.choices() {
+            for value in knob.choices(&base) {
                 let mut drawn = base.clone();
                 knob.set(value, &mut drawn.node);
                 let generated = crate::scenario::nodes::generate(&drawn, std::path::Path::new("/x"));
@@ -306,7 +336,7 @@ converge_within = "10s"
     fn a_draw_written_into_the_file_is_the_same_setting() {
         let base = scenario(GROUP);
         for knob in <Knob as strum::IntoEnumIterator>::iter() {
-            for value in knob.choices() {
+            for value in knob.choices(&base) {
                 let mut table: toml::Table = GROUP.parse().expect("toml");
                 let node = table.get_mut("node").and_then(toml::Value::as_table_mut).expect("[node]");
                 for (key, entry) in knob.as_toml(value) {
