@@ -204,10 +204,56 @@ pub enum ProposeError {
 pub enum MemberError {
     #[error("raft: {0}")]
     Raft(#[from] raft::Error),
-    #[error("persisting the member's Raft state failed: {0}")]
-    Disk(String),
+    /// The member's store failed (a disk error, damage found mid-commit): what landed is
+    /// unknown until the store is reopened.
+    #[error("the member's store failed {step}: {source}")]
+    Disk {
+        step: DiskStep,
+        #[source]
+        source: crate::store::StoreError,
+    },
     #[error("the member's persisted Raft state is damaged: {0}")]
     Damaged(String),
+}
+
+/// What a member was doing with its store when the store failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskStep {
+    /// Persisting Raft state: entries, the hard state, a snapshot received.
+    Persist,
+    /// Recording a snapshot and dropping the log before it.
+    Compact,
+    /// Reading which Raft index its store applied.
+    ReadApplied,
+    /// Recording Raft entry `index` applied: a snapshot's, its store caught up to it.
+    RecordApplied { index: u64 },
+    /// Reading the quota ledger a snapshot carries.
+    ReadQuotaLedger,
+    /// Applying committed Raft entry `index` to the store.
+    Apply { index: u64 },
+    /// Applying entries pulled from a peer's log to catch its store up to a snapshot.
+    CatchUp,
+}
+
+impl std::fmt::Display for DiskStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskStep::Persist => write!(f, "persisting its Raft state"),
+            DiskStep::Compact => write!(f, "compacting its Raft log"),
+            DiskStep::ReadApplied => write!(f, "reading the Raft index its store applied"),
+            DiskStep::RecordApplied { index } => write!(f, "recording Raft entry {index} applied"),
+            DiskStep::ReadQuotaLedger => write!(f, "reading the quota ledger"),
+            DiskStep::Apply { index } => write!(f, "applying committed Raft entry {index}"),
+            DiskStep::CatchUp => write!(f, "applying entries pulled from a peer"),
+        }
+    }
+}
+
+impl MemberError {
+    /// The store failed while the member was at `step`.
+    pub fn disk(step: DiskStep) -> impl FnOnce(crate::store::StoreError) -> MemberError {
+        move |source| MemberError::Disk { step, source }
+    }
 }
 
 /// One member's consensus state.
@@ -336,7 +382,7 @@ impl Member {
         let storage = self.raw.raft.raft_log.store.clone();
         let first_kept = (applied + 1).saturating_sub(keep).max(raft::Storage::first_index(&storage)?);
         let bytes = prost::Message::encode_to_vec(&snapshot);
-        self.disk.compact(bytes, first_kept).map_err(MemberError::Disk)?;
+        self.disk.compact(bytes, first_kept).map_err(MemberError::disk(DiskStep::Compact))?;
         storage.entries.wl().compact(first_kept)?;
         *storage.snapshot.lock().expect("the snapshot lock is never poisoned") = Some(snapshot);
         // The snapshot records the configuration at its index: older ones are no longer asked.
@@ -542,7 +588,7 @@ impl Member {
                     + write.hard_state.as_ref().map_or(0, Vec::len)
                     + write.entries.iter().map(|(_, e)| e.len()).sum::<usize>();
                 out.persisted_bytes += bytes as u64;
-                self.disk.persist(write).map_err(MemberError::Disk)?;
+                self.disk.persist(write).map_err(MemberError::disk(DiskStep::Persist))?;
             }
             if let Some(snapshot) = received {
                 storage.entries.wl().apply_snapshot(snapshot.clone())?;

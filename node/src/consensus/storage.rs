@@ -14,10 +14,10 @@ use super::RaftWrite;
 pub trait RaftDisk: Send {
     /// Persists `write` in one durable commit (see [`RaftWrite`]). An error stops the member:
     /// it must not vouch for state it could not keep.
-    fn persist(&mut self, write: RaftWrite) -> Result<(), String>;
+    fn persist(&mut self, write: RaftWrite) -> Result<(), crate::store::StoreError>;
     /// Records `snapshot` as the one the log starts after and drops the entries before
     /// `first_kept`, in one commit.
-    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String>;
+    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), crate::store::StoreError>;
 }
 
 /// A disk that keeps nothing: a member on it forgets its vote and log when it restarts, which
@@ -27,11 +27,11 @@ pub trait RaftDisk: Send {
 pub struct Volatile;
 
 impl RaftDisk for Volatile {
-    fn persist(&mut self, _: RaftWrite) -> Result<(), String> {
+    fn persist(&mut self, _: RaftWrite) -> Result<(), crate::store::StoreError> {
         Ok(())
     }
 
-    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), String> {
+    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), crate::store::StoreError> {
         Ok(())
     }
 }

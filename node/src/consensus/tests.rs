@@ -63,7 +63,7 @@ fn three_members_elect_one_leader_and_commit_in_the_same_order() {
 pub(super) struct Kept(pub(super) Arc<Mutex<Restored>>);
 
 impl RaftDisk for Kept {
-    fn persist(&mut self, write: RaftWrite) -> Result<(), String> {
+    fn persist(&mut self, write: RaftWrite) -> Result<(), crate::store::StoreError> {
         let mut kept = self.0.lock().unwrap();
         if let Some(snapshot) = write.snapshot {
             kept.snapshot = Some(snapshot);
@@ -79,7 +79,7 @@ impl RaftDisk for Kept {
         Ok(())
     }
 
-    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
+    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), crate::store::StoreError> {
         let mut kept = self.0.lock().unwrap();
         kept.snapshot = Some(snapshot);
         kept.entries.retain(|(index, _)| *index >= first_kept);
@@ -96,14 +96,14 @@ pub(super) fn point(n: u64) -> StorePoint {
 struct Failing(Arc<std::sync::atomic::AtomicBool>);
 
 impl RaftDisk for Failing {
-    fn persist(&mut self, _: RaftWrite) -> Result<(), String> {
+    fn persist(&mut self, _: RaftWrite) -> Result<(), crate::store::StoreError> {
         match self.0.load(std::sync::atomic::Ordering::Relaxed) {
-            true => Err("a value failed its checksum".into()),
+            true => Err(crate::store::StoreError::Checksum { key: "a Raft entry".into() }),
             false => Ok(()),
         }
     }
 
-    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), String> {
+    fn compact(&mut self, _: Vec<u8>, _: u64) -> Result<(), crate::store::StoreError> {
         Ok(())
     }
 }

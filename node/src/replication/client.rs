@@ -375,9 +375,10 @@ async fn follow(state: &NodeState, source: SocketAddr, resume_from: Option<u64>,
                 state.pages_io(entries.iter().flat_map(|e| e.ops.iter())).await;
                 match apply_frame(state, &entries) {
                     Ok(()) => {}
-                    Err(ApplyFailed::Refused(reason)) => return violation(&state.metrics, reason),
+                    Err(ApplyFailed::Refused(refusal)) => return violation(&state.metrics, refusal.to_string()),
                     Err(ApplyFailed::Store(_)) if state.is_damaged() => return Ended::Damaged,
-                    Err(ApplyFailed::Store(reason)) => {
+                    Err(ApplyFailed::Store(e)) => {
+                        let reason = format!("applying: {e}");
                         tracing::error!(node = %state.config.name, %reason, "applying entries failed in this node's own store");
                         return Ended::StoreFailed(reason);
                     }
@@ -472,9 +473,9 @@ pub(crate) fn decode_frame(frames: Vec<Vec<u8>>) -> Result<Vec<VerifiedEntry>, S
 /// Why a frame was not applied: the source's doing, or this node's store's.
 pub(crate) enum ApplyFailed {
     /// The entries were refused (a gap, a broken chain, another database): the source's fault.
-    Refused(String),
+    Refused(crate::store::ApplyRefusal),
     /// The store failed (damage, a disk error): this node's.
-    Store(String),
+    Store(StoreError),
 }
 
 /// Checks and applies one frame of entries, at most `replication.apply_batch_entries_max` to a
@@ -499,14 +500,14 @@ fn apply_batch(state: &NodeState, entries: &[VerifiedEntry]) -> Result<(), Apply
         Ok(())
     });
     applied.map_err(|e| match e {
-        StoreError::Refused(refusal) => ApplyFailed::Refused(refusal.to_string()),
+        StoreError::Refused(refusal) => ApplyFailed::Refused(refusal),
         // The commit met damage already in the store (a RocksDB compaction reading a corrupt
         // block stops every write): the entries are fine, the store is not.
         damage if damage.is_damage() => {
             state.found_damage();
-            ApplyFailed::Store(format!("applying: {damage}"))
+            ApplyFailed::Store(damage)
         }
-        other => ApplyFailed::Store(format!("applying: {other}")),
+        other => ApplyFailed::Store(other),
     })?;
     state.metrics.entries_applied.inc_by(entries.len() as u64);
     state.metrics.bytes_applied.inc_by(bytes);

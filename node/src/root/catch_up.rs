@@ -30,7 +30,7 @@ use tokio::time::timeout;
 
 use super::peers::REDIAL_AFTER;
 use crate::connections::{Lifecycle, reached};
-use crate::consensus::{MemberError, RaftWrite, StorePoint};
+use crate::consensus::{DiskStep, MemberError, RaftWrite, StorePoint};
 use crate::replication::bootstrap::{RESUMES_IN_A_ROW_MAX, bootstrap_preparing};
 use crate::replication::client::{ApplyFailed, apply_frame, decode_frame};
 use crate::replication::protocol::{Message, Want, read_message, write_message};
@@ -99,7 +99,7 @@ pub(super) async fn catch_up(
     for attempt in 0.. {
         let (raft_applied, head, hash) = state
             .read_store(|s| Ok::<_, crate::store::StoreError>((s.raft_applied()?, s.applied_index(), s.chain_hash())))
-            .map_err(|e| MemberError::Disk(format!("reading the store's Raft index: {e}")))?;
+            .map_err(MemberError::disk(DiskStep::ReadApplied))?;
         if raft_applied >= target.raft_index {
             if attempt > 0 {
                 state.probe(crate::observe::Probe::RaftStoreCaughtUp); // by a copy of a peer's store
@@ -124,7 +124,7 @@ pub(super) async fn catch_up(
             }
             state
                 .with_store(|s| s.apply_raft(&[], target.raft_index, None))
-                .map_err(|e| MemberError::Disk(format!("recording Raft entry {} applied: {e}", target.raft_index)))?;
+                .map_err(MemberError::disk(DiskStep::RecordApplied { index: target.raft_index }))?;
             state.metrics.raft_applied_index.set(target.raft_index as i64);
             if !skip {
                 state.probe(crate::observe::Probe::RaftStoreCaughtUp);
@@ -140,7 +140,7 @@ pub(super) async fn catch_up(
         };
         match pulled {
             Ok(()) => {}
-            Err(Pull::Store(e)) => return Err(MemberError::Disk(e)),
+            Err(Pull::Store(e)) => return Err(MemberError::Disk { step: DiskStep::CatchUp, source: e }),
             Err(Pull::OutOfRetention { first_retained }) => {
                 tracing::warn!(node = %state.config.name, %peer, first_retained, wanted = head + 1, "the peer no longer holds the entries this member lacks: copying its store");
                 peers.next(); // its log is collected: the next catch-up asks another first
@@ -178,9 +178,7 @@ pub(super) async fn heal(
             return Ok(None);
         }
     }
-    let applied = state
-        .read_store(|s| s.raft_applied())
-        .map_err(|e| MemberError::Disk(format!("reading the healed store's Raft index: {e}")))?;
+    let applied = state.read_store(|s| s.raft_applied()).map_err(MemberError::disk(DiskStep::ReadApplied))?;
     tracing::info!(node = %state.config.name, applied, "the root group member's store was replaced by a peer's copy");
     Ok(Some(applied))
 }
@@ -245,7 +243,7 @@ enum Pull {
     /// another.
     Failed(String),
     /// This member's store failed: it restarts from it.
-    Store(String),
+    Store(crate::store::StoreError),
 }
 
 /// Pulls the Quicksilver entries after the store's head up to `stop` from `peer`.
@@ -284,7 +282,7 @@ async fn pull(state: &NodeState, peer: SocketAddr, stop: u64) -> Result<(), Pull
                 state.disk_io(DiskOp::Commit { bytes }).await;
                 match apply_frame(state, &entries) {
                     Ok(()) => {}
-                    Err(ApplyFailed::Refused(e)) => return Err(Pull::Failed(e)),
+                    Err(ApplyFailed::Refused(e)) => return Err(Pull::Failed(e.to_string())),
                     Err(ApplyFailed::Store(e)) => return Err(Pull::Store(e)),
                 }
                 if state.read_store(|s| s.applied_index()) >= stop {

@@ -310,7 +310,7 @@ impl Group {
         // The ledger committed with the entries up to here travels in the snapshot: a member
         // that catches its store up to it from a peer's log never applies the proposals that
         // carried it (see `Member::snapshot_quotas`).
-        let quotas = quotas.map_err(|e| consensus::MemberError::Disk(format!("reading the quota ledger: {e}")))?;
+        let quotas = quotas.map_err(consensus::MemberError::disk(consensus::DiskStep::ReadQuotaLedger))?;
         self.member.compact(
             self.applied,
             StorePoint { log_index, hash },
@@ -594,7 +594,7 @@ impl Group {
                     // cured by reopening: the member heals from a peer's copy (see `recover`).
                     self.state.found_damage();
                 }
-                return Err(consensus::MemberError::Disk(format!("applying committed Raft entry {index}: {e}")));
+                return Err(consensus::MemberError::Disk { step: consensus::DiskStep::Apply { index }, source: e });
             }
         };
         self.applied = index;

@@ -49,19 +49,18 @@ struct StoreDisk {
 }
 
 impl RaftDisk for StoreDisk {
-    fn persist(&mut self, mut write: RaftWrite) -> Result<(), String> {
+    fn persist(&mut self, mut write: RaftWrite) -> Result<(), crate::store::StoreError> {
         if self.forget_vote {
             write.hard_state = None;
         }
-        self.state.with_store(|store| store.persist_raft(&write)).map_err(|e| {
+        self.state.with_store(|store| store.persist_raft(&write)).inspect_err(|e| {
             if e.is_damage() {
                 self.state.found_damage(); // healed from a peer's copy, not by a reopen (`recover`)
             }
-            e.to_string()
         })
     }
 
-    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), String> {
-        self.state.with_store(|store| store.compact_raft(snapshot, first_kept)).map_err(|e| e.to_string())
+    fn compact(&mut self, snapshot: Vec<u8>, first_kept: u64) -> Result<(), crate::store::StoreError> {
+        self.state.with_store(|store| store.compact_raft(snapshot, first_kept))
     }
 }

@@ -39,7 +39,7 @@ impl Group {
             // The disk failed a persist or an apply: what landed is unknown until the store is
             // reopened. Start the member again from what the store holds, as a restart would;
             // nothing it had not persisted was vouched for.
-            Err(consensus::MemberError::Disk(e)) => {
+            Err(e @ consensus::MemberError::Disk { .. }) => {
                 tracing::error!(node = %name, error = %e, "the root group member's disk failed: it restarts from its store");
             }
             // Its Raft state cannot be read, or its store forked from the group's log: neither
