@@ -17,6 +17,7 @@ use crate::sync::Locked;
 use crate::trace::{Event, SharedRecorder};
 use crate::workload::Acked;
 
+use super::error::RealError;
 use super::processes::Cluster;
 
 /// How long one request to a node may take.
@@ -35,18 +36,20 @@ pub struct Status {
 static AGENT: std::sync::LazyLock<ureq::Agent> =
     std::sync::LazyLock::new(|| ureq::Agent::config_builder().timeout_global(Some(REQUEST_TIMEOUT)).build().into());
 
-fn get(http: SocketAddr, path: &str) -> Result<String, String> {
-    let url = format!("http://{http}{path}");
-    let mut response = AGENT.get(&url).call().map_err(|e| format!("{url}: {e}"))?;
-    response.body_mut().read_to_string().map_err(|e| format!("{url}: {e}"))
+fn get(http: SocketAddr, path: &'static str) -> Result<String, RealError> {
+    let failed = |source| RealError::Http { address: http, path, source };
+    let mut response = AGENT.get(format!("http://{http}{path}")).call().map_err(failed)?;
+    response.body_mut().read_to_string().map_err(failed)
 }
 
 /// The node's status.
-pub fn status(http: SocketAddr) -> Result<Status, String> {
-    let body: serde_json::Value =
-        serde_json::from_str(&get(http, "/v1/status")?).map_err(|e| format!("{http}: status is not JSON: {e}"))?;
+pub fn status(http: SocketAddr) -> Result<Status, RealError> {
+    let body: serde_json::Value = serde_json::from_str(&get(http, "/v1/status")?)
+        .map_err(|source| RealError::StatusJson { address: http, source })?;
     Ok(Status {
-        applied_index: body["applied_index"].as_u64().ok_or_else(|| format!("{http}: status has no applied_index"))?,
+        applied_index: body["applied_index"]
+            .as_u64()
+            .ok_or(RealError::StatusField { address: http, field: "applied_index" })?,
         state_digest: body["state_digest"].as_str().unwrap_or_default().to_string(),
         leads: body["raft"]["role"].as_str() == Some("leader"),
     })
@@ -63,22 +66,24 @@ fn metric(text: &str, name: &str) -> u64 {
         .map_or(0, |value| value as u64)
 }
 
-/// A key as one node's memcached port answers it.
-fn memcached_get(client: &memcache::Client, key: &str) -> Result<Option<Vec<u8>>, String> {
-    client.get::<Vec<u8>>(key).map_err(|e| e.to_string())
+/// A key as one node's memcached port (`address`, the client's) answers it.
+fn memcached_get(client: &memcache::Client, address: SocketAddr, key: &str) -> Result<Option<Vec<u8>>, RealError> {
+    client.get::<Vec<u8>>(key).map_err(|source| RealError::Memcached { address, key: key.to_string(), source })
 }
 
 /// A `get` of a key that is not UTF-8, over a connection of its own: the value, or None for a
 /// miss.
-fn raw_get(address: SocketAddr, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+fn raw_get(address: SocketAddr, key: &[u8]) -> Result<Option<Vec<u8>>, RealError> {
     use std::io::{BufRead, Read, Write};
+    let shown = || crate::checkers::contract::key_shown(key);
+    let failed = |source| RealError::MemcachedIo { address, key: shown(), source };
     let timeout = std::time::Duration::from_secs(2);
-    let stream = std::net::TcpStream::connect_timeout(&address, timeout).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let stream = std::net::TcpStream::connect_timeout(&address, timeout).map_err(failed)?;
+    stream.set_read_timeout(Some(timeout)).map_err(failed)?;
     let mut reader = std::io::BufReader::new(stream);
-    reader.get_mut().write_all(&[b"get ", key, b"\r\n"].concat()).map_err(|e| e.to_string())?;
+    reader.get_mut().write_all(&[b"get ", key, b"\r\n"].concat()).map_err(failed)?;
     let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
+    reader.read_until(b'\n', &mut line).map_err(failed)?;
     if line == b"END\r\n" {
         return Ok(None);
     }
@@ -89,9 +94,9 @@ fn raw_get(address: SocketAddr, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         .next()
         .and_then(|b| b.parse().ok())
         .filter(|_| line.starts_with(b"VALUE "))
-        .ok_or_else(|| format!("answered {header:?}"))?;
+        .ok_or_else(|| RealError::MemcachedAnswer { address, key: shown(), header })?;
     let mut value = vec![0; bytes + 2];
-    reader.read_exact(&mut value).map_err(|e| e.to_string())?;
+    reader.read_exact(&mut value).map_err(failed)?;
     value.truncate(bytes);
     Ok(Some(value))
 }
@@ -99,7 +104,7 @@ fn raw_get(address: SocketAddr, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
 /// Why the cluster has not converged yet, per node; empty when it has. `newest_write` is the
 /// root index of the newest acknowledged write.
 pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<String> {
-    let statuses: Vec<(&str, Result<Status, String>)> =
+    let statuses: Vec<(&str, Result<Status, RealError>)> =
         cluster.nodes.values().map(|node| (node.name.as_str(), status(node.http))).collect();
     let root = statuses
         .iter()
@@ -142,7 +147,7 @@ pub fn pending(cluster: &Cluster, acked: &Acked, newest_write: u64) -> Vec<Strin
         for (key_bytes, fate) in &acked {
             let key = crate::checkers::contract::key_shown(key_bytes);
             let held = match std::str::from_utf8(key_bytes) {
-                Ok(key) => memcached_get(&client, key),
+                Ok(key) => memcached_get(&client, memcached_address(node), key),
                 // The memcache crate takes keys as `&str`: a binary key is asked for by hand.
                 Err(_) => raw_get(memcached_address(node), key_bytes),
             };

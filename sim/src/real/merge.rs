@@ -17,6 +17,8 @@ use qs_node::observe::{EventLine, NodeEvent};
 
 use crate::trace::{Event, FaultKind, FaultPhase, Observer, Recorder};
 
+use super::error::RealError;
+
 /// A node's events, read from its events file.
 #[derive(Debug)]
 pub struct NodeEvents {
@@ -26,16 +28,20 @@ pub struct NodeEvents {
 }
 
 /// Reads one node's events file; `start_unix_ms` is the run's start.
-pub fn read_events_file(path: &Path, start_unix_ms: u64) -> Result<NodeEvents, String> {
+pub fn read_events_file(path: &Path, start_unix_ms: u64) -> Result<NodeEvents, RealError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
+        // A node that never started wrote no events.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => return Err(RealError::EventsFile { path: path.to_path_buf(), source }),
     };
     let mut out = NodeEvents { events: Vec::new(), probes: BTreeMap::new() };
     for (n, line) in text.lines().enumerate() {
-        let line: EventLine =
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: not an event line: {e}", path.display(), n + 1))?;
+        let line: EventLine = serde_json::from_str(line).map_err(|source| RealError::EventsLine {
+            path: path.to_path_buf(),
+            line: n + 1,
+            source,
+        })?;
         let at_ms = line.at_unix_ms.saturating_sub(start_unix_ms);
         if let Some(event) = to_trace(at_ms, line.node, line.event, &mut out.probes) {
             out.events.push(event);
@@ -172,7 +178,8 @@ mod tests {
         assert_eq!(read.probes.get(&crate::trace::Probe::LeftStaleSource), Some(&1));
         std::fs::write(&path, text + "{\"torn\n").unwrap();
         let error = read_events_file(&path, 1_000_000).unwrap_err();
-        assert!(error.contains("edge-1.events.jsonl:3:"), "{error}");
+        assert!(matches!(error, RealError::EventsLine { line: 3, .. }), "{error:?}");
+        assert!(error.to_string().contains("edge-1.events.jsonl:3: not an event line:"), "{error}");
     }
 
     /// The merged trace is in time order, with lag samples for running nodes only, and the

@@ -34,10 +34,12 @@ use crate::trace::{Event, FaultPhase, Recorder, RunPhase, SharedRecorder};
 use crate::workload::{Acked, ReadWindows};
 
 mod end;
+pub mod error;
 pub mod merge;
 pub mod network;
 pub mod processes;
 
+pub use error::RealError;
 use network::{Capabilities, Filters};
 use processes::Cluster;
 
@@ -73,7 +75,7 @@ pub fn runnable_faults(
     faults: &[Fault],
     capabilities: &Capabilities,
     skip: bool,
-) -> Result<(Vec<Fault>, Vec<String>), String> {
+) -> Result<(Vec<Fault>, Vec<String>), RealError> {
     let mut kept = Vec::new();
     let mut skipped = Vec::new();
     for fault in faults {
@@ -85,12 +87,12 @@ pub fn runnable_faults(
         };
         match why {
             None => kept.push(fault.clone()),
+            Some(why) if !skip => {
+                let (kind, target, at) = (fault.kind, fault.target.get_ref().clone(), fault.at);
+                return Err(RealError::Unsupported { kind, target, at, why });
+            }
             Some(why) => {
-                let line = format!("fault `{}` on {} at {:?}: {why}", fault.kind, fault.target.get_ref(), fault.at);
-                if !skip {
-                    return Err(format!("{line} (--skip-unsupported runs the scenario without it)"));
-                }
-                skipped.push(line);
+                skipped.push(format!("fault `{}` on {} at {:?}: {why}", fault.kind, fault.target.get_ref(), fault.at))
             }
         }
     }
@@ -149,7 +151,7 @@ impl Harness {
     }
 
     /// Starts a node's process and waits until it answers over HTTP.
-    fn start(&mut self, name: &str) -> Result<(), String> {
+    fn start(&mut self, name: &str) -> Result<(), RealError> {
         self.cluster.start(name)?;
         let http = self.cluster.nodes[name].http;
         let deadline = Instant::now() + START_TIMEOUT;
@@ -158,11 +160,11 @@ impl Harness {
                 return Ok(());
             }
             if let Some((_, why)) = self.cluster.exited().into_iter().find(|(n, _)| n == name) {
-                return Err(format!("{name} exited at start: {why}"));
+                return Err(RealError::ExitedAtStart { node: name.to_string(), why });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Err(format!("{name} did not answer on {http} within {START_TIMEOUT:?}"))
+        Err(RealError::StartTimeout { node: name.to_string(), http, waited: START_TIMEOUT })
     }
 
     /// The supervisor's round: a node whose process exited on its own (not held down by a
@@ -195,7 +197,7 @@ impl Harness {
     }
 
     /// Starts or ends fault number `id` and records it.
-    fn apply(&mut self, id: usize, fault: &Fault, start: bool) -> Result<(), String> {
+    fn apply(&mut self, id: usize, fault: &Fault, start: bool) -> Result<(), RealError> {
         let mut fault = fault.clone();
         if fault.target.get_ref() == crate::scenario::LEADER {
             let member = match self.resolved.get(&id) {
@@ -238,7 +240,7 @@ impl Harness {
     }
 
     /// Ends every fault under way, in the order they started: the liveness phase's heal.
-    fn heal_all(&mut self) -> Result<(), String> {
+    fn heal_all(&mut self) -> Result<(), RealError> {
         for (id, fault) in std::mem::take(&mut self.open) {
             self.apply(id, &fault, false)?;
         }
@@ -262,9 +264,9 @@ impl Harness {
 /// machine can inject: [`runnable_faults`]).
 #[expect(
     clippy::too_many_lines,
-    reason = "129 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
+    reason = "127 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
 )]
-pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) -> Result<RunOutcome, String> {
+pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) -> Result<RunOutcome, RealError> {
     // The scenario as this seed runs it: its knob draws applied.
     let mut scenario = scenario.for_seed(seed);
     // Real processes read the host's one clock: a drawn clock cannot be given them.
@@ -275,27 +277,25 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
         Some(keep) => {
             let fresh = std::fs::read_dir(keep).map_or(true, |mut entries| entries.next().is_none());
             if !fresh {
-                return Err(format!(
-                    "--keep {}: not empty (a run keeps its nodes' folders in a new one)",
-                    keep.display()
-                ));
+                return Err(RealError::KeepNotEmpty { path: keep.clone() });
             }
-            std::fs::create_dir_all(keep).map_err(|e| format!("--keep {}: {e}", keep.display()))?;
+            std::fs::create_dir_all(keep).map_err(|source| RealError::Keep { path: keep.clone(), source })?;
             (None, keep.clone())
         }
         None => {
-            let scratch = crate::scratch::ScratchDir::new_in("qsim-real-", &crate::scratch::disk_root())
-                .map_err(|e| format!("a scratch folder: {e}"))?;
+            let root = crate::scratch::disk_root();
+            let scratch = crate::scratch::ScratchDir::new_in("qsim-real-", &root)
+                .map_err(|source| RealError::Scratch { root, source })?;
             let path = scratch.path().to_path_buf();
             (Some(scratch), path)
         }
     };
     let plan = Plan::new(scenario, seed, &folder);
-    crate::certificates::write_at(&plan, network::loopback)?;
+    crate::certificates::write_at(&plan, network::loopback).map_err(RealError::Certificates)?;
     let names = scenario.node_names();
     let configs = real_configs(&plan);
     let cluster = Cluster::new(&options.node_bin, &folder, &configs)
-        .map_err(|e| format!("writing the nodes' configurations: {e}"))?;
+        .map_err(|source| RealError::Configs { dir: folder.clone(), source })?;
     let start_unix_ms = unix_ms();
     let reads = Reads::default();
     // Live, only what the harness itself judges: reads against the acknowledged writes (the
@@ -319,7 +319,7 @@ pub fn run(scenario: &Scenario, seed: u64, faults: &[Fault], options: &Options) 
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("the clients' runtime: {e}"))?;
+        .map_err(|source| RealError::Runtime { source })?;
     let acked: Acked = Arc::default();
     let windows: ReadWindows = Arc::default();
     start_clients(scenario, &plan, &configs, &clients, &recorder, &reads, &acked, &windows);

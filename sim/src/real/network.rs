@@ -26,6 +26,8 @@ use std::time::Duration;
 
 use crate::scenario::{Fault, FaultKind};
 
+use super::error::{CommandStep, RealError};
+
 /// Set in the environment of the `qsim` that runs inside the namespace.
 pub const INSIDE_NAMESPACE: &str = "QSIM_REAL_NAMESPACE";
 
@@ -68,11 +70,11 @@ pub enum Namespace {
 /// otherwise the exit status of this same command re-run inside a new one under `unshare --net`
 /// (with a user namespace mapping this user to root when not root, so the filters can be set
 /// without privilege where the kernel allows it), which dies with this process.
-pub fn enter_namespace() -> Result<Option<std::process::ExitStatus>, String> {
+pub fn enter_namespace() -> Result<Option<std::process::ExitStatus>, RealError> {
     if std::env::var_os(INSIDE_NAMESPACE).is_some() {
         return Ok(None);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("finding this qsim's path: {e}"))?;
+    let exe = std::env::current_exe().map_err(|source| RealError::CurrentExe { source })?;
     // The run inside is this process's to stop: if this one dies (a signal to it alone, as
     // `timeout` sends), the one inside gets SIGTERM, removes its scratch folder and exits, and
     // its nodes die with it (their own death signal).
@@ -82,10 +84,7 @@ pub fn enter_namespace() -> Result<Option<std::process::ExitStatus>, String> {
         command.args(["--user", "--map-root-user"]);
     }
     command.args(["--net", "--"]).arg(exe).args(std::env::args_os().skip(1)).env(INSIDE_NAMESPACE, "1");
-    match command.status() {
-        Ok(status) => Ok(Some(status)),
-        Err(e) => Err(format!("running `setpriv` and `unshare --net` (util-linux): {e}")),
-    }
+    command.status().map(Some).map_err(|source| RealError::Namespace { source })
 }
 
 fn running_as_root() -> bool {
@@ -98,7 +97,7 @@ fn running_as_root() -> bool {
 }
 
 /// Inside the namespace: brings its loopback up. `Shared` when this process runs outside one.
-pub fn prepare() -> Result<Namespace, String> {
+pub fn prepare() -> Result<Namespace, RealError> {
     if std::env::var(INSIDE_NAMESPACE).as_deref() != Ok("1") {
         return Ok(Namespace::Shared);
     }
@@ -175,7 +174,7 @@ impl Filters {
         fault: &Fault,
         on: bool,
         addresses: &BTreeMap<String, IpAddr>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RealError> {
         if fault.kind == FaultKind::Latency {
             return self.set_latency(if on { fault.latency } else { None });
         }
@@ -191,13 +190,13 @@ impl Filters {
     }
 
     /// Ends every fault: the table emptied, the latency gone.
-    pub fn clear(&mut self) -> Result<(), String> {
+    pub fn clear(&mut self) -> Result<(), RealError> {
         self.rules.clear();
         let latency = self.set_latency(None);
         Filters::load("table inet qsim {}\ndelete table inet qsim\n").and(latency)
     }
 
-    fn set_latency(&mut self, latency: Option<Duration>) -> Result<(), String> {
+    fn set_latency(&mut self, latency: Option<Duration>) -> Result<(), RealError> {
         if self.latency.is_some() {
             run("tc", &["qdisc", "del", "dev", "lo", "root"], None)?;
         }
@@ -215,7 +214,7 @@ impl Filters {
         Ok(())
     }
 
-    fn load(ruleset: &str) -> Result<(), String> {
+    fn load(ruleset: &str) -> Result<(), RealError> {
         run("nft", &["-f", "-"], Some(ruleset))
     }
 }
@@ -255,22 +254,33 @@ fn rules(fault: &Fault, addresses: &BTreeMap<String, IpAddr>) -> Vec<String> {
 }
 
 /// Runs `program` with `args`, `input` on its standard input; its standard error in the error.
-fn run(program: &str, args: &[&str], input: Option<&str>) -> Result<(), String> {
+fn run(program: &str, args: &[&str], input: Option<&str>) -> Result<(), RealError> {
+    let failed = |step, source| RealError::CommandIo {
+        program: program.to_string(),
+        args: args.iter().map(ToString::to_string).collect(),
+        step,
+        source,
+    };
     let mut child = Command::new(program)
         .args(args)
         .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("`{program}`: {e}"))?;
+        .map_err(|e| failed(CommandStep::Start, e))?;
     if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(text.as_bytes()).map_err(|e| format!("`{program}`: writing its input: {e}"))?;
+        stdin.write_all(text.as_bytes()).map_err(|e| failed(CommandStep::WriteInput, e))?;
     }
-    let output = child.wait_with_output().map_err(|e| format!("`{program}`: {e}"))?;
+    let output = child.wait_with_output().map_err(|e| failed(CommandStep::Wait, e))?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim()))
+        Err(RealError::Command {
+            program: program.to_string(),
+            args: args.iter().map(ToString::to_string).collect(),
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -314,5 +324,21 @@ mod tests {
         let mut loss = fault(FaultKind::Loss, "network");
         loss.rate = Some(0.15);
         assert_eq!(rules(&loss, &addresses), ["numgen random mod 1000 < 150 drop"]);
+    }
+
+    /// A tool that fails is named with its arguments, exit status and standard error; one that
+    /// cannot be started, with the step and the system's reason.
+    #[test]
+    fn a_failed_command_says_what_ran_and_why() {
+        let error = run("sh", &["-c", "echo no such table >&2; exit 3"], None).unwrap_err();
+        assert!(
+            matches!(&error, RealError::Command { program, stderr, .. } if program == "sh" && stderr == "no such table")
+        );
+        let shown = error.to_string();
+        assert!(shown.starts_with("`sh -c echo no such table >&2; exit 3` failed (exit status: 3)"), "{shown}");
+        assert!(shown.ends_with(": no such table"), "{shown}");
+        let error = run("qsim-no-such-tool", &["-f", "-"], Some("")).unwrap_err();
+        assert!(matches!(error, RealError::CommandIo { step: CommandStep::Start, .. }), "{error:?}");
+        assert!(error.to_string().starts_with("`qsim-no-such-tool -f -`: starting it: "), "{error}");
     }
 }

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 
+use super::error::RealError;
+
 /// How long a node gets to exit after SIGTERM before it is killed (its drain timeout, 10 s by
 /// default, and the store's close).
 const STOP_GRACE: Duration = Duration::from_secs(15);
@@ -71,13 +73,11 @@ impl Cluster {
     }
 
     /// Starts `name`'s process (its log appended to its log file).
-    pub fn start(&mut self, name: &str) -> Result<(), String> {
-        let node = self.nodes.get_mut(name).ok_or_else(|| format!("no node {name}"))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&node.log_path)
-            .map_err(|e| format!("{}: {e}", node.log_path.display()))?;
+    pub fn start(&mut self, name: &str) -> Result<(), RealError> {
+        let node = self.nodes.get_mut(name).ok_or_else(|| no_node(name))?;
+        let log_failed = |source| RealError::LogFile { node: name.to_string(), path: node.log_path.clone(), source };
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&node.log_path).map_err(log_failed)?;
+        let log_too = log.try_clone().map_err(log_failed)?;
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(&self.node_bin)
@@ -88,26 +88,35 @@ impl Cluster {
             .args(["--log-format", "json"])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stdout(log_too)
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("starting {name} ({}) through setpriv: {e}", self.node_bin.display()))?;
+            .map_err(|source| RealError::Spawn { node: name.to_string(), node_bin: self.node_bin.clone(), source })?;
         node.child = Some(child);
         node.paused = false;
         node.starts += 1;
         Ok(())
     }
 
-    fn signal(&mut self, name: &str, signal: Signal) -> Result<(), String> {
-        let node = self.nodes.get_mut(name).ok_or_else(|| format!("no node {name}"))?;
+    fn signal(&mut self, name: &str, signal: Signal) -> Result<(), RealError> {
+        let node = self.nodes.get_mut(name).ok_or_else(|| no_node(name))?;
         let Some(child) = &node.child else { return Ok(()) };
-        let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw).ok_or("a child's pid fits a pid_t")?;
-        kill_process(pid, signal).map_err(|e| format!("signalling {name} ({signal:?}): {e}"))
+        let pid = i32::try_from(child.id())
+            .ok()
+            .and_then(Pid::from_raw)
+            .ok_or_else(|| RealError::Pid { node: name.to_string(), pid: child.id() })?;
+        kill_process(pid, signal).map_err(|errno| RealError::Signal {
+            node: name.to_string(),
+            signal,
+            // As `std::io::Error`, whose message names the errno ("No such process") whatever
+            // features rustix is built with: without `std`, `Errno` shows a bare number.
+            source: std::io::Error::from_raw_os_error(errno.raw_os_error()),
+        })
     }
 
     /// SIGKILL, and reaps it.
-    pub fn kill(&mut self, name: &str) -> Result<(), String> {
-        let node = self.nodes.get_mut(name).ok_or_else(|| format!("no node {name}"))?;
+    pub fn kill(&mut self, name: &str) -> Result<(), RealError> {
+        let node = self.nodes.get_mut(name).ok_or_else(|| no_node(name))?;
         if let Some(mut child) = node.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -117,14 +126,14 @@ impl Cluster {
     }
 
     /// SIGSTOP.
-    pub fn pause(&mut self, name: &str) -> Result<(), String> {
+    pub fn pause(&mut self, name: &str) -> Result<(), RealError> {
         self.signal(name, Signal::STOP)?;
         self.nodes.get_mut(name).expect("signalled above").paused = true;
         Ok(())
     }
 
     /// SIGCONT.
-    pub fn resume(&mut self, name: &str) -> Result<(), String> {
+    pub fn resume(&mut self, name: &str) -> Result<(), RealError> {
         self.signal(name, Signal::CONT)?;
         self.nodes.get_mut(name).expect("signalled above").paused = false;
         Ok(())
@@ -132,7 +141,7 @@ impl Cluster {
 
     /// SIGTERM, then waits for the node's graceful exit (15 s, then SIGKILL). Returns
     /// how it exited.
-    pub fn stop(&mut self, name: &str) -> Result<String, String> {
+    pub fn stop(&mut self, name: &str) -> Result<String, RealError> {
         let paused = self.nodes.get(name).is_some_and(|n| n.paused);
         if paused {
             self.resume(name)?;
@@ -190,6 +199,10 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+fn no_node(name: &str) -> RealError {
+    RealError::NoNode { node: name.to_string() }
 }
 
 /// The last error a node logged (its JSON log's last `ERROR` line, or its last line), for a
