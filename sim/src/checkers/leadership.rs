@@ -25,7 +25,7 @@
 //! copying a peer's store, silent meanwhile). Faults on nodes outside the group, and links from a
 //! member to a replica, change nothing here. Deterministic: a function of the trace.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer, RaftRole};
 
@@ -48,7 +48,7 @@ pub struct Leadership {
     /// The rules never apply in this run (fault points on, or a member's store rotted).
     off: bool,
     /// Active faults touching the group that are not member-to-member link cuts.
-    other_faults: BTreeSet<(String, FaultKind, String)>,
+    other_faults: super::ActiveFaults<(String, FaultKind, String)>,
     /// Active member-to-member link cuts, each pair in name order.
     cuts: BTreeMap<(String, String), usize>,
     /// When the faults touching the group last changed (0: never).
@@ -70,7 +70,7 @@ impl Leadership {
             members,
             configuration: (0, false),
             off: fault_points,
-            other_faults: BTreeSet::new(),
+            other_faults: super::ActiveFaults::default(),
             cuts: BTreeMap::new(),
             changed_ms: 0,
             other_ended_ms: 0,
@@ -126,10 +126,8 @@ impl Leadership {
                     self.off = true; // the damage surfaces whenever it is read: any time after
                 }
                 let fault = (node.to_string(), kind, detail.to_string());
-                if starts {
-                    self.other_faults.insert(fault);
-                } else {
-                    self.other_faults.remove(&fault);
+                self.other_faults.follow(fault, starts);
+                if !starts {
                     self.other_ended_ms = at_ms;
                 }
             }

@@ -23,6 +23,14 @@
 //! `lag` checker's per-node bound (`staleness_failover + heartbeat_interval +` a margin for a
 //! catch-up) plus an election ([`leadership::ELECT_WITHIN_MS`](super::leadership::ELECT_WITHIN_MS)).
 //!
+//! The group is its configuration as the members applied it: the first voters until a
+//! membership change commits, then the change's voters (both sides while it is joint, each side
+//! needing its own majority). A member on standby is judged from the moment it becomes a voter,
+//! given the bound to catch up as if a fault had ended then, and counted toward a majority only
+//! once it holds what the group had applied when it joined; a member removed is judged no more.
+//! A member that does not count toward a majority yet (it lost its state, or just joined) is
+//! still judged when clear: one that never catches up fails here.
+//!
 //! Judged at each member's lag sample (once a simulated second); each breach is reported once,
 //! until the member catches up or the group commits again. Deterministic: a function of the
 //! trace.
@@ -53,7 +61,13 @@ struct MemberState {
 #[derive(Debug)]
 pub struct MemberLiveness {
     bound_ms: u64,
+    /// Every member of the roster: the first voters and those on standby.
     members: BTreeMap<String, MemberState>,
+    /// The voters of the newest configuration a member applied, and while it is joint the
+    /// outgoing side's (empty otherwise); the index that made it.
+    voters: Vec<String>,
+    outgoing: Vec<String>,
+    configuration_index: u64,
     /// Faults on several nodes or the whole network now active, and when the last ended.
     wide_faults: u32,
     wide_ended_ms: u64,
@@ -64,12 +78,16 @@ pub struct MemberLiveness {
 }
 
 impl MemberLiveness {
-    /// For a group of `members`, judged with `bound_ms` (see the module doc).
-    pub fn new(members: &[String], bound_ms: u64) -> MemberLiveness {
-        assert!(members.len() > 1, "member liveness judges a root group, not a root of one");
+    /// For a group whose first voters are `first` and whose members on standby are `standby`,
+    /// judged with `bound_ms` (see the module doc).
+    pub fn new(first: &[String], standby: &[String], bound_ms: u64) -> MemberLiveness {
+        assert!(first.len() > 1, "member liveness judges a root group, not a root of one");
         MemberLiveness {
             bound_ms,
-            members: members.iter().map(|m| (m.clone(), MemberState::default())).collect(),
+            members: first.iter().chain(standby).map(|m| (m.clone(), MemberState::default())).collect(),
+            voters: first.to_vec(),
+            outgoing: Vec::new(),
+            configuration_index: 0,
             wide_faults: 0,
             wide_ended_ms: 0,
             high_water: Vec::new(),
@@ -143,6 +161,35 @@ impl MemberLiveness {
         }
     }
 
+    /// A configuration a member applied: the newest becomes the group's. A member that becomes
+    /// a voter is given the bound from now, and counts once it holds what the group holds now.
+    fn configured(&mut self, at_ms: u64, index: u64, voters: &[u64], outgoing: &[u64]) {
+        if index <= self.configuration_index {
+            return;
+        }
+        let names = |ids: &[u64]| -> Vec<String> {
+            ids.iter().map(|id| crate::scenario::root_member_name(*id as usize)).collect()
+        };
+        let (voters, outgoing) = (names(voters), names(outgoing));
+        assert!(!voters.is_empty(), "a configuration with no voter (index {index})");
+        let newest = self.newest();
+        for name in voters.iter().chain(&outgoing) {
+            let joined = !self.voters.contains(name) && !self.outgoing.contains(name);
+            if let (true, Some(member)) = (joined, self.members.get_mut(name)) {
+                member.troubled_ms = member.troubled_ms.max(at_ms);
+                if member.applied < newest {
+                    member.fresh_until = Some(newest);
+                }
+            }
+        }
+        (self.voters, self.outgoing, self.configuration_index) = (voters, outgoing, index);
+    }
+
+    /// Whether `node` is a voter of the group's configuration (either side, while joint).
+    fn votes(&self, node: &str) -> bool {
+        self.voters.iter().chain(&self.outgoing).any(|v| v == node)
+    }
+
     /// Whether `node` has been clear of its own faults for the bound at `at_ms`.
     fn clear(&self, at_ms: u64, member: &MemberState) -> bool {
         !member.rotted && member.faults == 0 && at_ms >= member.troubled_ms + self.bound_ms
@@ -154,25 +201,36 @@ impl MemberLiveness {
         if self.wide_faults > 0 || at_ms < self.wide_ended_ms + self.bound_ms {
             return None;
         }
-        let clear: Vec<&str> = self
-            .members
-            .iter()
-            .filter(|(_, m)| self.clear(at_ms, m) && m.fresh_until.is_none())
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let counts = |name: &String| {
+            let member = &self.members[name];
+            self.clear(at_ms, member) && member.fresh_until.is_none()
+        };
         // Before its first commit a group needs every member: a member that starts with
         // nothing cannot tell the group's first start from its disk replaced, and a correct
         // one votes only for a candidate it knows holds every commit — which, before it heard
         // a leader, means having heard every other member campaign.
-        let needed = if self.newest() == 0 { self.members.len() } else { self.members.len() / 2 + 1 };
-        (clear.len() >= needed).then_some(clear)
+        let first_commit = self.newest() == 0;
+        let majority = |side: &[String]| {
+            let needed = if first_commit { side.len() } else { side.len() / 2 + 1 };
+            side.iter().filter(|name| counts(name)).count() >= needed
+        };
+        if !majority(&self.voters) || !(self.outgoing.is_empty() || majority(&self.outgoing)) {
+            return None;
+        }
+        let mut clear: Vec<&str> =
+            self.voters.iter().chain(&self.outgoing).filter(|name| counts(name)).map(String::as_str).collect();
+        clear.sort_unstable();
+        clear.dedup();
+        Some(clear)
     }
 
     fn judge(&mut self, at_ms: u64, node: &str) -> Vec<Event> {
         let Some(clear) = self.clear_majority(at_ms) else { return Vec::new() };
         let clear_names = clear.join(", ");
         let mut found = Vec::new();
-        if clear.contains(&node) && !self.members[node].reported {
+        // Judged when clear, whether or not it counts toward the majority yet: a member that
+        // lost its state, or just joined, must catch up within the bound too.
+        if self.votes(node) && self.clear(at_ms, &self.members[node]) && !self.members[node].reported {
             let since_ms = at_ms - self.bound_ms;
             let owed = self.newest_at(since_ms);
             let member = &self.members[node];
@@ -195,6 +253,7 @@ impl MemberLiveness {
             let claimant = self
                 .members
                 .iter()
+                .filter(|(name, _)| self.votes(name))
                 .filter_map(|(name, m)| match m.role {
                     // A member a fault stopped may still be the last to have said it leads.
                     Some((term, RaftRole::Leader)) if m.faults == 0 => Some((term, name.as_str())),
@@ -244,6 +303,9 @@ impl Observer for MemberLiveness {
                 if let Some(member) = self.members.get_mut(node) {
                     member.role = Some((*term, *role));
                 }
+            }
+            Event::RaftConfiguration { at_ms, index, voters, outgoing, .. } => {
+                self.configured(*at_ms, *index, voters, outgoing);
             }
             Event::Applied { at_ms, node, last, .. } => self.applied(*at_ms, node, *last),
             Event::Bootstrapped { at_ms, node, index, .. } => self.applied(*at_ms, node, *index),

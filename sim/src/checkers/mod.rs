@@ -79,9 +79,9 @@ pub fn of_nodes(scenario: &Scenario, plan: &Plan) -> Vec<Box<dyn Observer>> {
     if scenario.topology.root_members > 1 {
         checkers.push(Box::new(raft::Raft::default()));
         let standby = scenario.topology.roster_names().split_off(members.len());
-        checkers.push(Box::new(leadership::Leadership::new(members.clone(), standby, plan.draws.fault_points)));
+        checkers.push(Box::new(leadership::Leadership::new(members.clone(), standby.clone(), plan.draws.fault_points)));
         let rejoin_ms = lag_bound_ms + leadership::ELECT_WITHIN_MS;
-        checkers.push(Box::new(member_liveness::MemberLiveness::new(&members, rejoin_ms)));
+        checkers.push(Box::new(member_liveness::MemberLiveness::new(&members, &standby, rejoin_ms)));
         let first = (1..=scenario.topology.root_members as u64).collect();
         let asked = plan
             .draws
@@ -118,12 +118,50 @@ pub fn fetch_judge(plan: &Plan) -> fetch::FetchJudge {
     fetch::FetchJudge::new(plan.names_by_ip(), plan.serving_ports())
 }
 
+/// Faults now on, counted: two alike (one kind on one node, the same detail) may overlap — a
+/// swarm draws faults over each other — and the end of the first leaves the second on.
+#[derive(Debug)]
+pub struct ActiveFaults<K: Ord>(std::collections::BTreeMap<K, u32>);
+
+impl<K: Ord> Default for ActiveFaults<K> {
+    fn default() -> Self {
+        ActiveFaults(std::collections::BTreeMap::new())
+    }
+}
+
+impl<K: Ord> ActiveFaults<K> {
+    /// A fault `key` starts, or (`starts` false) ends; an end without a start is ignored.
+    pub fn follow(&mut self, key: K, starts: bool) {
+        use std::collections::btree_map::Entry;
+        match (self.0.entry(key), starts) {
+            (Entry::Vacant(none), true) => {
+                none.insert(1);
+            }
+            (Entry::Occupied(mut on), true) => *on.get_mut() += 1,
+            (Entry::Occupied(mut on), false) if *on.get() > 1 => *on.get_mut() -= 1,
+            (Entry::Occupied(on), false) => {
+                on.remove();
+            }
+            (Entry::Vacant(_), false) => {}
+        }
+    }
+
+    pub fn contains(&self, key: &K) -> bool {
+        self.0.contains_key(key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Which faults are on, and since when none is: the "settled" judgement the `lag` and `cache`
 /// checkers share (a fault anywhere pauses them everywhere; never blame a node for what a fault
-/// explains).
+/// explains). Faults are counted ([`ActiveFaults`]): two of one kind on one node may overlap
+/// (two links of one node cut, a swarm's partitions drawn over each other).
 #[derive(Debug, Default)]
 pub struct FaultQuiet {
-    active: std::collections::BTreeSet<(String, crate::trace::FaultKind)>,
+    active: ActiveFaults<(String, crate::trace::FaultKind)>,
     healthy_since_ms: u64,
 }
 
@@ -132,14 +170,10 @@ impl FaultQuiet {
     /// event was a fault.
     pub fn observe(&mut self, event: &crate::trace::Event) -> bool {
         let crate::trace::Event::Fault { at_ms, node, kind, phase, .. } = event else { return false };
-        let fault = (node.clone(), *kind);
-        if *phase == crate::trace::FaultPhase::Start {
-            self.active.insert(fault);
-        } else {
-            self.active.remove(&fault);
-            if self.active.is_empty() {
-                self.healthy_since_ms = *at_ms;
-            }
+        let starts = *phase == crate::trace::FaultPhase::Start;
+        self.active.follow((node.clone(), *kind), starts);
+        if !starts && self.active.is_empty() {
+            self.healthy_since_ms = *at_ms;
         }
         true
     }
@@ -197,4 +231,26 @@ pub fn names(scenario: &Scenario) -> Vec<Checker> {
         names.push(Checker::Coverage);
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FaultQuiet;
+    use crate::trace::{Event, FaultKind, FaultPhase};
+
+    fn fault(at_ms: u64, node: &str, detail: &str, phase: FaultPhase) -> Event {
+        Event::Fault { at_ms, node: node.into(), kind: FaultKind::ClogLink, phase, detail: detail.into() }
+    }
+
+    #[test]
+    fn two_overlapping_faults_of_one_kind_on_one_node_keep_it_unquiet_until_both_end() {
+        let mut quiet = FaultQuiet::default();
+        assert_eq!(quiet.quiet_for_ms(5_000), Some(5_000));
+        quiet.observe(&fault(10_000, "mid-1", "link to root", FaultPhase::Start));
+        quiet.observe(&fault(12_000, "mid-1", "link to mid-2", FaultPhase::Start));
+        quiet.observe(&fault(20_000, "mid-1", "link to root", FaultPhase::End));
+        assert_eq!(quiet.quiet_for_ms(25_000), None, "the second cut is still on");
+        quiet.observe(&fault(30_000, "mid-1", "link to mid-2", FaultPhase::End));
+        assert_eq!(quiet.quiet_for_ms(35_000), Some(5_000), "quiet since the last one ended");
+    }
 }

@@ -6,25 +6,19 @@
 //! refuses the open); the supervisor then starts it again 1–10 s later, and it must start once
 //! the disk answers. Each other failure is a violation naming the node and its error.
 
-use std::collections::BTreeSet;
-
 use crate::trace::{Checker, Event, FaultKind, FaultPhase, Observer};
 
 #[derive(Debug, Default)]
 pub struct Start {
     /// Nodes whose disk answers I/O errors now.
-    failing_disks: BTreeSet<String>,
+    failing_disks: super::ActiveFaults<String>,
 }
 
 impl Observer for Start {
     fn observe(&mut self, event: &Event) -> Vec<Event> {
         match event {
             Event::Fault { node, kind: FaultKind::DiskError, phase, .. } => {
-                if *phase == FaultPhase::Start {
-                    self.failing_disks.insert(node.clone());
-                } else {
-                    self.failing_disks.remove(node);
-                }
+                self.failing_disks.follow(node.clone(), *phase == FaultPhase::Start);
             }
             Event::StartFailed { at_ms, node, reason } if !self.failing_disks.contains(node) => {
                 return vec![Event::Violation {

@@ -3,7 +3,7 @@ use super::*;
 const BOUND_MS: u64 = 30_000;
 
 fn group() -> MemberLiveness {
-    MemberLiveness::new(&["root".to_string(), "root-2".to_string(), "root-3".to_string()], BOUND_MS)
+    MemberLiveness::new(&["root".to_string(), "root-2".to_string(), "root-3".to_string()], &[], BOUND_MS)
 }
 
 fn sample(at_ms: u64, node: &str, applied: u64) -> Event {
@@ -188,7 +188,7 @@ fn clog(at_ms: u64, a: &str, b: &str, phase: FaultPhase) -> Event {
 #[test]
 fn a_cut_link_is_a_fault_of_its_two_ends_and_the_members_off_it_are_judged() {
     let names = ["root", "root-2", "root-3", "root-4", "root-5"];
-    let mut check = MemberLiveness::new(&names.map(String::from), BOUND_MS);
+    let mut check = MemberLiveness::new(&names.map(String::from), &[], BOUND_MS);
     let mut applied: BTreeMap<&'static str, u64> = names.iter().map(|&n| (n, 0)).collect();
     for s in 1..=10 {
         assert!(second(&mut check, s * 1000, &mut applied, &names).is_empty());
@@ -228,4 +228,58 @@ fn a_cut_link_is_a_fault_of_its_two_ends_and_the_members_off_it_are_judged() {
     }
     let late = second(&mut check, 91_000, &mut applied, &["root"]);
     assert_eq!(late.len(), 2, "root-2 and root-3 behind the bound after the link came back: {late:?}");
+}
+
+fn configuration(at_ms: u64, index: u64, voters: &[u64], outgoing: &[u64]) -> Event {
+    Event::RaftConfiguration { at_ms, node: "root".into(), index, voters: voters.to_vec(), outgoing: outgoing.to_vec() }
+}
+
+#[test]
+fn a_member_that_never_catches_up_after_losing_its_disk_is_reported() {
+    let mut check = group();
+    let mut applied = applied_map();
+    for s in 1..=40 {
+        second(&mut check, s * 1000, &mut applied, &["root", "root-2", "root-3"]);
+    }
+    check.observe(&fault(40_200, "root-3", FaultKind::Sigbus, FaultPhase::Start));
+    check.observe(&fault(40_500, "root-3", FaultKind::Sigbus, FaultPhase::End));
+    applied.insert("root-3", 0);
+    // root and root-2 are a clear majority and go on; the empty root-3 never receives anything.
+    let mut found = Vec::new();
+    for s in 41..=100 {
+        found.extend(second(&mut check, s * 1000, &mut applied, &["root", "root-2"]));
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    let Event::Violation { node, index, .. } = &found[0] else { panic!() };
+    assert_eq!((node.as_str(), *index), ("root-3", 0));
+}
+
+#[test]
+fn a_member_added_from_standby_is_judged_and_counted_and_one_removed_is_not() {
+    let first = ["root", "root-2", "root-3"].map(String::from);
+    let mut check = MemberLiveness::new(&first, &["root-4".to_string()], BOUND_MS);
+    let mut applied = applied_map();
+    applied.insert("root-4", 0);
+    // On standby, root-4 applies nothing and is not judged.
+    for s in 1..=60 {
+        assert!(second(&mut check, s * 1000, &mut applied, &["root", "root-2", "root-3"]).is_empty(), "{s}");
+    }
+    // root-4 replaces root-3 (joint, then final). root-3 stops applying: it is no voter any more.
+    check.observe(&configuration(60_100, 61, &[1, 2, 4], &[1, 2, 3]));
+    check.observe(&configuration(60_200, 62, &[1, 2, 4], &[]));
+    let mut found = Vec::new();
+    for s in 61..=200 {
+        found.extend(second(&mut check, s * 1000, &mut applied, &["root", "root-2"]));
+    }
+    // root-4 never catches up: reported once, the bound after it joined.
+    assert_eq!(found.len(), 1, "{found:?}");
+    let Event::Violation { at_ms, node, .. } = &found[0] else { panic!() };
+    assert_eq!(node, "root-4");
+    assert_eq!(*at_ms, 91_000, "the bound after it joined: {found:?}");
+    // With root-4 a voter that never counted, root killed leaves root-2 alone: no majority, so
+    // a stall is not judged.
+    check.observe(&fault(201_000, "root", FaultKind::Kill, FaultPhase::Start));
+    for s in 202..=400 {
+        assert!(second(&mut check, s * 1000, &mut applied, &[]).is_empty(), "second {s}");
+    }
 }
