@@ -211,7 +211,7 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
     let identity = client.identity;
     let root = state.config.root.as_ref();
     let claimed = root.filter(|root| root.member_id != Some(member)).and_then(|root| root.member(member));
-    let Some((inbox, claimed)) = state.raft_inbox.get().zip(claimed) else {
+    let Some(((inbox, budget), claimed)) = state.raft_inbox.get().zip(claimed) else {
         let detail = match root.and_then(|root| root.member_id) {
             Some(me) => format!("this node is member {me} of a root group without a member {member}"),
             None => "this node is not a member of a root group".to_string(),
@@ -234,7 +234,9 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
             Some(Message::Raft { message, root_ms }) => {
                 // An admitted member's word on the root's clock (an impostor never gets here).
                 state.root_clock.heard(root_ms);
-                if inbox.try_send((member, message)).is_err() {
+                // Past the inbox's bytes or its count: dropped, and Raft resends what matters.
+                let queued = budget.try_hold(message.len()).map(|held| inbox.try_send((member, message, held)));
+                if !matches!(queued, Some(Ok(()))) {
                     state.metrics.raft_messages_dropped.inc();
                 }
             }

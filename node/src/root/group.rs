@@ -97,11 +97,13 @@ pub(super) fn start(
     consensus::deterministic_elections();
     let (member, applied) = restore(&state, me, &voters)?;
     let (inbox_tx, inbox) = mpsc::channel(INBOX_DEPTH);
-    state.raft_inbox.set(inbox_tx).expect("one consensus per node");
+    let inbox_budget = super::queues::ByteBudget::new(super::queues::INBOX_BYTES_MAX, state.raft_queued_bytes.clone());
+    state.raft_inbox.set((inbox_tx, inbox_budget)).expect("one consensus per node");
     let mut outboxes = BTreeMap::new();
     for peer in root.members.iter().filter(|m| m.id != me) {
         let (tx, rx) = mpsc::channel(OUTBOX_DEPTH);
-        outboxes.insert(peer.id, tx);
+        let budget = super::queues::ByteBudget::new(super::queues::OUTBOX_BYTES_MAX, state.raft_queued_bytes.clone());
+        outboxes.insert(peer.id, (tx, budget));
         tokio::spawn(send_to_peer(state.clone(), me, peer.id, peer.replication, rx));
     }
     let (batches_tx, batches) = mpsc::channel(16);
@@ -168,7 +170,7 @@ struct Group {
     heartbeat_proposed: Option<tokio::time::Instant>,
     /// Batches that came while this member leads but has not applied its term's first entry.
     waiting: VecDeque<Vec<WriteRequest>>,
-    outboxes: BTreeMap<u64, mpsc::Sender<peers::Queued>>,
+    outboxes: BTreeMap<u64, peers::Outbox>,
     /// The committer's batches.
     batches: mpsc::Receiver<Vec<WriteRequest>>,
     /// Reads to confirm, and those being confirmed.
@@ -189,7 +191,7 @@ impl Group {
         root: &RootConfig,
         member: Member,
         applied: u64,
-        outboxes: BTreeMap<u64, mpsc::Sender<peers::Queued>>,
+        outboxes: BTreeMap<u64, peers::Outbox>,
         (batches, read_requests, membership_requests): (
             mpsc::Receiver<Vec<WriteRequest>>,
             mpsc::Receiver<ReadReply>,
@@ -228,7 +230,7 @@ impl Group {
     /// node drains. A failure never ends it: the member pauses (it takes no writes, and says
     /// so), restarts from its store — healed from a peer's copy when the store or its Raft state
     /// is damaged or forked — and goes on.
-    async fn run(mut self, mut inbox: mpsc::Receiver<(u64, Vec<u8>)>) {
+    async fn run(mut self, mut inbox: mpsc::Receiver<super::RaftInbound>) {
         let mut lifecycle = self.state.lifecycle();
         let started = match self.catch_up_to_snapshot(None, &mut lifecycle).await {
             Ok(caught_up) => caught_up,
@@ -247,7 +249,7 @@ impl Group {
                 // Draining: a draining member's peers can no longer reach it, so nothing in
                 // flight would commit through it; every request is answered now (see InFlight).
                 () = reached(&mut lifecycle, Lifecycle::Draining) => break,
-                Some((from, bytes)) = inbox.recv() => match consensus::decode(&bytes) {
+                Some((from, bytes, _held)) = inbox.recv() => match consensus::decode(&bytes) {
                     Ok(message) if message.from == from && message.to == self.me => self.member.receive(message),
                     Ok(message) if message.from == from => {
                         // Meant for another member id at this address (a member that rejoined
@@ -475,11 +477,15 @@ impl Group {
         self.state.metrics.raft_commit_index.set(self.member.commit_index() as i64);
         self.publish_view();
         for message in output.messages {
-            let Some(outbox) = self.outboxes.get(&message.to) else {
+            let Some((outbox, budget)) = self.outboxes.get(&message.to) else {
                 tracing::warn!(to = message.to, "a Raft message to a member not in the group: dropped");
                 continue;
             };
-            if outbox.try_send((tokio::time::Instant::now(), consensus::encode(&message))).is_err() {
+            // Past the outbox's bytes or its count: dropped, and Raft resends what matters.
+            let bytes = consensus::encode(&message);
+            let queued =
+                budget.try_hold(bytes.len()).map(|held| outbox.try_send((tokio::time::Instant::now(), bytes, held)));
+            if !matches!(queued, Some(Ok(()))) {
                 self.state.metrics.raft_messages_dropped.inc();
             }
             if message.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {

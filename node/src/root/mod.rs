@@ -38,6 +38,11 @@ mod catch_up;
 mod group;
 mod peers;
 mod proposal;
+pub(crate) mod queues;
+
+/// A Raft message from a peer for this member's consensus: the peer's member id, the encoded
+/// message, and its share of the inbox's byte budget.
+pub(crate) type RaftInbound = (u64, Vec<u8>, queues::Held);
 pub mod quota;
 
 /// Most write requests gathered into one batch; the rest wait for the next window.

@@ -38,8 +38,11 @@ pub(super) const SEND_DEADLINE: Duration =
 /// back from a partition stayed 26 s behind its group so).
 pub(super) const QUEUED_MAX: Duration = SEND_DEADLINE;
 
-/// A message to a peer and when it was queued.
-pub(super) type Queued = (tokio::time::Instant, Vec<u8>);
+/// A message to a peer, when it was queued, and its share of the outbox's bytes.
+pub(super) type Queued = (tokio::time::Instant, Vec<u8>, super::queues::Held);
+
+/// Where a member's consensus queues the messages for one peer, and that queue's byte budget.
+pub(super) type Outbox = (mpsc::Sender<Queued>, super::queues::ByteBudget);
 
 /// Carries this member's messages to `peer`, dialling it (over TLS with `[tls]`) and again
 /// after every failure, until the member's consensus ends or the node stops. Messages that
@@ -78,11 +81,11 @@ pub(super) async fn send_to_peer(
                 () = reached(&mut lifecycle, Lifecycle::Draining) => return,
                 message = outbox.recv() => match message {
                     // PLANTED BUG (legacy `raft_send_stale_backlog`): no message is too old to send.
-                    Some((queued, _)) if queued.elapsed() > QUEUED_MAX && !stale_backlog => {
+                    Some((queued, _, _)) if queued.elapsed() > QUEUED_MAX && !stale_backlog => {
                         state.metrics.raft_messages_dropped.inc(); // stale: Raft resends what matters
                         continue;
                     }
-                    Some((_, message)) => message,
+                    Some((_, message, _held)) => message, // its bytes return once it is taken
                     None => return,
                 },
             };
@@ -152,6 +155,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let state = super::super::test_root_state();
         let (outbox, rx) = mpsc::channel(1 << 16);
+        let budget = crate::root::queues::ByteBudget::new(usize::MAX >> 4, state.raft_queued_bytes.clone());
         let sender = tokio::spawn(send_to_peer(state.clone(), 1, 2, address, rx));
 
         // The paused peer: answers the hello, then never reads again (and keeps the socket).
@@ -167,7 +171,8 @@ mod tests {
         write_message(&mut first, &welcome).await.unwrap();
         // Far more than any socket buffer holds: the sender's write blocks.
         for _ in 0..1024 {
-            outbox.send((tokio::time::Instant::now(), vec![7; 64 << 10])).await.unwrap();
+            let held = budget.try_hold(64 << 10).expect("a budget far past the test's bytes");
+            outbox.send((tokio::time::Instant::now(), vec![7; 64 << 10], held)).await.unwrap();
         }
         // The sender gives up on it and dials again, however long the machine takes to get there
         // (the bound is for a broken build, not a slow one).

@@ -102,9 +102,14 @@ pub struct NodeState {
     pub tls: Option<Tls>,
     /// Serving, draining or stopped; only `Node::shutdown` moves it.
     pub(crate) lifecycle: watch::Sender<Lifecycle>,
-    /// A root group member's consensus inbox: (from member, encoded Raft message). Set once,
-    /// when the member's consensus starts; unset on every other node.
-    pub(crate) raft_inbox: std::sync::OnceLock<tokio::sync::mpsc::Sender<(u64, Vec<u8>)>>,
+    /// A root group member's consensus inbox: (from member, encoded Raft message, its share of
+    /// the inbox's byte budget), and the budget. Set once, when the member's consensus starts;
+    /// unset on every other node.
+    pub(crate) raft_inbox:
+        std::sync::OnceLock<(tokio::sync::mpsc::Sender<crate::root::RaftInbound>, crate::root::queues::ByteBudget)>,
+    /// Bytes of Raft messages queued in this member's inbox and its peers' outboxes
+    /// (`root::queues`), counted in [`buffer_bytes`](Self::buffer_bytes).
+    pub(crate) raft_queued_bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// A root group member's last reported term, role and leader; None before its consensus
     /// reported one, and on every other node.
     raft_view: std::sync::Mutex<Option<RaftView>>,
@@ -189,6 +194,7 @@ impl NodeState {
             tls,
             lifecycle: watch::Sender::new(Lifecycle::Serving),
             raft_inbox: std::sync::OnceLock::new(),
+            raft_queued_bytes: std::sync::Arc::default(),
             raft_view: std::sync::Mutex::new(None),
             raft_configuration: std::sync::Mutex::new(None),
             quotas,
@@ -545,11 +551,12 @@ impl NodeState {
     }
 
     /// Memory the node holds in buffers, for the memory budget's `buffers` component: the open
-    /// connections' buffers ([`Connections::buffer_bytes`]) plus the key and value bytes of the
-    /// writes waiting for the root's next commit.
+    /// connections' buffers ([`Connections::buffer_bytes`]), the key and value bytes of the
+    /// writes waiting for the root's next commit, and a root group member's queued Raft messages.
     pub fn buffer_bytes(&self) -> u64 {
         let queued = u64::try_from(self.metrics.write_queue_bytes.get()).unwrap_or(0);
-        self.connections.buffer_bytes() + queued
+        let raft = self.raft_queued_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        self.connections.buffer_bytes() + queued + raft
     }
 }
 

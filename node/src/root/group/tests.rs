@@ -90,7 +90,11 @@ mod driven {
             let mut sent = BTreeMap::new();
             for peer in [2, 3] {
                 let (tx, rx) = mpsc::channel(OUTBOX_DEPTH);
-                outboxes.insert(peer, tx);
+                let budget = crate::root::queues::ByteBudget::new(
+                    crate::root::queues::OUTBOX_BYTES_MAX,
+                    state.raft_queued_bytes.clone(),
+                );
+                outboxes.insert(peer, (tx, budget));
                 sent.insert(peer, rx);
             }
             let root = RootConfig { heartbeat_interval, ..root };
@@ -116,7 +120,7 @@ mod driven {
             loop {
                 let mut messages = Vec::new();
                 for sent in self.sent.values_mut() {
-                    while let Ok((_, bytes)) = sent.try_recv() {
+                    while let Ok((_, bytes, _)) = sent.try_recv() {
                         messages.push(consensus::decode(&bytes).unwrap());
                     }
                 }
