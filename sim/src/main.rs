@@ -337,6 +337,8 @@ fn keep_freed_pages() {
     // table; mimalloc documents both as callable at any time, from any thread.
     #[allow(unsafe_code)]
     let current = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+    // Debug builds only: a mimalloc whose option 15 means something else is left as it is (the
+    // `if` below), a slower run rather than a refused one.
     debug_assert_eq!(current, MI_DEFAULT_PURGE_DELAY_MS, "mimalloc option 15 is not the purge delay here");
     if current == MI_DEFAULT_PURGE_DELAY_MS {
         // SAFETY: as above.

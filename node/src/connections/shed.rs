@@ -200,7 +200,7 @@ impl Registry {
             Some(_) => {
                 self.per_peer.remove(&peer);
             }
-            None => debug_assert!(false, "released {peer} more often than reserved"),
+            None => unreachable!("released {peer} more often than reserved"),
         }
     }
 
@@ -224,7 +224,7 @@ impl Registry {
     /// Removes a closed connection; the newcomer its place is promised to, if it was shed.
     pub fn leave(&mut self, id: u64) -> Option<Heir> {
         let removed = self.live.remove(&id);
-        debug_assert!(removed.is_some(), "connection {id} left twice");
+        assert!(removed.is_some(), "connection {id} left twice");
         removed.and_then(|live| live.heir)
     }
 

@@ -117,6 +117,9 @@ impl LogEntry {
             });
         })?;
         let entry = LogEntry { index, db_id, timestamp_ms, prev_hash, ops, hash };
+        // Debug builds only: re-encoding would double the cost of every decode (every replicated
+        // entry, every read of the log), and the hash already binds the bytes; the codec's
+        // round trip is the property tests' to prove.
         debug_assert_eq!(
             &bytes[..bytes.len() - HASH_BYTES],
             entry.canonical_bytes(),

@@ -66,7 +66,7 @@ impl LengthCache {
         {
             self.key_bytes -= evicted.len() as u64;
         }
-        debug_assert!(self.entries.len() <= self.capacity, "the cache stays within its capacity");
+        assert!(self.entries.len() <= self.capacity, "the cache stays within its capacity");
     }
 
     /// Forgets every key: after a write whose outcome is unknown, or one the cache cannot follow.

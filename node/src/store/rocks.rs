@@ -433,7 +433,7 @@ impl Engine for RocksEngine {
     }
 
     fn value_lens(&self, table: Table, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
-        debug_assert!(keys.is_sorted(), "value_lens takes its keys sorted");
+        assert!(keys.is_sorted(), "value_lens takes its keys sorted");
         self.settle()?;
         let cached = table == Table::Kv;
         let mut lengths = self.lengths();

@@ -52,7 +52,7 @@ impl KeyFate {
             Some(at) => {
                 self.endings.drain(..at);
             }
-            None => debug_assert!(false, "acknowledged a write that was never sent"),
+            None => unreachable!("acknowledged a write that was never sent"),
         }
     }
 
@@ -63,7 +63,7 @@ impl KeyFate {
             Some(at) => {
                 self.endings.remove(at);
             }
-            None => debug_assert!(false, "refused a write that was never sent"),
+            None => unreachable!("refused a write that was never sent"),
         }
     }
 

@@ -210,7 +210,7 @@ impl PageLayout {
         self.leaf_bytes[lower_leaf.id as usize] = lower;
         self.leaves.insert(at, Leaf { id, bytes: total - lower });
         self.leaf_bytes.push(total - lower);
-        debug_assert_eq!(self.leaf_bytes.len() as u64, self.next_leaf, "leaf ids run from 0 with no gaps");
+        assert_eq!(self.leaf_bytes.len() as u64, self.next_leaf, "leaf ids run from 0 with no gaps");
         Page::Leaf(id)
     }
 }

@@ -89,7 +89,7 @@ impl PageCache {
         }
         self.lru.put(page, bytes);
         self.used_bytes += bytes;
-        debug_assert!(self.used_bytes <= self.capacity_bytes, "the cache holds more than its capacity");
+        assert!(self.used_bytes <= self.capacity_bytes, "the cache holds more than its capacity");
     }
 
     /// Whether `page` is cached (without making it the most recent).
