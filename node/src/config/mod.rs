@@ -637,7 +637,7 @@ pub enum ConfigError {
     Invalid { path: String, field: &'static str, problem: String },
 }
 
-/// Every planted bug off: what a node built without the `sim-harness` feature runs with.
+/// Every planted bug off: what every node but the harness builds' (see [`NodeConfig::planted`]) runs with.
 static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     serve_nearest_when_collected: false,
     apply_without_gap_check: false,
@@ -675,11 +675,14 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
 };
 
 impl NodeConfig {
-    /// The planted bugs this node runs with: `[legacy]` in a build with the `sim-harness`
-    /// feature (the simulator's), none otherwise — the branches they guard are constant-false in
-    /// the real binary, which refuses a `[legacy]` that turns one on ([`NodeConfig::parse`]).
+    /// The planted bugs this node runs with: `[legacy]` in the harness builds — the simulator's
+    /// (`--cfg madsim`) and the `qs-node` that `./qsim real` builds with `--cfg qsim_harness` —
+    /// none otherwise. The branches they guard are constant-false in every build a user makes
+    /// (`cargo build`, `cargo install`, `cargo test` at the workspace root: a compiler flag, not a
+    /// cargo feature, so no dependency can turn it on), which refuses a `[legacy]` that turns one
+    /// on ([`NodeConfig::parse`]).
     pub fn planted(&self) -> &LegacyConfig {
-        if cfg!(feature = "sim-harness") { &self.legacy } else { &NO_PLANTED_BUGS }
+        if cfg!(any(madsim, qsim_harness)) { &self.legacy } else { &NO_PLANTED_BUGS }
     }
 
     /// Where this node keeps snapshot exports and imports (and its catching-up and damage

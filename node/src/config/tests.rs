@@ -54,17 +54,17 @@ fn with_a_planted_bug() -> String {
 }
 
 #[test]
-#[cfg(not(feature = "sim-harness"))]
+#[cfg(not(any(madsim, qsim_harness)))]
 fn a_real_node_refuses_a_planted_bug_and_runs_none() {
     let err = refused(&with_a_planted_bug());
-    assert!(err.contains("bad.toml: field `legacy`") && err.contains("only the simulator's build"), "{err}");
+    assert!(err.contains("bad.toml: field `legacy`") && err.contains("only the simulator's harness builds"), "{err}");
     // All off is what every real configuration says anyway, so an empty section is no bug.
     let config = NodeConfig::parse(&format!("{ROOT}[legacy]\n"), "root.toml").unwrap();
     assert_eq!(config.planted(), &LegacyConfig::default());
 }
 
 #[test]
-#[cfg(feature = "sim-harness")]
+#[cfg(any(madsim, qsim_harness))]
 fn the_simulators_build_runs_the_planted_bugs_it_is_given() {
     let config = NodeConfig::parse(&with_a_planted_bug(), "root.toml").unwrap();
     assert!(config.planted().serve_nearest_when_collected);
@@ -306,7 +306,7 @@ fn to_toml_round_trips_every_field() {
     .unwrap();
     full.replication.snapshot_chunk_bytes = ByteSize(1_000_003);
     full.replication.dial_from = Some("127.0.3.4".parse().unwrap());
-    full.legacy.apply_without_gap_check = cfg!(feature = "sim-harness");
+    full.legacy.apply_without_gap_check = cfg!(any(madsim, qsim_harness));
     configs.push(full);
     for config in configs {
         let text = config.to_toml();

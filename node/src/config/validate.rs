@@ -9,11 +9,12 @@ impl NodeConfig {
         reason = "134 lines, over the 70 clippy.toml allows: to be split along its steps, not grown"
     )]
     pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !cfg!(feature = "sim-harness") && self.legacy != super::LegacyConfig::default() {
+        if !cfg!(any(madsim, qsim_harness)) && self.legacy != super::LegacyConfig::default() {
             return Err((
                 "legacy",
-                "turns on a planted bug, which only the simulator's build has (the `sim-harness` feature): a real \
-                 node never runs one. Remove the [legacy] section"
+                "turns on a planted bug, which only the simulator's harness builds have (`--cfg madsim`, or the \
+                 `--cfg qsim_harness` qs-node that `./qsim real` builds): a real node never runs one. Remove the \
+                 [legacy] section"
                     .to_string(),
             ));
         }

@@ -288,6 +288,7 @@ impl Member {
     /// PLANTED BUG (legacy `raft_apply_before_commit`, the simulator's bug zoo only): from now
     /// on every entry comes out as [`MemberEvent::Committed`] as soon as this member appends it,
     /// whether or not a majority has it; what raft-rs later reports committed is ignored.
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn apply_before_commit(&mut self, applied: u64) {
         self.applies_uncommitted = Some(applied);
     }
@@ -295,6 +296,7 @@ impl Member {
     /// PLANTED BUG (legacy `raft_snapshot_first_configuration`, the simulator's bug zoo only):
     /// every snapshot from now on records `first` as the group's voters, whatever the
     /// configuration at its index.
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn snapshot_first_configuration(&mut self, first: &[u64]) {
         self.snapshots_first_voters = Some(ConfState::from((first.to_vec(), Vec::<u64>::new())));
     }
@@ -303,6 +305,7 @@ impl Member {
     /// and check-quorum off — a member that cannot hear the leader campaigns in a new term at
     /// every election timeout, and every member that hears it follows into that term, deposing
     /// a leader that still reaches a majority.
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn without_pre_vote_or_check_quorum(&mut self) {
         self.raw.raft.pre_vote = false;
         self.raw.raft.set_check_quorum(false);

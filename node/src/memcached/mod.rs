@@ -118,8 +118,8 @@ pub trait ReadBackend: Send + Sync {
 }
 
 /// Planted bugs of the read path, the simulator's bug zoo (`qs_node::config::LegacyConfig`'s
-/// `memcached_*`): all off unless a scenario's `[legacy]` turns one on in a build with the
-/// `sim-harness` feature.
+/// `memcached_*`): all off unless a scenario's `[legacy]` turns one on in a harness build
+/// ([`NodeConfig::planted`](crate::config::NodeConfig::planted)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlantedReadBugs {
     /// An empty value's data block loses its line end.

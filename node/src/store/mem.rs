@@ -15,8 +15,8 @@
 //! last write is what a write-ahead log's per-record checksum turns into a lost one.
 //!
 //! The fault injectors (`MemDisk::power_loss`, `MemDisk::corrupt_value`, `MemDisk::kv_keys`)
-//! exist only in the simulator's build (the `sim-harness` feature) and in unit tests: the real
-//! binary has no way to damage its own disk.
+//! exist only in the harness builds (`--cfg madsim` or `--cfg qsim_harness`) and in unit tests:
+//! the real binary has no way to damage its own disk.
 //!
 //! `resources` reports the key and value bytes held: the memory the engine's data takes, before
 //! the maps' own overhead, as if each store held its own. Log entries and values are in fact
@@ -61,14 +61,14 @@ impl MemDisk {
     }
 
     /// The keys of the KV table, in order (for choosing values to damage).
-    #[cfg(any(test, feature = "sim-harness"))]
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn kv_keys(&self) -> Vec<Vec<u8>> {
         self.lock()[slot(Table::Kv)].keys().map(<[u8]>::to_vec).collect()
     }
 
     /// Fault injection: flips the lowest bit of the last byte stored under `key` in the KV
     /// table, as a bad sector would. Returns false if the key is absent.
-    #[cfg(any(test, feature = "sim-harness"))]
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn corrupt_value(&self, key: &[u8]) -> bool {
         let mut tables = self.lock();
         match tables[slot(Table::Kv)].get_mut(key).and_then(|record| record.last_mut()) {
@@ -101,7 +101,7 @@ impl MemDisk {
 
     /// Fault injection: the power goes out. Every commit not yet synced is lost, newest first;
     /// returns how many were.
-    #[cfg(any(test, feature = "sim-harness"))]
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn power_loss(&self) -> usize {
         let undos = std::mem::take(&mut *self.unsynced.lock().unwrap_or_else(|p| p.into_inner()));
         let mut tables = self.lock();
@@ -358,6 +358,34 @@ impl Engine for MemEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memory engine's checksum, through its injector (which exists only in unit tests and
+    /// the harness builds): a damaged value fails its read, naming the key, counted, and a
+    /// multi-key read that reaches it fails whole; its neighbour still reads.
+    #[test]
+    fn a_damaged_value_fails_its_checksum() {
+        use crate::entry::{DatabaseId, Op};
+        use crate::store::{OpenOptions, Store, StoreError, StoreLocation};
+        let disk = MemDisk::default();
+        let location = StoreLocation::Memory(disk.clone());
+        let options = OpenOptions::new(DatabaseId(0xc0ffee));
+        let mut store = Store::open(&location, &options).expect("a memory store");
+        let ops = vec![
+            Op::Set { key: b"zone:victim".to_vec(), value: vec![0xa5; 64] },
+            Op::Set { key: b"zone:bystander".to_vec(), value: b"fine".to_vec() },
+        ];
+        let entry = store.next_entry(1, ops).expect("an entry");
+        store.apply(&[entry]).expect("applied");
+        assert!(disk.corrupt_value(b"zone:victim"));
+        let err = store.get(b"zone:victim").unwrap_err();
+        assert!(matches!(err, StoreError::Checksum { .. }) && err.to_string().contains("zone:victim"), "{err:?}");
+        assert_eq!(store.stats().unwrap().checksum_failures, 1);
+        let keys: [&[u8]; 3] = [b"zone:bystander", b"zone:victim", b"zone:absent"];
+        let err = store.get_each(&keys, &mut |_, _| true).unwrap_err();
+        assert!(err.is_damage() && err.to_string().contains("zone:victim"), "{err:?}");
+        assert_eq!(store.stats().unwrap().checksum_failures, 2);
+        assert_eq!(store.get(b"zone:bystander").unwrap().as_deref(), Some(&b"fine"[..]));
+    }
 
     #[test]
     fn a_tables_slot_is_its_place_in_table_all() {

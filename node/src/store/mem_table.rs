@@ -64,7 +64,7 @@ impl From<Vec<u8>> for Value {
     }
 }
 
-#[cfg(any(test, feature = "sim-harness"))]
+#[cfg(any(test, madsim, qsim_harness))]
 impl Value {
     /// The bytes to change in place, made this value's own first if they were shared.
     fn make_mut(&mut self) -> &mut [u8] {
@@ -99,7 +99,7 @@ impl MemTable {
 
     /// The value under `key` to change in place: this table's own copy, made now if the value
     /// was shared (fault injection only).
-    #[cfg(any(test, feature = "sim-harness"))]
+    #[cfg(any(test, madsim, qsim_harness))]
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut [u8]> {
         self.values.get_mut(key).map(Value::make_mut)
     }
@@ -172,7 +172,7 @@ impl MemTable {
     }
 
     /// Every key, in order (fault injection only: choosing values to damage).
-    #[cfg(any(test, feature = "sim-harness"))]
+    #[cfg(any(test, madsim, qsim_harness))]
     pub(crate) fn keys(&mut self) -> impl Iterator<Item = &[u8]> {
         self.bring_order_up_to_date().iter().map(|key| key.as_slice())
     }

@@ -33,7 +33,7 @@ mod read;
 mod record;
 #[cfg(feature = "rocksdb")]
 mod rocks;
-#[cfg(feature = "sim-harness")]
+#[cfg(any(madsim, qsim_harness))]
 pub mod rot;
 mod shared;
 pub mod snapshot;
@@ -286,6 +286,7 @@ impl Store {
     /// the gap and chain checks — an entry is applied whatever its index and previous hash. Each
     /// entry's own hash and database id are still checked. Never used unless a node's
     /// configuration asks for `legacy.apply_without_gap_check`.
+    #[cfg(any(test, madsim, qsim_harness))]
     pub fn apply_without_gap_check(&mut self, entries: &[VerifiedEntry]) -> Result<(), StoreError> {
         let entries: Vec<(&LogEntry, Option<&[u8]>)> = entries.iter().map(|e| (&**e, Some(e.compressed()))).collect();
         self.apply_checked(&entries, false, Vec::new())

@@ -26,6 +26,7 @@ mod refusals;
 mod replication_frames;
 mod resources;
 mod root_group;
+mod shipped;
 mod shutdown;
 mod simulated;
 mod simulated_raft;

@@ -54,7 +54,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// How a real run is made.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The `qs-node` binary to run (built with the `sim-harness` feature for planted bugs).
+    /// The `qs-node` binary to run (built with `--cfg qsim_harness` for planted bugs, as `./qsim real` builds it).
     pub node_bin: PathBuf,
     /// Skip faults this machine cannot inject, with a warning line, instead of refusing the run.
     pub skip_unsupported: bool,

@@ -438,6 +438,11 @@ mod tests {
         let mut drew = [false; 3];
         for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "toml")) {
             let text = std::fs::read_to_string(path).expect("a scenario file");
+            // A planted bug's scenario is refused outside the harness builds (its nodes would
+            // refuse it): the simulator's build runs this test on every file.
+            if !cfg!(any(madsim, qsim_harness)) && text.contains("\n[legacy]") {
+                continue;
+            }
             let scenario = Scenario::parse(&text, path).expect("a valid scenario");
             let original: Table = toml::from_str(&text).expect("TOML");
             for seed in 1..=40 {

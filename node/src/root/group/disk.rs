@@ -27,10 +27,23 @@ pub(super) fn restore(
         true => consensus::LostHardState::Trust,
         false => consensus::LostHardState::Refuse,
     };
-    let mut member = Member::restore_as(me, voters, restored, Box::new(disk), lost_hard_state)?;
+    let member = Member::restore_as(me, voters, restored, Box::new(disk), lost_hard_state)?;
     super::membership::held(state, member.configuration());
+    #[cfg(any(madsim, qsim_harness))]
+    let member = plant_member_bugs(member, planted, records.applied, voters);
+    Ok((member, records.applied))
+}
+
+/// The planted bugs a member takes at its start; harness builds only, where the methods exist.
+#[cfg(any(madsim, qsim_harness))]
+fn plant_member_bugs(
+    mut member: Member,
+    planted: &crate::config::LegacyConfig,
+    applied: u64,
+    voters: &[u64],
+) -> Member {
     if planted.raft_apply_before_commit {
-        member.apply_before_commit(records.applied);
+        member.apply_before_commit(applied);
     }
     if planted.raft_snapshot_first_configuration {
         member.snapshot_first_configuration(voters);
@@ -38,7 +51,7 @@ pub(super) fn restore(
     if planted.raft_without_pre_vote {
         member.without_pre_vote_or_check_quorum();
     }
-    Ok((member, records.applied))
+    member
 }
 
 /// The store as a member's [`RaftDisk`]: each persist one synced commit.
