@@ -133,7 +133,7 @@ fn write_once(http: SocketAddr, n: usize) -> Duration {
 fn sample(http: SocketAddr, series: &str) -> f64 {
     let Ok(mut response) = ureq::get(&format!("http://{http}/metrics")).call() else { return 0.0 };
     let text = response.body_mut().read_to_string().unwrap_or_default();
-    text.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+    qs_node::metrics::page::Page::parse(&text).ok().and_then(|page| page.value(series)).unwrap_or(0.0)
 }
 
 /// Holds up to `per_port[i]` silent half-requests open to `targets[i]` from `sources` in turn,

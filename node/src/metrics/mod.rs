@@ -22,6 +22,12 @@
 //! connection and write-batch `buffers`), RocksDB's block
 //! cache hits, misses and capacity, and the process's major page faults and disk read bytes
 //! (LMDB's cache is the OS page cache: a major fault is its miss).
+//!
+//! [`page`] reads such a page back: the one reader every client of `/metrics` in this project
+//! uses (the simulator's census and contract checker, `qsim real`, the node's tests and
+//! benchmarks).
+
+pub mod page;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;

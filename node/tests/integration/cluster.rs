@@ -28,11 +28,7 @@ fn applied(node: &NodeProcess) -> u64 {
 fn metric(node: &NodeProcess, name: &str) -> f64 {
     let url = format!("http://{}/metrics", node.ports.http);
     let text = ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap();
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    common::process::sample(&text, name).unwrap_or(0.0)
 }
 
 /// A node's configuration: every node keeps 100 000 entries of history; a replica has its

@@ -266,15 +266,10 @@ pub struct WriteCounters {
 const COMMITTED_OPS: &str = "qs_writes_accepted_total + qs_writes_identical_dropped_total";
 
 impl WriteCounters {
-    /// The two counters from an OpenMetrics page, or what is missing.
+    /// The counters from an OpenMetrics page, or what is missing or unreadable.
     pub fn of_page(page: &str) -> Result<WriteCounters, String> {
-        let sample = |name: &str| {
-            page.lines()
-                .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-                .map(|value| value.trim().parse::<u64>().map_err(|_| format!("{name} is {value:?}, not a count")))
-                .next()
-                .unwrap_or_else(|| Err(format!("the metrics page has no {name}")))
-        };
+        let page = qs_node::metrics::page::Page::parse(page).map_err(|e| e.to_string())?;
+        let sample = |name: &str| page.count(name).map_err(|e| e.to_string());
         Ok(WriteCounters {
             throttled: sample("qs_writes_throttled_total")?,
             refused: sample("qs_writes_refused_total")?,

@@ -55,15 +55,10 @@ pub fn status(http: SocketAddr) -> Result<Status, RealError> {
     })
 }
 
-/// One counter or gauge of the node's `/metrics` (Prometheus text), 0 when absent.
+/// One counter of the node's `/metrics`, 0 when absent or unreadable (a summary's figure, not a
+/// verdict: the census judges the page itself).
 fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .find_map(|line| {
-            let (metric, value) = line.split_once(' ')?;
-            (metric == name).then(|| value.trim().parse::<f64>().ok()).flatten()
-        })
-        .map_or(0, |value| value as u64)
+    qs_node::metrics::page::Page::parse(text).ok().and_then(|page| page.count(name).ok()).unwrap_or(0)
 }
 
 /// A key as one node's memcached port (`address`, the client's) answers it.

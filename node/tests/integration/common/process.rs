@@ -229,9 +229,11 @@ pub fn status_within(http: SocketAddr, timeout: Duration) -> Option<serde_json::
     response.body_mut().read_json().ok()
 }
 
-/// The value of the sample named exactly `series` (name and labels, as exposed) in `metrics`.
+/// The value of the sample named exactly `series` (name and labels, as exposed) in `metrics`;
+/// a page that does not parse fails the test.
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+    let page = qs_node::metrics::page::Page::parse(metrics).unwrap_or_else(|e| panic!("{e}:\n{metrics}"));
+    page.value(series)
 }
 
 /// A connection to `to` from `from` (any loopback address, 127.0.0.0/8, reaches the node on

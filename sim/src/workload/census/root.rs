@@ -489,27 +489,10 @@ fn key_of(path: &str) -> Vec<u8> {
     percent_encoding::percent_decode_str(path.trim_start_matches("/v1/keys/")).collect()
 }
 
-/// The first line of a metrics page that is not a comment or `<name>[{labels}] <number>`.
+/// The first line of a metrics page that is not empty, a comment or `<name>[{labels}] <number>`
+/// (the node's page reader, `qs_node::metrics::page`, strict).
 fn metrics_problem(page: &[u8]) -> Option<String> {
-    let Ok(page) = std::str::from_utf8(page) else { return Some("a metrics page that is not UTF-8".into()) };
-    for line in page.lines().filter(|line| !line.is_empty() && !line.starts_with('#')) {
-        let (series, value) = match line.rsplit_once('}') {
-            Some((series, rest)) => (series, rest.trim_start()),
-            None => match line.split_once(' ') {
-                Some((series, rest)) => (series, rest),
-                None => return Some(format!("metrics line {line:?} has no value")),
-            },
-        };
-        let name = series.split('{').next().unwrap_or_default();
-        let named = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
-        let value = value.split(' ').next().unwrap_or_default();
-        let number = value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value);
-        if !named || !number {
-            return Some(format!("metrics line {line:?} is not `<name>[{{labels}}] <number>`"));
-        }
-    }
-    None
+    qs_node::metrics::page::Page::parse_bytes(page).err().map(|e| e.to_string())
 }
 
 /// A census value as a JSON string: census batch values are UTF-8 by construction.
