@@ -11,7 +11,10 @@
 //!
 //! Nothing here depends on the machine's speed: every bound is an upper bound many times what
 //! the step takes, the persistent clients never leave their connection idle near a timeout, and
-//! the assertions are on counts, not durations.
+//! the assertions are on counts, not durations: a write during a flood must be answered before
+//! the flood's own header timeout (30 s, never a machine's speed). How fast it is answered — its
+//! p50, p99 and max against a quiet node's — is the flood benchmark's to print
+//! (`cargo bench -p qs-node --bench flood`, `docs/performance.md`).
 // Real sockets and real processes: the tokio build on Linux.
 #![cfg(all(not(madsim), target_os = "linux"))]
 
