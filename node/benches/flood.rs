@@ -16,13 +16,18 @@
 //! Run: `cargo bench -p qs-node --bench flood -- [--writes N]`. Needs an open-files hard limit
 //! of about 8 000 (`ulimit -Hn`).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use common::{Process, free_port};
 
 use qs_node::connections::settings::{
     HTTP_CONNECTIONS_MAX_DEFAULT, MEMCACHED_CONNECTIONS_MAX_DEFAULT, REPLICATION_CONNECTIONS_MAX_DEFAULT,
@@ -55,19 +60,6 @@ fn writes_option() -> usize {
         }
     }
     writes.max(1)
-}
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port")
 }
 
 fn ip(last: u8) -> IpAddr {

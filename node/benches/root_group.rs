@@ -11,12 +11,17 @@
 //! Run: `cargo bench -p qs-node --bench root_group -- [--writes N] [--clients C] [--seconds S]
 //! [--batch-window 5ms]`.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+#[path = "common/mod.rs"]
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use common::{Process, free_port};
 
 const TOKEN: &str = "bench-producer-token";
 
@@ -47,19 +52,6 @@ fn options() -> Options {
 fn fail(message: &str) -> ! {
     eprintln!("root_group: {message}");
     std::process::exit(2)
-}
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port")
 }
 
 /// Starts `members` processes (one: a root of one) and returns them with their HTTP addresses.
