@@ -27,7 +27,7 @@ step() {
   step_started=$SECONDS
   [[ -z "$1" ]] || echo "== $1" >&2
 }
-step "set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium against fake systems)"
+step "set-up checks (ci/tests/detect.sh: libclang, compilers, Chromium, the linters' virtualenv, against fakes)"
 "$(dirname "$0")/tests/detect.sh"
 step "nightly launchers (ci/tests/launchers.sh: actionlint, kubernetes-validate, hadolint, ShellCheck, the glue)"
 "$(dirname "$0")/tests/launchers.sh"

