@@ -60,6 +60,15 @@ pub enum Knob {
     /// connection per other node of the run — as few as a tree can need — so a replica that
     /// reconnects before its old connection is noticed makes its source shed ([`replication_need`]).
     ReplicationConnectionsMax,
+    /// RocksDB runs: each column family's memtable (`storage.memtable_bytes`), from the smallest
+    /// the node accepts, which flushes every few writes, to one no simulated run fills.
+    RocksdbMemtableBytes,
+    /// RocksDB runs: the block cache (`storage.cache_bytes`), down to the smallest the node
+    /// accepts, where nearly every read misses.
+    RocksdbCacheBytes,
+    /// RocksDB runs: an SST data block (`storage.block_bytes`), from the smallest the node
+    /// accepts to one as large as the smallest cache it may share.
+    RocksdbBlockBytes,
 }
 
 /// The fewest replication connections a node of `scenario` may be capped at and still serve
@@ -143,6 +152,9 @@ impl Knob {
             Knob::RaftLogKeepEntries => &["raft_log_keep_entries"],
             Knob::MemcachedConnectionsMax => &["memcached_connections_max"],
             Knob::ReplicationConnectionsMax => &["replication_connections_max"],
+            Knob::RocksdbMemtableBytes => &["rocksdb_memtable_bytes"],
+            Knob::RocksdbCacheBytes => &["rocksdb_cache_bytes"],
+            Knob::RocksdbBlockBytes => &["rocksdb_block_bytes"],
         }
     }
 
@@ -169,6 +181,12 @@ impl Knob {
                 let need = replication_need(scenario);
                 vec![Count(need), Count(need + 1), Count(2 * need), Count(256)]
             }
+            // 8 MiB, not the node's 1 GiB ceiling: a memtable's arena grows in blocks of an eighth
+            // of it, per column family and node, and a sweep runs hundreds of nodes in one process.
+            Knob::RocksdbMemtableBytes => vec![Bytes(64 << 10), Bytes(128 << 10), Bytes(1 << 20), Bytes(8 << 20)],
+            Knob::RocksdbCacheBytes => vec![Bytes(64 << 10), Bytes(1 << 20), Bytes(32 << 20)],
+            // At most the smallest cache drawn: a block larger than its cache is refused.
+            Knob::RocksdbBlockBytes => vec![Bytes(512), Bytes(4 << 10), Bytes(64 << 10)],
         }
     }
 
@@ -186,6 +204,18 @@ impl Knob {
             Knob::RaftLogKeepEntries => vec![Count(0)],
             Knob::MemcachedConnectionsMax | Knob::ReplicationConnectionsMax => {
                 vec![Count(0), Count(qs_node::connections::settings::CONNECTIONS_MAX_MAX as u64 + 1)]
+            }
+            Knob::RocksdbMemtableBytes => {
+                use qs_node::config::{MEMTABLE_BYTES_MAX, MEMTABLE_BYTES_MIN};
+                vec![Bytes(MEMTABLE_BYTES_MIN as u64 - 1), Bytes(MEMTABLE_BYTES_MAX as u64 + 1)]
+            }
+            Knob::RocksdbCacheBytes => {
+                use qs_node::config::{CACHE_BYTES_MAX, CACHE_BYTES_MIN};
+                vec![Bytes(CACHE_BYTES_MIN - 1), Bytes(CACHE_BYTES_MAX + 1)]
+            }
+            Knob::RocksdbBlockBytes => {
+                use qs_node::config::{BLOCK_BYTES_MAX, BLOCK_BYTES_MIN};
+                vec![Bytes(BLOCK_BYTES_MIN - 1), Bytes(BLOCK_BYTES_MAX + 1)]
             }
             Knob::RetentionEntries | Knob::RetentionAge | Knob::ScrubInterval => vec![],
         }
@@ -208,6 +238,9 @@ impl Knob {
     fn applies(self, scenario: &Scenario) -> bool {
         match self {
             Knob::RaftSnapshotEntries | Knob::RaftLogKeepEntries => scenario.topology.root_members > 1,
+            Knob::RocksdbMemtableBytes | Knob::RocksdbCacheBytes | Knob::RocksdbBlockBytes => {
+                scenario.engine() == qs_node::EngineKind::Rocksdb
+            }
             _ => true,
         }
     }
@@ -234,6 +267,11 @@ impl Knob {
             (Knob::ReplicationConnectionsMax, Value::Count(n)) => {
                 settings.replication_connections_max = Some(n as usize);
             }
+            (Knob::RocksdbMemtableBytes, Value::Bytes(b)) => {
+                settings.rocksdb_memtable_bytes = Some(bytesize::ByteSize(b))
+            }
+            (Knob::RocksdbCacheBytes, Value::Bytes(b)) => settings.rocksdb_cache_bytes = Some(bytesize::ByteSize(b)),
+            (Knob::RocksdbBlockBytes, Value::Bytes(b)) => settings.rocksdb_block_bytes = Some(bytesize::ByteSize(b)),
             (knob, value) => unreachable!("{knob:?} takes no {value:?}: its choices are its own"),
         }
     }
@@ -308,6 +346,7 @@ mod tests {
 name = "t"
 description = "knob draws"
 duration = "10s"
+engine = "rocksdb"
 [topology]
 root_members = 3
 tiers = [{ name = "edge", count = 2 }]
@@ -365,5 +404,28 @@ converge_within = "10s"
         assert!(seeds_differ);
         base.knobs.drawn = false;
         assert!(draw(&base, 7).is_empty());
+    }
+
+    #[test]
+    fn rocksdb_knobs_are_drawn_for_rocksdb_runs_only() {
+        let rocksdb = [Knob::RocksdbMemtableBytes, Knob::RocksdbCacheBytes, Knob::RocksdbBlockBytes];
+        let mut base = scenario(GROUP);
+        base.knobs.share = 1.0;
+        assert!(rocksdb.iter().all(|knob| draw(&base, 3).iter().any(|d| d.knob == *knob)));
+        let on_rocksdb = draw(&base, 3);
+        base.override_engine(qs_node::EngineKind::Lmdb);
+        let on_lmdb = draw(&base, 3);
+        assert!(on_lmdb.iter().all(|d| !rocksdb.contains(&d.knob)), "{on_lmdb:?}");
+        // The other knobs' draws do not move with the engine.
+        let others: Vec<Drawn> = on_rocksdb.into_iter().filter(|d| !rocksdb.contains(&d.knob)).collect();
+        assert_eq!(others, on_lmdb);
+        // A drawn cache reaches the node's configuration; on LMDB it is left out, not refused.
+        let mut drawn = scenario(GROUP);
+        Knob::RocksdbCacheBytes.set(Value::Bytes(64 << 10), &mut drawn.node);
+        let configs = crate::scenario::nodes::generate(&drawn, std::path::Path::new("/x")).expect("valid");
+        assert!(configs.iter().all(|c| c.config.storage.cache_bytes == Some(bytesize::ByteSize(64 << 10))));
+        drawn.override_engine(qs_node::EngineKind::Lmdb);
+        let configs = crate::scenario::nodes::generate(&drawn, std::path::Path::new("/x")).expect("valid");
+        assert!(configs.iter().all(|c| c.config.storage.cache_bytes.is_none()));
     }
 }

@@ -36,6 +36,9 @@
 //! # tls = true                     # replication over mutual TLS (default); false: plaintext
 //! # replication_connections_max = 8 # every node's replication listener cap (default: the node's)
 //! # memcached_connections_max = 4  # every node's memcached listener cap (default: the node's)
+//! # rocksdb_memtable_bytes = "1 MiB" # RocksDB runs: each column family's memtable (default 128 KiB)
+//! # rocksdb_cache_bytes = "1 MiB"  # RocksDB runs: the block cache (default: the node's, 32 MiB)
+//! # rocksdb_block_bytes = "16 KiB" # RocksDB runs: an SST data block (default: the node's, 4 KiB)
 //!
 //! [[workload]]
 //! kind = "writer"                  # producers writing through the root's HTTP API
@@ -397,6 +400,17 @@ pub struct NodeSettings {
     pub reconnect_backoff_max: Option<Duration>,
     /// Bootstraps a node serves at once (default: the node's, 2).
     pub bootstraps_served_max: Option<usize>,
+    /// RocksDB runs: each column family's memtable (the node's `storage.memtable_bytes`;
+    /// default [`SIM_ROCKSDB_MEMTABLE_BYTES`](nodes::SIM_ROCKSDB_MEMTABLE_BYTES), small enough
+    /// that flushes and compactions run within a simulated minute). Other engines ignore it and
+    /// the two below, so `--engine` can still move the scenario between engines.
+    pub rocksdb_memtable_bytes: Option<bytesize::ByteSize>,
+    /// RocksDB runs: the block cache the column families share (the node's
+    /// `storage.cache_bytes`; default: the node's, 32 MiB); a small one makes reads miss.
+    pub rocksdb_cache_bytes: Option<bytesize::ByteSize>,
+    /// RocksDB runs: an SST data block, the unit the cache holds (the node's
+    /// `storage.block_bytes`; default: the node's, 4 KiB).
+    pub rocksdb_block_bytes: Option<bytesize::ByteSize>,
 }
 
 impl Default for NodeSettings {
@@ -421,6 +435,9 @@ impl Default for NodeSettings {
             reconnect_backoff_min: None,
             reconnect_backoff_max: None,
             bootstraps_served_max: None,
+            rocksdb_memtable_bytes: None,
+            rocksdb_cache_bytes: None,
+            rocksdb_block_bytes: None,
         }
     }
 }

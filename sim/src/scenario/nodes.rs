@@ -132,7 +132,12 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             // RocksDB's default 64 MiB memtables would not fill within a simulated run, so
             // nothing would be flushed or compacted; small ones make both happen every few
             // simulated seconds.
-            EngineKind::Rocksdb => storage.memtable_bytes = Some(SIM_ROCKSDB_MEMTABLE_BYTES),
+            EngineKind::Rocksdb => {
+                let memtable = settings.rocksdb_memtable_bytes.map(|b| b.as_u64() as usize);
+                storage.memtable_bytes = Some(memtable.unwrap_or(SIM_ROCKSDB_MEMTABLE_BYTES));
+                storage.cache_bytes = settings.rocksdb_cache_bytes;
+                storage.block_bytes = settings.rocksdb_block_bytes;
+            }
             EngineKind::Lmdb if settings.lmdb_write_map => storage.write_map = Some(true),
             EngineKind::Lmdb | EngineKind::Memory => {}
         }

@@ -35,6 +35,33 @@ fn a_setting_the_node_would_refuse_is_refused_at_load_with_its_line() {
     }
 }
 
+#[test]
+fn rocksdb_sizes_are_checked_on_every_engine_and_reach_rocksdb_nodes_only() {
+    let with = |engine: &str, node: &str| {
+        GOOD.replace("duration = \"1m\"", &format!("duration = \"1m\"\nengine = \"{engine}\""))
+            .replace("[topology]", &format!("[node]\n{node}\n\n[topology]"))
+    };
+    // Out of the node's range: refused on the memory engine too, which would ignore it.
+    let err = refused(&with("memory", "rocksdb_cache_bytes = 1000"));
+    assert!(err.contains("node.rocksdb_cache_bytes") && err.contains("out of range"), "{err}");
+    let err = refused(&with("lmdb", "rocksdb_memtable_bytes = \"2 GiB\""));
+    assert!(err.contains("node.rocksdb_memtable_bytes"), "{err}");
+    // In range, but a block larger than its cache: the RocksDB node's own validation refuses it.
+    let err = refused(&with("rocksdb", "rocksdb_cache_bytes = \"64 KiB\"\nrocksdb_block_bytes = \"1 MiB\""));
+    assert!(err.contains("storage.block_bytes") && err.contains("larger than the block cache"), "{err}");
+    let sizes = "rocksdb_memtable_bytes = \"1 MiB\"\nrocksdb_cache_bytes = \"1 MiB\"\nrocksdb_block_bytes = \"16 KiB\"";
+    for (engine, expected) in [("rocksdb", Some((1 << 20, 1 << 20, 16 << 10))), ("lmdb", None)] {
+        let scenario = Scenario::parse(&with(engine, sizes), Path::new("s.toml")).expect("valid sizes");
+        for planned in nodes::generate(&scenario, Path::new("/x")).expect("valid configurations") {
+            let storage = &planned.config.storage;
+            let got = storage.cache_bytes.zip(storage.block_bytes).map(|(cache, block)| {
+                (storage.memtable_bytes.expect("a RocksDB memtable") as u64, cache.as_u64(), block.as_u64())
+            });
+            assert_eq!(got, expected, "{engine}");
+        }
+    }
+}
+
 fn refused(text: &str) -> String {
     Scenario::parse(text, Path::new("s.toml")).unwrap_err().to_string()
 }

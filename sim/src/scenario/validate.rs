@@ -170,6 +170,36 @@ impl Scenario {
                 return bad(None, field, problem);
             }
         }
+        // The RocksDB settings are checked against the node's ranges whatever the engine: the
+        // nodes ignore them on another one, but `--engine rocksdb` would hand them over.
+        let rocksdb = {
+            use qs_node::config::{
+                BLOCK_BYTES_MAX, BLOCK_BYTES_MIN, CACHE_BYTES_MAX, CACHE_BYTES_MIN, MEMTABLE_BYTES_MAX,
+                MEMTABLE_BYTES_MIN,
+            };
+            [
+                (
+                    "node.rocksdb_memtable_bytes",
+                    n.rocksdb_memtable_bytes,
+                    MEMTABLE_BYTES_MIN as u64,
+                    MEMTABLE_BYTES_MAX as u64,
+                ),
+                ("node.rocksdb_cache_bytes", n.rocksdb_cache_bytes, CACHE_BYTES_MIN, CACHE_BYTES_MAX),
+                ("node.rocksdb_block_bytes", n.rocksdb_block_bytes, BLOCK_BYTES_MIN, BLOCK_BYTES_MAX),
+            ]
+        };
+        for (field, bytes, min, max) in rocksdb {
+            let Some(bytes) = bytes else { continue };
+            if !(min..=max).contains(&bytes.as_u64()) {
+                let problem = format!(
+                    "{} ({bytes}) is out of range; allowed {min} ({}) to {max} ({})",
+                    bytes.as_u64(),
+                    bytesize::ByteSize(min),
+                    bytesize::ByteSize(max)
+                );
+                return bad(None, field, problem);
+            }
+        }
         if n.raft_snapshot_entries == 0 {
             return bad(None, "node.raft_snapshot_entries", "must be at least 1".into());
         }
