@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Process, free_port};
+use qs_node::status::Status;
 
 const TOKEN: &str = "bench-producer-token";
 
@@ -107,11 +108,11 @@ fn leader(https: &[SocketAddr]) -> SocketAddr {
     let started = Instant::now();
     loop {
         for http in https {
-            let status: Option<serde_json::Value> = ureq::get(&format!("http://{http}/v1/status"))
+            let body = ureq::get(&format!("http://{http}/v1/status"))
                 .call()
                 .ok()
-                .and_then(|mut r| r.body_mut().read_json().ok());
-            if status.is_some_and(|s| s["raft"]["role"] == "leader") {
+                .and_then(|mut r| r.body_mut().read_to_string().ok());
+            if body.is_some_and(|body| Status::parse(&body).is_ok_and(|status| status.leads())) {
                 return *http;
             }
         }

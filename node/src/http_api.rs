@@ -9,7 +9,7 @@
 //! | `DELETE /v1/keys/{key}` | producer | same |
 //! | `POST /v1/batch` `{"ops":[{"op":"set","key":K,"value":V},{"op":"delete","key":K}]}` | producer | same, for all ops |
 //! | `GET /v1/keys/{key}` | producer | `200` with the value (read-your-write: a root group member that does not lead redirects it to the leader, `307`, as a write; the leader answers once a majority confirmed it still leads, else `503`), or `404` |
-//! | `GET /v1/status` | anyone | JSON: name, role, applied index, chain hash, state digest, lag |
+//! | `GET /v1/status` | anyone | JSON ([`Status`]): name, role, applied index, chain hash, state digest, lag, a root group member's Raft view |
 //! | `GET /metrics` | anyone | Prometheus text format |
 //!
 //! Producers authenticate with `Authorization: Bearer <token>`. Refusals: `401` unknown token,
@@ -42,7 +42,6 @@ use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use tokio::net::TcpListener;
 
-use crate::config::Role;
 use crate::connections::{FlushWhenWritten, Lifecycle, ListenerKind, NodeTimer, WriteDeadline, reached};
 use crate::entry::{Op, validate_key};
 use crate::limits::REQUEST_BODY_BYTES_MAX;
@@ -50,6 +49,7 @@ use crate::observe::Probe;
 use crate::root::WriteQueue;
 use crate::root::quota::Producer;
 use crate::state::NodeState;
+use crate::status::{MemberRole, RaftStatus, Status};
 use crate::tls::Secured;
 
 /// Most operations in one batch request (one log entry's worth).
@@ -120,8 +120,10 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<Wr
 
 type Reply = Response<Full<Bytes>>;
 
-fn reply(status: StatusCode, body: serde_json::Value) -> Reply {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+fn reply(status: StatusCode, body: impl serde::Serialize) -> Reply {
+    // Every body is a JSON value or a struct of plain fields: nothing a serializer can refuse.
+    let text = serde_json::to_string(&body).expect("a reply body serializes");
+    let mut response = Response::new(Full::new(Bytes::from(text)));
     *response.status_mut() = status;
     response.headers_mut().insert("content-type", "application/json".parse().expect("static header"));
     response
@@ -216,38 +218,36 @@ impl Api {
 
     fn status(&self) -> Reply {
         let state = &self.state;
+        let raft = state.config.root.as_ref().and_then(|root| root.member_id).map(|member| {
+            let view = state.raft_view();
+            RaftStatus {
+                member,
+                term: view.map_or(0, |v| v.term),
+                role: view.map_or(MemberRole::Starting, |v| v.role.into()),
+                paused: view.and_then(|v| v.paused),
+                leader: view.map_or(0, |v| v.leader),
+                // Prometheus gauges are i64; a Raft index is set into them from a u64 below 2^63.
+                commit_index: u64::try_from(state.metrics.raft_commit_index.get()).unwrap_or(0),
+                applied_index: u64::try_from(state.metrics.raft_applied_index.get()).unwrap_or(0),
+                configuration: state.raft_configuration(),
+            }
+        });
         let result = state.with_store(|store| {
-            let digest = store.state_digest()?;
-            Ok::<_, crate::store::StoreError>(serde_json::json!({
-                "name": state.config.name,
-                "role": match state.config.role { Role::Root => "root", Role::Replica => "replica" },
-                "database_id": store.db_id().to_string(),
-                "applied_index": store.applied_index(),
-                "first_retained_index": store.first_retained_index(),
-                "chain_hash": store.chain_hash().to_hex(),
-                "state_digest": digest.to_string(),
-                "key_count": store.stats()?.key_count,
-            }))
+            Ok::<_, crate::store::StoreError>(Status {
+                name: state.config.name.clone(),
+                role: state.config.role,
+                database_id: store.db_id(),
+                applied_index: store.applied_index(),
+                first_retained_index: store.first_retained_index(),
+                chain_hash: store.chain_hash(),
+                state_digest: store.state_digest()?,
+                key_count: store.stats()?.key_count,
+                lag_ms: state.lag_ms(),
+                raft,
+            })
         });
         match result {
-            Ok(mut body) => {
-                body["lag_ms"] = state.lag_ms().into();
-                if let Some(member) = state.config.root.as_ref().and_then(|root| root.member_id) {
-                    let view = state.raft_view();
-                    let m = &state.metrics;
-                    body["raft"] = serde_json::json!({
-                        "member": member,
-                        "term": view.map_or(0, |v| v.term),
-                        "role": view.map_or("starting", |v| v.role.as_str()),
-                        "paused": view.and_then(|v| v.paused).map(|p| p.as_str()),
-                        "leader": view.map_or(0, |v| v.leader),
-                        "commit_index": m.raft_commit_index.get(),
-                        "applied_index": m.raft_applied_index.get(),
-                        "configuration": state.raft_configuration(),
-                    });
-                }
-                reply(StatusCode::OK, body)
-            }
+            Ok(status) => reply(StatusCode::OK, status),
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }

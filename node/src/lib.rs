@@ -40,6 +40,7 @@ pub mod replication;
 pub mod resources;
 pub mod root;
 pub mod state;
+pub mod status;
 pub mod store;
 pub mod testkit;
 pub mod tls;

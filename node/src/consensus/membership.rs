@@ -24,7 +24,7 @@ use raft::prelude::{ConfChangeSingle, ConfChangeTransition, ConfChangeType, Conf
 use super::{MemberError, Output};
 
 /// The voters of the group at a Raft index, as a member applied them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Configuration {
     /// The index of the change that made it (0: the group's first configuration, or the
     /// snapshot the member's log starts after).

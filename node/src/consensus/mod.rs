@@ -69,7 +69,8 @@ pub use qs_vocab::RaftRole as Role;
 
 /// Why a root group member is not taking part in its group for a while: it takes no writes
 /// then, whatever role it last had (its peers elect another leader if it led).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Pause {
     /// Bringing its store to a Raft snapshot's point from a peer's log or store.
     CatchingUp,

@@ -36,6 +36,28 @@ impl std::fmt::Display for StateDigest {
     }
 }
 
+impl std::str::FromStr for StateDigest {
+    type Err = String;
+    /// Parses 64 hex digits, as [`Display`](std::fmt::Display) writes them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse::<ChainHash>().map(|hash| StateDigest(hash.0)).map_err(|e| e.replace("chain hash", "state digest"))
+    }
+}
+
+/// Written as its hex, as `/v1/status` shows it.
+impl serde::Serialize for StateDigest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StateDigest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A key and its value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 

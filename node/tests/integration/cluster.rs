@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 use crate::common::process::{NodeProcess, Ports, Role, TOKEN, write_config};
+use qs_node::status::Status;
 
 const STALENESS: Duration = Duration::from_secs(2);
 /// The nodes' log level.
 const ENV: &[(&str, &str)] = &[("QS_LOG", "info")];
 
 fn applied(node: &NodeProcess) -> u64 {
-    node.status().and_then(|s| s["applied_index"].as_u64()).unwrap_or(0)
+    node.status().map_or(0, |s| s.applied_index)
 }
 
 fn metric(node: &NodeProcess, name: &str) -> f64 {
@@ -86,13 +87,10 @@ fn cluster_survives_the_loss_of_an_intermediate() {
     let mut mid1 = start(&mid1);
     let mid2 = start(&mid2);
     let edges: Vec<NodeProcess> = edges.iter().map(start).collect();
-    let everyone = |root: &NodeProcess,
-                    mid1: &NodeProcess,
-                    mid2: &NodeProcess,
-                    edges: &[NodeProcess]|
-     -> Vec<Option<serde_json::Value>> {
-        [root, mid1, mid2].into_iter().chain(edges).map(NodeProcess::status).collect()
-    };
+    let everyone =
+        |root: &NodeProcess, mid1: &NodeProcess, mid2: &NodeProcess, edges: &[NodeProcess]| -> Vec<Option<Status>> {
+            [root, mid1, mid2].into_iter().chain(edges).map(NodeProcess::status).collect()
+        };
     common::eventually_blocking("every node to serve its status", Duration::from_secs(30), || {
         everyone(&root, &mid1, &mid2, &edges).iter().all(Option::is_some)
     });
@@ -158,15 +156,14 @@ fn cluster_survives_the_loss_of_an_intermediate() {
     });
 
     // Heartbeats keep the index moving: sweep until one sweep finds every node at the same index.
-    let statuses: Vec<serde_json::Value> = {
+    let statuses: Vec<Status> = {
         let mut snapshot;
         let start = Instant::now();
         loop {
             snapshot = everyone(&root, &mid1, &mid2, &edges).into_iter().map(Option::unwrap).collect::<Vec<_>>();
             let first = &snapshot[0];
-            let same = snapshot
-                .iter()
-                .all(|s| s["applied_index"] == first["applied_index"] && s["chain_hash"] == first["chain_hash"]);
+            let same =
+                snapshot.iter().all(|s| s.applied_index == first.applied_index && s.chain_hash == first.chain_hash);
             if same || start.elapsed() > Duration::from_secs(20) {
                 break;
             }
@@ -175,9 +172,9 @@ fn cluster_survives_the_loss_of_an_intermediate() {
         snapshot
     };
     for status in &statuses {
-        assert_eq!(status["applied_index"], statuses[0]["applied_index"], "{status}");
-        assert_eq!(status["chain_hash"], statuses[0]["chain_hash"], "{status}");
-        assert_eq!(status["state_digest"], statuses[0]["state_digest"], "{status}");
+        assert_eq!(status.applied_index, statuses[0].applied_index, "{status:?}");
+        assert_eq!(status.chain_hash, statuses[0].chain_hash, "{status:?}");
+        assert_eq!(status.state_digest, statuses[0].state_digest, "{status:?}");
     }
     for edge in &edges {
         let client = memcache::Client::connect(format!("memcache://{}?protocol=ascii", edge.ports.memcached)).unwrap();

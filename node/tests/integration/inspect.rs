@@ -17,6 +17,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::common::process::{self, NodeProcess, Ports, Role, TOKEN, status_within};
+use qs_node::status::Status;
 
 /// Upper bound for anything that takes a second or two.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -52,12 +53,12 @@ fn start(dir: &Path, engine: &str, storage: &str) -> (NodeProcess, PathBuf) {
     (node, config)
 }
 
-fn status(node: &NodeProcess) -> Option<serde_json::Value> {
+fn status(node: &NodeProcess) -> Option<Status> {
     status_within(node.ports.http, STATUS_TIMEOUT)
 }
 
 fn applied(node: &NodeProcess) -> u64 {
-    status(node).and_then(|s| s["applied_index"].as_u64()).expect("the node answers /v1/status")
+    status(node).expect("the node answers /v1/status").applied_index
 }
 
 /// The value written under key number `i` of a category: text, then bytes that need encoding.
@@ -149,18 +150,15 @@ fn live_store(engine: &str, storage: &str) {
     let report = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{report}\n{}", text(&output.stderr));
     assert_eq!(field(&report, "engine"), engine);
-    assert_eq!(field(&report, "database_id"), status["database_id"].as_str().unwrap());
-    assert_eq!(field(&report, "applied_index"), status["applied_index"].to_string());
-    assert_eq!(field(&report, "chain_hash"), status["chain_hash"].as_str().unwrap());
-    assert_eq!(field(&report, "log_first_retained"), status["first_retained_index"].to_string());
-    assert_eq!(field(&report, "log_last_retained"), status["applied_index"].to_string());
-    assert_eq!(field(&report, "keys"), status["key_count"].to_string());
+    assert_eq!(field(&report, "database_id"), status.database_id.to_string());
+    assert_eq!(field(&report, "applied_index"), status.applied_index.to_string());
+    assert_eq!(field(&report, "chain_hash"), status.chain_hash.to_string());
+    assert_eq!(field(&report, "log_first_retained"), status.first_retained_index.to_string());
+    assert_eq!(field(&report, "log_last_retained"), status.applied_index.to_string());
+    assert_eq!(field(&report, "keys"), status.key_count.to_string());
     assert_eq!(field(&report, "keys"), (2 * KEYS_PER_CATEGORY).to_string());
     assert_eq!(field(&report, "values_checked"), (2 * KEYS_PER_CATEGORY).to_string());
-    assert_eq!(
-        field(&report, "log_chain"),
-        format!("ok {}..{}", status["first_retained_index"], status["applied_index"])
-    );
+    assert_eq!(field(&report, "log_chain"), format!("ok {}..{}", status.first_retained_index, status.applied_index));
     let categories: BTreeMap<String, u64> = fields(&report)
         .into_iter()
         .filter(|(n, _)| n == "category")
@@ -205,7 +203,7 @@ fn live_store(engine: &str, storage: &str) {
     let store = dir.path().join(engine);
     let output = inspect(&["--path", store.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    assert_eq!(field(&text(&output.stdout), "applied_index"), status["applied_index"].to_string());
+    assert_eq!(field(&text(&output.stdout), "applied_index"), status.applied_index.to_string());
     let output = inspect(&["--path", store.to_str().unwrap(), "--database-id", "1234"]);
     assert_eq!(output.status.code(), Some(4));
     assert!(text(&output.stderr).contains("not 00000000000000000000000000001234"), "{}", text(&output.stderr));
@@ -220,7 +218,7 @@ fn live_store(engine: &str, storage: &str) {
     }
     // And the node is undisturbed: it still takes writes.
     put(node.ports.http, "cfg:after", b"x");
-    assert_eq!(applied(&node), status["applied_index"].as_u64().unwrap() + 1);
+    assert_eq!(applied(&node), status.applied_index + 1);
 }
 
 #[test]

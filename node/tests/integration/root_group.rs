@@ -32,7 +32,7 @@ fn member_config(dir: &Path, id: usize, ports: &[Ports]) -> PathBuf {
 
 /// The member that says it leads, by its `/status`, if one does.
 pub(crate) fn leader(members: &[Option<NodeProcess>]) -> Option<usize> {
-    members.iter().position(|m| m.as_ref().and_then(NodeProcess::status).is_some_and(|s| s["raft"]["role"] == "leader"))
+    members.iter().position(|m| m.as_ref().and_then(NodeProcess::status).is_some_and(|s| s.leads()))
 }
 
 /// What one write attempt came to.
@@ -154,12 +154,9 @@ fn the_group_keeps_every_acknowledged_write_when_its_leader_is_killed() {
             .iter()
             .flatten()
             .map(|m| {
-                let s = m.status().unwrap_or_default();
-                (
-                    s["applied_index"].as_u64().unwrap_or(0),
-                    s["chain_hash"].as_str().unwrap_or_default().to_string(),
-                    s["state_digest"].as_str().unwrap_or_default().to_string(),
-                )
+                m.status().map_or_else(Default::default, |s| {
+                    (s.applied_index, s.chain_hash.to_string(), s.state_digest.to_string())
+                })
             })
             .collect()
     };

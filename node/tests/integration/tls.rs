@@ -47,7 +47,7 @@ fn tls_section(certs: &Path, name: &str, ca_file: &Path, extra: &str) -> String 
 }
 
 fn applied(node: &NodeProcess) -> u64 {
-    node.status().and_then(|s| s["applied_index"].as_u64()).unwrap_or(0)
+    node.status().map_or(0, |s| s.applied_index)
 }
 
 fn metric(node: &NodeProcess, series: &str) -> f64 {

@@ -11,6 +11,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use qs_node::status::Status;
+
 use crate::checkers::convergence::Lost;
 use crate::scenario::Scenario;
 use crate::sync::Locked;
@@ -23,15 +25,6 @@ use super::processes::Cluster;
 /// How long one request to a node may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// What a node's `/v1/status` says.
-#[derive(Debug)]
-pub struct Status {
-    pub applied_index: u64,
-    pub state_digest: String,
-    /// A root group member that leads now.
-    pub leads: bool,
-}
-
 /// One HTTP client for the run's every request (its connections kept between polls).
 static AGENT: std::sync::LazyLock<ureq::Agent> =
     std::sync::LazyLock::new(|| ureq::Agent::config_builder().timeout_global(Some(REQUEST_TIMEOUT)).build().into());
@@ -42,17 +35,10 @@ fn get(http: SocketAddr, path: &'static str) -> Result<String, RealError> {
     response.body_mut().read_to_string().map_err(failed)
 }
 
-/// The node's status.
+/// The node's status, read as the node's own type: a field it lacks or mistypes is an error
+/// naming it.
 pub fn status(http: SocketAddr) -> Result<Status, RealError> {
-    let body: serde_json::Value = serde_json::from_str(&get(http, "/v1/status")?)
-        .map_err(|source| RealError::StatusJson { address: http, source })?;
-    Ok(Status {
-        applied_index: body["applied_index"]
-            .as_u64()
-            .ok_or(RealError::StatusField { address: http, field: "applied_index" })?,
-        state_digest: body["state_digest"].as_str().unwrap_or_default().to_string(),
-        leads: body["raft"]["role"].as_str() == Some("leader"),
-    })
+    Status::parse(&get(http, "/v1/status")?).map_err(|source| RealError::Status { address: http, source })
 }
 
 /// One counter of the node's `/metrics`, 0 when absent or unreadable (a summary's figure, not a

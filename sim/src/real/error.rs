@@ -60,12 +60,9 @@ pub enum RealError {
     /// An HTTP request to a node failed or its body could not be read.
     #[error("http://{address}{path}: {source}")]
     Http { address: SocketAddr, path: &'static str, source: ureq::Error },
-    /// A node's `/v1/status` is not JSON.
-    #[error("{address}: status is not JSON: {source}")]
-    StatusJson { address: SocketAddr, source: serde_json::Error },
-    /// A node's `/v1/status` lacks a field the run reads.
-    #[error("{address}: status has no {field}")]
-    StatusField { address: SocketAddr, field: &'static str },
+    /// A node's `/v1/status` is not a status (not JSON, or a field missing or mistyped).
+    #[error("http://{address}/v1/status: not a node's status: {source}")]
+    Status { address: SocketAddr, source: serde_json::Error },
     /// A memcached `get` through the memcache client failed.
     #[error("memcached get of {key} at {address}: {source}")]
     Memcached { address: SocketAddr, key: String, source: memcache::MemcacheError },

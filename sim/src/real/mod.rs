@@ -192,7 +192,7 @@ impl Harness {
             .nodes
             .values()
             .filter(|n| crate::trace::is_root(&n.name))
-            .find(|n| end::status(n.http).is_ok_and(|s| s.leads))
+            .find(|n| end::status(n.http).is_ok_and(|s| s.leads()))
             .map_or_else(|| crate::trace::ROOT.to_string(), |n| n.name.clone())
     }
 

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use qs_node::status::Status;
+
 pub const TOKEN: &str = "operations-producer-token";
 pub const DATABASE_ID: &str = "5157534d-0000-0000-0000-0000000005e5";
 
@@ -162,7 +164,7 @@ impl NodeProcess {
     }
 
     /// `/v1/status` on a fresh connection, or None if the node does not answer.
-    pub fn status(&self) -> Option<serde_json::Value> {
+    pub fn status(&self) -> Option<Status> {
         status(self.ports.http)
     }
 
@@ -218,15 +220,17 @@ impl Drop for NodeProcess {
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `/v1/status` on a fresh connection, or None if the node does not answer.
-pub fn status(http: SocketAddr) -> Option<serde_json::Value> {
+pub fn status(http: SocketAddr) -> Option<Status> {
     status_within(http, STATUS_TIMEOUT)
 }
 
-/// `/v1/status` on a fresh connection, or None if the node does not answer within `timeout`.
-pub fn status_within(http: SocketAddr, timeout: Duration) -> Option<serde_json::Value> {
+/// `/v1/status` on a fresh connection, or None if the node does not answer within `timeout`; a
+/// body that is not a [`Status`] fails the test.
+pub fn status_within(http: SocketAddr, timeout: Duration) -> Option<Status> {
     let url = format!("http://{http}/v1/status");
     let mut response = ureq::get(&url).config().timeout_global(Some(timeout)).build().call().ok()?;
-    response.body_mut().read_json().ok()
+    let body = response.body_mut().read_to_string().ok()?;
+    Some(Status::parse(&body).unwrap_or_else(|e| panic!("{url} answered a body that is not a status ({e}): {body}")))
 }
 
 /// The value of the sample named exactly `series` (name and labels, as exposed) in `metrics`;

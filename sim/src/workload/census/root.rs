@@ -13,7 +13,8 @@
 //! - `GET /v1/keys/{key}`: 200 with a value the census sent to that very key — exactly the
 //!   last one when it was acknowledged and nothing was sent since (read-your-write; 404 when
 //!   that was a delete) — or 404, 307, 503, 500;
-//! - `GET /v1/status`: 200 with a JSON object, or 500/503; `GET /metrics`: 200 whose every
+//! - `GET /v1/status`: 200 with the node's `Status` (every field it has, typed) of a root of
+//!   the run's database, or 500/503; `GET /metrics`: 200 whose every
 //!   sample line is `<name>[{labels}] <number>`, or 500/503.
 //!
 //! Every valid write's fate goes to `convergence` (so a write that landed on another key — two
@@ -473,14 +474,32 @@ fn judge(expect: Expect, answer: &Answer, path: &str, judges: &CensusJudges) -> 
         }
         Expect::View => match status {
             200 if path == "/metrics" => metrics_problem(&answer.body),
-            200 => serde_json::from_slice::<serde_json::Value>(&answer.body)
-                .ok()
-                .filter(serde_json::Value::is_object)
-                .is_none()
-                .then(|| format!("a status that is not a JSON object: {}", body())),
+            200 => status_problem(&answer.body).map(|problem| format!("{problem}: {}", body())),
             500 | 503 => None,
             other => Some(format!("answered {other} {}", body())),
         },
+    }
+}
+
+/// What is wrong with a root's `/v1/status` body: not the node's [`Status`](qs_node::status::Status)
+/// (a field missing or mistyped), or not a root of this run's database.
+fn status_problem(body: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => text,
+        Err(_) => return Some("a status that is not UTF-8".to_string()),
+    };
+    let status = match qs_node::status::Status::parse(text) {
+        Ok(status) => status,
+        Err(e) => return Some(format!("a status the node's own type does not read ({e})")),
+    };
+    let database: qs_node::DatabaseId =
+        crate::scenario::nodes::DATABASE_ID.parse().expect("DATABASE_ID is a database id");
+    if status.role != qs_node::config::Role::Root {
+        Some(format!("a root's status says role {:?}", status.role))
+    } else if status.database_id != database {
+        Some(format!("a status of database {}, not the run's {database}", status.database_id))
+    } else {
+        None
     }
 }
 
