@@ -44,6 +44,7 @@ pub mod status;
 pub mod store;
 pub mod testkit;
 pub mod tls;
+pub mod wire;
 
 pub use entry::{ChainHash, DatabaseId, EntryError, LogEntry, Op, StoredEntry, VerifiedEntry};
 pub use store::{

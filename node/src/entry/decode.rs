@@ -16,6 +16,7 @@ use super::{
     ChainHash, DatabaseId, EntryError, FORMAT_VERSION, HASH_BYTES, LogEntry, Op, TAG_DELETE, TAG_SET, validate_key,
 };
 use crate::limits::{self, ENTRY_BYTES_MAX, KEY_BYTES_MAX, OPS_PER_ENTRY_MAX, VALUE_BYTES_MAX};
+use crate::wire::LeReader;
 
 thread_local! {
     /// Where [`StoredEntry::check`] decompresses, reused: the decompressed bytes are only hashed
@@ -39,7 +40,7 @@ fn parse<'a>(
     mut on_op: impl FnMut(&'a [u8], Option<&'a [u8]>),
 ) -> Result<(Header, ChainHash), EntryError> {
     limits::check("ENTRY_BYTES_MAX", ENTRY_BYTES_MAX, bytes.len())?;
-    let mut r = Reader { bytes, pos: 0, index: None };
+    let mut r = Reader { bytes: LeReader::new(bytes), index: None };
     let version = r.u8("format version")?;
     if version != FORMAT_VERSION {
         return Err(EntryError::UnknownVersion { found: version });
@@ -70,8 +71,8 @@ fn parse<'a>(
         on_op(key, value);
     }
     let hash = ChainHash(r.array::<32>("hash")?);
-    if r.pos != bytes.len() {
-        return Err(r.malformed(format!("{} trailing bytes after the hash", bytes.len() - r.pos)));
+    if r.position() != bytes.len() {
+        return Err(r.malformed(format!("{} trailing bytes after the hash", bytes.len() - r.position())));
     }
     if index == 0 {
         return Err(r.malformed("index 0 is reserved; the first entry is 1".into()));
@@ -208,9 +209,9 @@ impl StoredEntry {
     }
 }
 
+/// The entry's fields in order; a short entry is malformed, its index named once known.
 struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    bytes: LeReader<'a>,
     index: Option<u64>,
 }
 
@@ -219,33 +220,28 @@ impl<'a> Reader<'a> {
         EntryError::Malformed { index: self.index, reason }
     }
 
+    fn position(&self) -> usize {
+        self.bytes.position()
+    }
+
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], EntryError> {
-        if self.bytes.len() - self.pos < n {
-            return Err(self.malformed(format!(
-                "truncated in {field} at byte {}: needs {n} bytes, {} left",
-                self.pos,
-                self.bytes.len() - self.pos
-            )));
-        }
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
+        self.bytes.take(n, field).map_err(|short| self.malformed(short.to_string()))
     }
 
     fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], EntryError> {
-        Ok(self.take(N, field)?.try_into().expect("take returned N bytes"))
+        self.bytes.array(field).map_err(|short| self.malformed(short.to_string()))
     }
 
     fn u8(&mut self, field: &str) -> Result<u8, EntryError> {
-        Ok(self.array::<1>(field)?[0])
+        self.bytes.u8(field).map_err(|short| self.malformed(short.to_string()))
     }
 
     fn u32(&mut self, field: &str) -> Result<u32, EntryError> {
-        Ok(u32::from_le_bytes(self.array(field)?))
+        self.bytes.u32(field).map_err(|short| self.malformed(short.to_string()))
     }
 
     fn u64(&mut self, field: &str) -> Result<u64, EntryError> {
-        Ok(u64::from_le_bytes(self.array(field)?))
+        self.bytes.u64(field).map_err(|short| self.malformed(short.to_string()))
     }
 }
 

@@ -7,6 +7,7 @@
 use super::quota::Ledger;
 use crate::consensus;
 use crate::entry::Op;
+use crate::wire::{LeReader, Truncated};
 
 /// What a leader proposes: a batch of writes, or a heartbeat. Its bytes are the Raft entry's
 /// data: a kind byte (1 writes, 2 heartbeat), the timestamp (u64 LE); for writes, the count
@@ -64,27 +65,17 @@ impl Proposal {
     /// does not decode is damage, and stops the member rather than being skipped.
     pub(super) fn decode(bytes: &[u8]) -> Result<Proposal, consensus::MemberError> {
         let damaged = |what: &str| consensus::MemberError::Damaged(format!("a committed proposal: {what}"));
-        let mut rest = bytes;
-        let mut take = |n: usize, what: &str| -> Result<&[u8], consensus::MemberError> {
-            if rest.len() < n {
-                return Err(damaged(&format!("truncated in {what}")));
-            }
-            let (head, tail) = rest.split_at(n);
-            rest = tail;
-            Ok(head)
-        };
-        let kind = take(1, "kind")?[0];
-        let timestamp_ms = u64::from_le_bytes(take(8, "timestamp")?.try_into().expect("8 bytes"));
+        let short = |short: Truncated| damaged(&short.to_string());
+        let mut r = LeReader::new(bytes);
+        let kind = r.u8("kind").map_err(short)?;
+        let timestamp_ms = r.u64("timestamp").map_err(short)?;
         let proposal = match kind {
             1 => {
-                let count = u32::from_le_bytes(take(4, "count")?.try_into().expect("4 bytes")) as usize;
+                let count = r.u32("count").map_err(short)? as usize;
                 let mut ops = Vec::with_capacity(count.min(crate::root::WRITE_REQUESTS_PER_BATCH_MAX));
                 for _ in 0..count {
-                    let tag = take(1, "operation")?[0];
-                    let mut field = |what: &str| -> Result<Vec<u8>, consensus::MemberError> {
-                        let len = u32::from_le_bytes(take(4, what)?.try_into().expect("4 bytes")) as usize;
-                        Ok(take(len, what)?.to_vec())
-                    };
+                    let tag = r.u8("operation").map_err(short)?;
+                    let mut field = |what: &str| r.u32_prefixed(what).map(<[u8]>::to_vec).map_err(short);
                     let op = match tag {
                         1 => Op::Set { key: field("key")?, value: field("value")? },
                         2 => Op::Delete { key: field("key")? },
@@ -93,15 +84,15 @@ impl Proposal {
                     op.validate().map_err(|e| damaged(&e.to_string()))?;
                     ops.push(op);
                 }
-                let (quotas, tail) = Ledger::decode(rest).map_err(|e| damaged(&e.to_string()))?;
-                rest = tail;
+                let (quotas, tail) = Ledger::decode(r.rest()).map_err(|e| damaged(&e.to_string()))?;
+                r = LeReader::new(tail);
                 Proposal::Writes { timestamp_ms, ops, quotas }
             }
             2 => Proposal::Heartbeat { timestamp_ms },
             other => return Err(damaged(&format!("kind {other}"))),
         };
-        if !rest.is_empty() {
-            return Err(damaged(&format!("{} bytes after its end", rest.len())));
+        if !r.is_empty() {
+            return Err(damaged(&format!("{} bytes after its end", r.left())));
         }
         Ok(proposal)
     }

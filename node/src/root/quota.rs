@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::ProducerConfig;
+use crate::wire::{LeReader, Truncated};
 
 /// Every producer's bucket.
 #[derive(Debug)]
@@ -151,29 +152,21 @@ impl Ledger {
 
     /// A ledger from the front of `bytes`; returns it and the bytes after it.
     pub fn decode(bytes: &[u8]) -> Result<(Ledger, &[u8]), LedgerError> {
-        let mut rest = bytes;
-        let mut take = |n: usize, what: &str| -> Result<&[u8], LedgerError> {
-            if rest.len() < n {
-                return Err(LedgerError(format!("truncated in {what}")));
-            }
-            let (head, tail) = rest.split_at(n);
-            rest = tail;
-            Ok(head)
-        };
-        let as_of_ms = u64::from_le_bytes(take(8, "its time")?.try_into().expect("8 bytes"));
-        let count = u32::from_le_bytes(take(4, "its count")?.try_into().expect("4 bytes")) as usize;
+        let short = |short: Truncated| LedgerError(short.to_string());
+        let mut r = LeReader::new(bytes);
+        let as_of_ms = r.u64("its time").map_err(short)?;
+        let count = r.u32("its count").map_err(short)? as usize;
         let mut tokens = Vec::with_capacity(count.min(1024));
         for _ in 0..count {
-            let len = u32::from_le_bytes(take(4, "a name's length")?.try_into().expect("4 bytes")) as usize;
-            let name = String::from_utf8(take(len, "a name")?.to_vec())
+            let name = String::from_utf8(r.u32_prefixed("a name").map_err(short)?.to_vec())
                 .map_err(|_| LedgerError("a producer's name is not UTF-8".into()))?;
-            let value = f64::from_bits(u64::from_le_bytes(take(8, "tokens")?.try_into().expect("8 bytes")));
+            let value = r.f64("tokens").map_err(short)?;
             if !value.is_finite() || value < 0.0 {
                 return Err(LedgerError(format!("producer {name} holds {value} tokens")));
             }
             tokens.push((name, value));
         }
-        Ok((Ledger { as_of_ms, tokens }, rest))
+        Ok((Ledger { as_of_ms, tokens }, r.rest()))
     }
 }
 

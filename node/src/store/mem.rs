@@ -144,29 +144,19 @@ impl MemDisk {
             .and_then(|mut f| f.read_to_end(&mut bytes))
             .map_err(|e| failed(format!("reading {}: {e}", dir.join(DUMP_FILE).display())))?;
         let mut tables: Tables = Default::default();
-        let mut rest = bytes
-            .strip_prefix(DUMP_MAGIC.as_slice())
-            .ok_or_else(|| failed("not a memory store dump (bad magic)".into()))?;
-        let mut take = |n: usize| -> Result<&[u8], EngineError> {
-            if rest.len() < n {
-                return Err(failed("memory store dump is truncated".into()));
-            }
-            let (head, tail) = rest.split_at(n);
-            rest = tail;
-            Ok(head)
-        };
-        loop {
-            let table = match take(1) {
-                Ok(t) => t[0] as usize,
-                Err(_) => break,
-            };
+        let mut r = crate::wire::LeReader::new(
+            bytes
+                .strip_prefix(DUMP_MAGIC.as_slice())
+                .ok_or_else(|| failed("not a memory store dump (bad magic)".into()))?,
+        );
+        let short = |short: crate::wire::Truncated| failed(format!("memory store dump is {short}"));
+        while !r.is_empty() {
+            let table = r.u8("a table").map_err(short)? as usize;
             if table >= 3 {
                 return Err(failed(format!("memory store dump names table {table}")));
             }
-            let key_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-            let key = take(key_len)?.to_vec();
-            let value_len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-            let value = take(value_len)?.to_vec();
+            let key = r.u32_prefixed("a key").map_err(short)?.to_vec();
+            let value = r.u32_prefixed("a value").map_err(short)?.to_vec();
             let value = stored(Table::ALL[table], &key, value);
             tables[table].insert(key, value);
         }

@@ -3,6 +3,7 @@
 //! module's doc).
 
 use super::*;
+use crate::wire::{LeReader, Truncated};
 
 impl Message {
     pub fn frame_type(&self) -> FrameType {
@@ -197,7 +198,7 @@ impl Message {
                 actual: payload.len(),
             });
         }
-        let mut r = Reader { bytes: payload, pos: 0, frame };
+        let mut r = Reader { bytes: LeReader::new(payload), frame };
         let message = match frame {
             FrameType::Hello => {
                 let magic = r.array::<4>("magic")?;
@@ -318,61 +319,51 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Reads one payload's fields in order; every error names the frame and the field.
 struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    bytes: LeReader<'a>,
     frame: FrameType,
 }
 
 impl<'a> Reader<'a> {
     fn left(&self) -> usize {
-        self.bytes.len() - self.pos
+        self.bytes.left()
     }
 
     /// Checks that `n` more bytes are there, without taking them.
     fn need(&self, n: usize, field: &str) -> Result<(), ProtocolError> {
-        if self.left() < n {
-            return Err(ProtocolError::Truncated {
-                frame: self.frame,
-                field: field.to_string(),
-                offset: self.pos,
-                needed: n,
-                left: self.left(),
-            });
-        }
-        Ok(())
+        self.bytes.need(n, field).map_err(|short| self.truncated(short))
+    }
+
+    fn truncated(&self, short: Truncated) -> ProtocolError {
+        let Truncated { field, at, needed, left } = short;
+        ProtocolError::Truncated { frame: self.frame, field, offset: at, needed, left }
     }
 
     fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], ProtocolError> {
-        self.need(n, field)?;
-        let out = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
+        self.bytes.take(n, field).map_err(|short| self.truncated(short))
     }
 
     fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], ProtocolError> {
-        let mut out = [0; N];
-        out.copy_from_slice(self.take(N, field)?);
-        Ok(out)
+        self.bytes.array(field).map_err(|short| self.truncated(short))
     }
 
     fn u8(&mut self, field: &str) -> Result<u8, ProtocolError> {
-        Ok(self.array::<1>(field)?[0])
+        self.bytes.u8(field).map_err(|short| self.truncated(short))
     }
 
     fn u16(&mut self, field: &str) -> Result<u16, ProtocolError> {
-        Ok(u16::from_le_bytes(self.array(field)?))
+        self.bytes.u16(field).map_err(|short| self.truncated(short))
     }
 
     fn u32(&mut self, field: &str) -> Result<u32, ProtocolError> {
-        Ok(u32::from_le_bytes(self.array(field)?))
+        self.bytes.u32(field).map_err(|short| self.truncated(short))
     }
 
     fn u64(&mut self, field: &str) -> Result<u64, ProtocolError> {
-        Ok(u64::from_le_bytes(self.array(field)?))
+        self.bytes.u64(field).map_err(|short| self.truncated(short))
     }
 
     fn u128(&mut self, field: &str) -> Result<u128, ProtocolError> {
-        Ok(u128::from_le_bytes(self.array(field)?))
+        self.bytes.u128(field).map_err(|short| self.truncated(short))
     }
 
     fn bad_value(&self, field: &str, found: u8, allowed: &'static str) -> ProtocolError {
