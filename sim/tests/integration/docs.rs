@@ -154,3 +154,17 @@ fn the_swarm_row_counts_the_fault_kinds_swarm_draws_from() {
     let said = format!("which of the {} fault kinds", words(kinds));
     assert!(row.split(" | ").next().is_some_and(|row| row.contains(&said)), "the swarm row should say {said:?}");
 }
+
+#[test]
+fn every_knob_has_a_row_in_the_knob_table_naming_its_keys() {
+    let page = std::fs::read_to_string(repository().join("docs/scenarios.md")).expect("docs/scenarios.md");
+    for knob in <qs_sim::knobs::Knob as strum::IntoEnumIterator>::iter() {
+        let row = page
+            .lines()
+            .find(|line| line.starts_with(&format!("| `{}` |", knob.as_str())))
+            .unwrap_or_else(|| panic!("docs/scenarios.md's knob table has no row for {}", knob.as_str()));
+        for key in knob.keys() {
+            assert!(row.contains(&format!("`{key}`")), "the row for {} does not name its key {key}", knob.as_str());
+        }
+    }
+}
