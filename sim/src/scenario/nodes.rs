@@ -20,6 +20,11 @@ use qs_node::tls::TlsConfig;
 use super::{NodeSettings, Scenario};
 
 pub const DATABASE_ID: &str = "5157534d-0000-0000-0000-000000000051";
+
+/// [`DATABASE_ID`], parsed: every node's `database_id`, and what a node's status must name.
+pub fn database_id() -> qs_node::DatabaseId {
+    DATABASE_ID.parse().expect("DATABASE_ID is a database id")
+}
 pub const REPLICATION_PORT: u16 = 7000;
 pub const MEMCACHED_PORT: u16 = 11211;
 pub const HTTP_PORT: u16 = 8000;
@@ -176,7 +181,7 @@ pub fn generate(scenario: &Scenario, scratch: &Path) -> Result<Vec<Planned>, (St
             storage: storage(&name),
             name,
             role,
-            database_id: DATABASE_ID.parse().expect("DATABASE_ID is a database id"),
+            database_id: database_id(),
             listen: listen(ip),
             replication,
             retention: RetentionConfig {

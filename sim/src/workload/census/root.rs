@@ -492,8 +492,7 @@ fn status_problem(body: &[u8]) -> Option<String> {
         Ok(status) => status,
         Err(e) => return Some(format!("a status the node's own type does not read ({e})")),
     };
-    let database: qs_node::DatabaseId =
-        crate::scenario::nodes::DATABASE_ID.parse().expect("DATABASE_ID is a database id");
+    let database = crate::scenario::nodes::database_id();
     if status.role != qs_node::config::Role::Root {
         Some(format!("a root's status says role {:?}", status.role))
     } else if status.database_id != database {
