@@ -65,7 +65,8 @@ struct Api {
 pub async fn run(state: Arc<NodeState>, listener: TcpListener, writes: Option<WriteQueue>) {
     let api = Arc::new(Api { state: state.clone(), writes });
     let gate = state.connections.gate(ListenerKind::Http);
-    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
+    let reach = |probe| state.probe(probe);
+    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), reach, |stream, peer, lifecycle| {
         let api = api.clone();
         async move {
             let limits = api.state.config.connections.http.clone();

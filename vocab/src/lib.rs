@@ -167,6 +167,12 @@ pub enum Probe {
     DeleteCommitted,
     /// The root committed a request with several operations on one key (the last wins).
     RepeatedKeyInOneRequest,
+    /// A listener at its cap shed a connection for a newcomer (one that had not been answered
+    /// for longest and is not being served: see the node's `connections::shed`).
+    ConnectionShed,
+    /// A listener refused a newcomer at once: its address held its share, or the listener was
+    /// at its cap with nothing it may shed.
+    ConnectionRefused,
     /// A stored value failed its checksum on read.
     ChecksumFailed,
     /// A fault point fired: a commit stalled.

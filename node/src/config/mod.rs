@@ -301,6 +301,11 @@ pub struct LegacyConfig {
     /// in `qs_connections_accepted_total` — the dashboard shows fewer connections taken than the
     /// listener served, and more sheds than admissions at a full listener.
     pub connections_heir_uncounted: bool,
+    /// Connections: a full replication listener sheds the stream answered longest ago for each
+    /// newcomer, as it sheds an idle HTTP client — a replica being served as readily as a
+    /// connection still in its hello. A tier dialling a member at its cap cuts one stream to
+    /// start another, and the streams churn between the members.
+    pub replication_shed_served: bool,
     /// HTTP: a key in the path is percent-decoded into a UTF-8 string, lossily — bytes that are
     /// not UTF-8 become U+FFFD, so distinct binary keys collide on one stored key.
     pub http_key_decoded_lossily: bool,
@@ -668,6 +673,7 @@ static NO_PLANTED_BUGS: LegacyConfig = LegacyConfig {
     http_reads_count_as_refused_writes: false,
     writes_accepted_counts_identical_rewrites: false,
     connections_heir_uncounted: false,
+    replication_shed_served: false,
     http_key_decoded_lossily: false,
     retention_either_rule: false,
     raft_log_keep_zero_accepted: false,

@@ -6,9 +6,9 @@
 //!   `connections.<listener>.max` open connections, nor more than `max_per_peer` from one client
 //!   address. At the cap it sheds the connection that has gone longest without an answer and
 //!   admits the newcomer in its place ([`shed`]: a half-sent request loses its slot, a producer
-//!   being served does not); only when every connection is already being shed, or the
-//!   newcomer's address holds its share, is the newcomer closed at once (the client sees the
-//!   connection reset or closed, never a hang). Counted on `/metrics`:
+//!   being served does not, nor does a replication client past its hello); only when no
+//!   connection may be shed, or the newcomer's address holds its share, is the newcomer closed
+//!   at once (the client sees the connection reset or closed, never a hang). Counted on `/metrics`:
 //!   `qs_connections_shed_total{listener}`, `qs_connections_refused_total{listener}` (of which
 //!   `qs_connections_refused_per_peer_total{listener}` at the address's share); refusals are
 //!   logged at most once a second with how many since the last message. The caps are per
@@ -33,6 +33,7 @@ pub mod io;
 pub mod settings;
 pub mod shed;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -50,6 +51,7 @@ pub use shed::Answering;
 use shed::{Registry, SHED_WAIT, Ticket};
 
 use crate::metrics::Metrics;
+use crate::observe::Probe;
 
 /// One of the node's listeners.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::VariantArray)]
@@ -141,7 +143,7 @@ pub enum Admission {
     /// The listener was full and a connection is being shed for this one: its place comes
     /// when that connection's task ends ([`Waiting::place`]).
     Waiting(Waiting),
-    /// Closed at once: the address holds its share, or every connection is already being shed.
+    /// Closed at once: the address holds its share, or no connection may be shed.
     Refused,
 }
 
@@ -217,7 +219,8 @@ struct RefusalLog {
 enum RefusalCause {
     /// Its address already holds `max_per_peer` connections.
     PeerShare,
-    /// The listener is full and every connection in it is already being shed.
+    /// The listener is full and no connection in it may be shed (each is already being shed,
+    /// or served and kept).
     Full,
 }
 
@@ -260,7 +263,13 @@ impl Drop for Slot {
 }
 
 impl Gate {
-    fn new(kind: ListenerKind, max: usize, max_per_peer: usize, metrics: &Metrics, heir_uncounted: bool) -> Gate {
+    fn new(
+        kind: ListenerKind,
+        (max, max_per_peer): (usize, usize),
+        members: BTreeSet<IpAddr>,
+        metrics: &Metrics,
+        heir_uncounted: bool,
+    ) -> Gate {
         let label = Metrics::label("listener", kind.name());
         metrics.connections_max.get_or_create(&label).set(max as i64);
         metrics.connections_max_per_peer.get_or_create(&label).set(max_per_peer as i64);
@@ -268,7 +277,7 @@ impl Gate {
             kind,
             max,
             permits: Arc::new(Semaphore::new(max)),
-            registry: Arc::new(Mutex::new(Registry::new(max_per_peer))),
+            registry: Arc::new(Mutex::new(Registry::new(max_per_peer, members))),
             open: metrics.connections_open.get_or_create(&label).clone(),
             accepted: metrics.connections_accepted.get_or_create(&label).clone(),
             refused: metrics.connections_refused.get_or_create(&label).clone(),
@@ -291,7 +300,7 @@ impl Gate {
             return Admission::Refused;
         }
         if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-            let (id, ticket) = registry.enter(true);
+            let (id, ticket) = registry.enter(peer, true);
             drop(registry);
             self.accepted.inc();
             self.open.inc();
@@ -304,8 +313,8 @@ impl Gate {
                 ticket,
             });
         }
-        if let Some(inheritance) = registry.shed_longest_waiting() {
-            let (id, ticket) = registry.enter(false);
+        if let Some(inheritance) = registry.shed_longest_waiting(peer) {
+            let (id, ticket) = registry.enter(peer, false);
             drop(registry);
             self.shed.inc();
             return Admission::Waiting(Waiting {
@@ -342,9 +351,7 @@ impl Gate {
         }
         let why = match cause {
             RefusalCause::PeerShare => "a client address holds its share (connections.{}.max_per_peer)",
-            RefusalCause::Full => {
-                "the listener is at its cap with every connection already being shed (connections.{}.max)"
-            }
+            RefusalCause::Full => "the listener is at its cap with no connection it may shed (connections.{}.max)",
         };
         tracing::warn!(
             listener = self.kind.name(),
@@ -390,14 +397,22 @@ pub struct Connections {
 }
 
 impl Connections {
-    /// The three gates; `heir_uncounted` is the PLANTED BUG of that name (legacy
+    /// The three gates. `members` are the addresses of a root group's other members: at a full
+    /// replication listener their newcomers (Raft links) come before replicas' streams
+    /// ([`shed`]). `heir_uncounted` is the PLANTED BUG of that name (legacy
     /// `connections_heir_uncounted`, the simulator's bug zoo only; false in every shipped node).
-    pub fn new(config: &ConnectionsConfig, metrics: &Metrics, heir_uncounted: bool) -> Connections {
-        let gate = |kind| Gate::new(kind, config.max(kind), config.max_per_peer(kind), metrics, heir_uncounted);
+    pub fn new(
+        config: &ConnectionsConfig,
+        members: BTreeSet<IpAddr>,
+        metrics: &Metrics,
+        heir_uncounted: bool,
+    ) -> Connections {
+        let caps = |kind| (config.max(kind), config.max_per_peer(kind));
+        let gate = |kind, members| Gate::new(kind, caps(kind), members, metrics, heir_uncounted);
         Connections {
-            http: gate(ListenerKind::Http),
-            memcached: gate(ListenerKind::Memcached),
-            replication: gate(ListenerKind::Replication),
+            http: gate(ListenerKind::Http, BTreeSet::new()),
+            memcached: gate(ListenerKind::Memcached, BTreeSet::new()),
+            replication: gate(ListenerKind::Replication, members),
         }
     }
 
@@ -427,12 +442,15 @@ impl Connections {
 /// on its own task with `serve(stream, peer, lifecycle)`; a connection still open when the node
 /// reaches [`Lifecycle::Stopped`], or shed for a newcomer, is cut. The stream notes each write
 /// as an answer to its client ([`Answering`]), which is what choosing a connection to shed reads.
-/// A refused connection is closed at once. An accept error (out of file descriptors, say) is
-/// logged and retried after a short pause rather than spun on.
+/// A refused connection is closed at once. A newcomer that finds the listener at its cap is
+/// told to `reach` ([`Probe::ConnectionShed`] or [`Probe::ConnectionRefused`]: the node's
+/// observer, so a run can show its caps were met). An accept error (out of file descriptors,
+/// say) is logged and retried after a short pause rather than spun on.
 pub(crate) async fn accept_until_draining<F, Fut>(
     listener: TcpListener,
     gate: &Gate,
     mut lifecycle: watch::Receiver<Lifecycle>,
+    reach: impl Fn(Probe),
     serve: F,
 ) where
     F: Fn(Answering<TcpStream>, SocketAddr, watch::Receiver<Lifecycle>) -> Fut,
@@ -450,9 +468,15 @@ pub(crate) async fn accept_until_draining<F, Fut>(
             Ok((stream, peer)) => {
                 let (ticket, place) = match gate.admit(peer.ip()) {
                     // Refused: closing the stream at once is the answer.
-                    Admission::Refused => continue,
+                    Admission::Refused => {
+                        reach(Probe::ConnectionRefused);
+                        continue;
+                    }
                     Admission::Admitted(slot) => (slot.ticket().clone(), Place::Now(slot)),
-                    Admission::Waiting(waiting) => (waiting.ticket().clone(), Place::Freed(waiting)),
+                    Admission::Waiting(waiting) => {
+                        reach(Probe::ConnectionShed);
+                        (waiting.ticket().clone(), Place::Freed(waiting))
+                    }
                 };
                 let mut stopped = lifecycle.clone();
                 let connection = serve(Answering::new(stream, ticket.answered.clone()), peer, lifecycle.clone());

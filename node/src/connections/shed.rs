@@ -12,12 +12,22 @@
 //!
 //! Guarantees:
 //! - **Deterministic.** The choice is the smallest (last answer, admission number) among the
-//!   connections not already being shed — no hash order, no clock but `tokio::time` (madsim's
+//!   connections neither kept nor already being shed — no hash order, no clock but `tokio::time` (madsim's
 //!   under the simulator).
-//! - **A root group's Raft links are kept.** A member's inbound Raft link only receives, so it
-//!   would always be the one unanswered longest; once the peer proved it is a member it is
-//!   never shed ([`Answered::keep`]) — at most one per other member, and the group's elections
-//!   depend on each.
+//! - **Connections being served are kept.** A listener's protocol may mark a connection never
+//!   to be shed ([`Answered::keep`]). The replication listener marks every client once its hello
+//!   is accepted: a member's proven Raft link only receives, so it would always be the one
+//!   unanswered longest, and the group's elections depend on it; a replica's log stream or
+//!   snapshot transfer is answered by every frame and keepalive, so shedding it for a newcomer
+//!   only cuts a stream being served to start another (a tier dialling a full member churned
+//!   thousands of times a run that way). At a full replication listener a newcomer therefore
+//!   takes the place of a connection still in its handshake or hello, or is refused and tries
+//!   its other sources after its backoff.
+//! - **A root group's links come first.** A newcomer from another member's address (the
+//!   listener's `members`) may also take the place of a kept connection from an address that
+//!   is no member's — a replica's stream — though never of one from a member's address: the
+//!   replicas that dialled a member before its peers' links could never keep the group from
+//!   its quorum.
 //! - **The freed place is the newcomer's.** The shed connection hands its place straight to the
 //!   newcomer it was shed for, so a later arrival that finds a place free cannot take it; a
 //!   newcomer waits for it at most [`SHED_WAIT`], and is refused after that. A connection is
@@ -25,7 +35,7 @@
 //! - **Accounted.** Every admitted connection is in the [`Registry`] exactly while its
 //!   [`Slot`](super::Slot) lives; per-address counts include newcomers still waiting for a place.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -49,7 +59,7 @@ pub const SHED_WAIT: Duration = Duration::from_secs(5);
 pub struct Answered {
     epoch: Instant,
     at_ms: AtomicU64,
-    /// Never shed: a root group member's Raft link, once the peer proved it is a member.
+    /// Never shed: a client being served past its hello ([`Answered::keep`]).
     kept: AtomicBool,
 }
 
@@ -71,9 +81,8 @@ impl Answered {
         self.at_ms.load(Ordering::Relaxed)
     }
 
-    /// This connection is never shed for a newcomer: a root group member's Raft link, which
-    /// only ever receives (so it would always be the one unanswered longest), of which a node
-    /// has at most one per other member, and each of which the group's elections depend on.
+    /// This connection is never shed for a newcomer: a client its listener is serving past its
+    /// hello (the replication listener's streams and a root group member's Raft links).
     pub fn keep(&self) {
         self.kept.store(true, Ordering::Relaxed);
     }
@@ -160,6 +169,8 @@ pub type Inheritance = oneshot::Receiver<OwnedSemaphorePermit>;
 #[derive(Debug)]
 struct Live {
     ticket: Ticket,
+    /// From one of the listener's `members` addresses.
+    from_member: bool,
     /// Holds its place (false: a newcomer still waiting for a shed connection's).
     placed: bool,
     /// Told to close, its place promised to this newcomer: not chosen again.
@@ -171,6 +182,9 @@ struct Live {
 pub struct Registry {
     epoch: Instant,
     max_per_peer: usize,
+    /// Addresses whose newcomers come first: a root group's other members (replication
+    /// listener of a member only; empty elsewhere).
+    members: BTreeSet<IpAddr>,
     next: u64,
     live: BTreeMap<u64, Live>,
     /// Admitted connections and newcomers waiting for a shed place, by address.
@@ -178,9 +192,18 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(max_per_peer: usize) -> Registry {
+    /// A registry giving each address `max_per_peer` connections, and newcomers from `members`
+    /// precedence over kept connections from other addresses.
+    pub fn new(max_per_peer: usize, members: BTreeSet<IpAddr>) -> Registry {
         assert!(max_per_peer >= 1, "validated: max_per_peer is at least 1");
-        Registry { epoch: Instant::now(), max_per_peer, next: 0, live: BTreeMap::new(), per_peer: BTreeMap::new() }
+        Registry {
+            epoch: Instant::now(),
+            max_per_peer,
+            members,
+            next: 0,
+            live: BTreeMap::new(),
+            per_peer: BTreeMap::new(),
+        }
     }
 
     /// Counts one more connection from `peer`, or false if it already holds its share.
@@ -204,13 +227,14 @@ impl Registry {
         }
     }
 
-    /// Registers a connection: admitted with a place (`placed`), or a newcomer waiting for a
-    /// shed connection's. Its id and ticket.
-    pub fn enter(&mut self, placed: bool) -> (u64, Ticket) {
+    /// Registers a connection from `peer`: admitted with a place (`placed`), or a newcomer
+    /// waiting for a shed connection's. Its id and ticket.
+    pub fn enter(&mut self, peer: IpAddr, placed: bool) -> (u64, Ticket) {
         let id = self.next;
         self.next += 1;
         let ticket = Ticket { answered: Arc::new(Answered::new(self.epoch)), shed: Arc::new(Notify::new()) };
-        self.live.insert(id, Live { ticket: ticket.clone(), placed, heir: None });
+        let from_member = self.members.contains(&peer);
+        self.live.insert(id, Live { ticket: ticket.clone(), from_member, placed, heir: None });
         (id, ticket)
     }
 
@@ -228,14 +252,17 @@ impl Registry {
         removed.and_then(|live| live.heir)
     }
 
-    /// Tells the connection that has gone longest without an answer to close, promising its
-    /// place to the newcomer that gets the returned end; None when no placed connection is left
-    /// that is not already being shed.
-    pub fn shed_longest_waiting(&mut self) -> Option<Inheritance> {
+    /// Tells the connection that has gone longest without an answer to close for a newcomer
+    /// from `newcomer`, promising its place to the newcomer that gets the returned end; None
+    /// when no placed connection may be shed for it: each is already being shed, or kept (for
+    /// a newcomer from a member's address, kept and from a member's address).
+    pub fn shed_longest_waiting(&mut self, newcomer: IpAddr) -> Option<Inheritance> {
+        let for_member = self.members.contains(&newcomer);
         let chosen = self
             .live
             .iter_mut()
-            .filter(|(_, live)| live.placed && live.heir.is_none() && !live.ticket.answered.is_kept())
+            .filter(|(_, live)| live.placed && live.heir.is_none())
+            .filter(|(_, live)| !live.ticket.answered.is_kept() || (for_member && !live.from_member))
             .min_by_key(|(id, live)| (live.ticket.answered.at_ms(), **id))
             .map(|(_, live)| live)?;
         let (heir, inheritance) = oneshot::channel();
@@ -260,7 +287,7 @@ mod tests {
 
     #[test]
     fn an_address_holds_at_most_its_share_and_gets_it_back_as_it_closes() {
-        let mut registry = Registry::new(2);
+        let mut registry = Registry::new(2, BTreeSet::new());
         assert!(registry.reserve(ip(1)) && registry.reserve(ip(1)));
         assert!(!registry.reserve(ip(1)), "a third from one address is refused");
         assert!(registry.reserve(ip(2)), "another address is not");
@@ -273,26 +300,26 @@ mod tests {
     #[cfg(not(madsim))]
     #[tokio::test(start_paused = true)]
     async fn the_connection_shed_is_the_one_unanswered_longest_and_none_is_shed_twice() {
-        let mut registry = Registry::new(8);
-        let (first, a) = registry.enter(true);
+        let mut registry = Registry::new(8, BTreeSet::new());
+        let (first, a) = registry.enter(ip(1), true);
         tokio::time::advance(Duration::from_millis(10)).await;
-        let (_, b) = registry.enter(true);
+        let (_, b) = registry.enter(ip(2), true);
         tokio::time::advance(Duration::from_millis(10)).await;
-        let (_, c) = registry.enter(true);
+        let (_, c) = registry.enter(ip(3), true);
         // A newcomer still waiting for a place is never the one shed.
-        let _ = registry.enter(false);
+        let _ = registry.enter(ip(4), false);
         tokio::time::advance(Duration::from_millis(5)).await;
         // The first connection answered its client just now: the second waited longest, then
         // the third.
         a.answered.now();
-        assert!(registry.shed_longest_waiting().is_some());
+        assert!(registry.shed_longest_waiting(ip(9)).is_some());
         assert!(tokio::time::timeout(Duration::ZERO, b.shed.notified()).await.is_ok(), "b is shed");
         // Then the third (b is already being shed), then the first; then nothing is left.
-        assert!(registry.shed_longest_waiting().is_some());
+        assert!(registry.shed_longest_waiting(ip(9)).is_some());
         assert!(tokio::time::timeout(Duration::ZERO, c.shed.notified()).await.is_ok(), "c is shed");
-        let inheritance = registry.shed_longest_waiting().expect("a is left");
+        let inheritance = registry.shed_longest_waiting(ip(9)).expect("a is left");
         assert!(tokio::time::timeout(Duration::ZERO, a.shed.notified()).await.is_ok(), "a is shed");
-        assert!(registry.shed_longest_waiting().is_none(), "every placed connection is being shed");
+        assert!(registry.shed_longest_waiting(ip(9)).is_none(), "every placed connection is being shed");
         // The first's place goes to its heir when it leaves.
         let heir = registry.leave(first).expect("a was shed for a newcomer");
         let permit = Arc::new(tokio::sync::Semaphore::new(1)).try_acquire_owned().unwrap();
@@ -300,10 +327,38 @@ mod tests {
         assert!(inheritance.await.is_ok());
     }
 
+    /// Kept connections are shed for no one but a member's newcomer, and for it only those
+    /// from addresses that are no member's: a replica's stream gives way to a member's Raft
+    /// link, a member's link to nothing.
+    #[cfg(not(madsim))]
+    #[tokio::test(start_paused = true)]
+    async fn kept_connections_give_way_only_to_a_members_newcomer_and_never_a_members_link() {
+        let member = ip(1);
+        let mut registry = Registry::new(8, BTreeSet::from([member]));
+        let (_, link) = registry.enter(member, true);
+        link.answered.keep();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let (_, stream) = registry.enter(ip(2), true);
+        stream.answered.keep();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let (_, hello) = registry.enter(ip(3), true);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        // A replica's newcomer: only the connection still in its hello may go, though the two
+        // kept ones waited longer.
+        assert!(registry.shed_longest_waiting(ip(4)).is_some());
+        assert!(tokio::time::timeout(Duration::ZERO, hello.shed.notified()).await.is_ok(), "the unkept one is shed");
+        assert!(registry.shed_longest_waiting(ip(4)).is_none(), "both left are kept");
+        // A member's newcomer takes the replica's stream, never the member's link.
+        assert!(registry.shed_longest_waiting(member).is_some());
+        assert!(tokio::time::timeout(Duration::ZERO, stream.shed.notified()).await.is_ok(), "the stream gives way");
+        assert!(registry.shed_longest_waiting(member).is_none(), "a member's link is never shed");
+        assert!(tokio::time::timeout(Duration::ZERO, link.shed.notified()).await.is_err());
+    }
+
     #[cfg(not(madsim))]
     #[tokio::test(start_paused = true)]
     async fn a_write_that_moves_bytes_is_an_answer() {
-        let registry = Registry::new(1);
+        let registry = Registry::new(1, BTreeSet::new());
         let answered = Arc::new(Answered::new(registry.epoch));
         tokio::time::advance(Duration::from_millis(250)).await;
         let (client, server) = tokio::io::duplex(64);

@@ -12,7 +12,8 @@ use crate::state::{DiskOp, NodeState};
 
 pub(super) async fn serve_memcached(state: Arc<NodeState>, listener: TcpListener) {
     let gate = state.connections.gate(ListenerKind::Memcached);
-    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, lifecycle| {
+    let reach = |probe| state.probe(probe);
+    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), reach, |stream, peer, lifecycle| {
         let state = state.clone();
         async move {
             let limits = crate::memcached::ConnectionLimits {

@@ -12,6 +12,10 @@
 //! - At most `bootstraps_served_max` snapshot transfers run at once; one over it is refused
 //!   (`TooManyBootstraps`) and the client tries elsewhere or later.
 //! - Serving never blocks this node's own replication or reads: each client is its own task.
+//! - At a full replication listener a served client is never shed for a replica: once its
+//!   hello is accepted (a log stream, a snapshot transfer, a proven member's Raft link) it keeps
+//!   its place, and a replica's newcomer takes the place of a connection still in its handshake
+//!   or hello, or is refused. Only another root member's newcomer may take a replica's place.
 //! - A client's hello must arrive within `connections.replication.idle_timeout`, and a frame
 //!   that cannot be written for that long (the client stopped reading) ends the connection;
 //!   both are counted as timeouts. When the node drains, every replication connection closes at
@@ -29,7 +33,7 @@ use super::protocol::{
     ClientHello, KEEPALIVE_INTERVAL, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message,
     write_message,
 };
-use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, reached};
+use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, accept_until_draining, reached};
 use crate::entry::StoredEntry;
 use crate::fault_points::FaultPoint;
 use crate::metrics::Metrics;
@@ -74,7 +78,8 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
     let bootstraps = Arc::new(Semaphore::new(state.config.replication.bootstraps_served_max));
     let exports = Arc::new(Mutex::new(ExportCache::default()));
     let gate = state.connections.gate(ListenerKind::Replication);
-    crate::connections::accept_until_draining(listener, gate, state.lifecycle(), |stream, peer, mut lifecycle| {
+    let reach = |probe| state.probe(probe);
+    accept_until_draining(listener, gate, state.lifecycle(), reach, |stream, peer, mut lifecycle| {
         let (state, bootstraps, exports) = (state.clone(), bootstraps.clone(), exports.clone());
         async move {
             let gate = state.connections.gate(ListenerKind::Replication);
@@ -182,7 +187,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         return refuse(&mut stream, metrics, RefusalReason::ShuttingDown, detail).await;
     }
     match hello.want.clone() {
-        Want::Log => stream_log(state, stream, &hello).await,
+        Want::Log => {
+            // A downstream being served from here on: kept at a full listener ([`keep_served`]).
+            // PLANTED BUG (legacy `replication_shed_served`): not kept.
+            if !state.config.planted().replication_shed_served {
+                keep_served(client);
+            }
+            stream_log(state, stream, &hello).await
+        }
         Want::Snapshot { resume_chunk, manifest_fingerprint } => {
             let Ok(_permit) = bootstraps.try_acquire() else {
                 let detail = format!(
@@ -191,10 +203,25 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 );
                 return refuse(&mut stream, metrics, RefusalReason::TooManyBootstraps, detail).await;
             };
+            // PLANTED BUG (legacy `replication_shed_served`): not kept.
+            if !state.config.planted().replication_shed_served {
+                keep_served(client);
+            }
             serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
         Want::Raft { member } => serve_raft(state, stream, client, member).await,
     }
+}
+
+/// Marks a client past its hello as never to be shed for a replica's newcomer: it is a replica
+/// being served (a log stream, a snapshot transfer) or a member's proven Raft link. A stream
+/// answers its client with every frame and keepalive, so it is never idle in the shedding's
+/// sense, and shedding it for another replica only moves the same demand elsewhere: at the cap
+/// that newcomer is refused instead (it backs off and tries its other sources), and only
+/// connections still in their handshake or hello — which hold a place without being served —
+/// are shed. Another member's newcomer may still take a replica's place (`connections::shed`).
+fn keep_served(client: &Client<'_>) {
+    client.answered.keep();
 }
 
 /// Hands every Raft message from root member `member` to this member's consensus, until the
@@ -225,9 +252,8 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
         return refuse(&mut stream, &state.metrics, RefusalReason::NotThatMember, detail).await;
     }
     welcome(state, &mut stream).await?;
-    // A member's link: it only receives, and must not be shed as the connection unanswered
-    // longest whenever a newcomer arrives at a full listener.
-    client.answered.keep();
+    // A proven member's link: it only receives, and the group's elections depend on it.
+    keep_served(client);
     loop {
         match read_message(&mut stream).await? {
             None => return Ok(()),

@@ -165,7 +165,13 @@ impl NodeState {
         }
         let (applied, _) = watch::channel(store.applied_index());
         let metrics = Metrics::default();
-        let connections = Connections::new(&config.connections, &metrics, config.planted().connections_heir_uncounted);
+        // The other members' hosts: their Raft links come first at this member's full
+        // replication listener (a member dials from the host it listens on).
+        let members = config.root.as_ref().map_or_else(Default::default, |root| {
+            root.members.iter().filter(|m| Some(m.id) != root.member_id).map(|m| m.replication.ip()).collect()
+        });
+        let heir_uncounted = config.planted().connections_heir_uncounted;
+        let connections = Connections::new(&config.connections, members, &metrics, heir_uncounted);
         let quotas = crate::root::quota::Quotas::new(config.root.as_ref().map_or(&[], |root| &root.producers[..]));
         let root_clock = crate::clock::RootClock::new(config.planted().trust_own_wall_clock);
         let state = Arc::new(NodeState {
