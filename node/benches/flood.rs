@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Process, free_port};
+use common::{Process, free_ports};
 
 use qs_node::connections::settings::{
     HTTP_CONNECTIONS_MAX_DEFAULT, MEMCACHED_CONNECTIONS_MAX_DEFAULT, REPLICATION_CONNECTIONS_MAX_DEFAULT,
@@ -76,7 +76,7 @@ fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
 /// Starts a root with the shipped connection settings; returns it and its listeners' addresses
 /// (HTTP, memcached, replication).
 fn start(dir: &Path) -> (Process, [SocketAddr; 3]) {
-    let ports = [free_port(), free_port(), free_port()];
+    let ports = free_ports::<3>();
     let [http, memcached, replication] = ports;
     let config = format!(
         "name = \"flood-bench\"\nrole = \"root\"\ndatabase_id = \"fb\"\n[storage]\nengine = \"lmdb\"\npath = \"{}\"\n\

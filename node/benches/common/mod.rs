@@ -14,7 +14,11 @@ impl Drop for Process {
     }
 }
 
-/// A loopback port free now, for a node to listen on.
-pub fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free loopback port")
+/// `n` distinct loopback ports free now, for nodes to listen on. Each is held until all are
+/// chosen: one released at once could be handed out again by the next bind, and two listeners
+/// of one run given one port leave a node that never starts.
+pub fn free_ports<const N: usize>() -> [SocketAddr; N] {
+    let held: [TcpListener; N] =
+        std::array::from_fn(|_| TcpListener::bind("127.0.0.1:0").expect("a free loopback port"));
+    held.each_ref().map(|l| l.local_addr().expect("a bound listener's address"))
 }
