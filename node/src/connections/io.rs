@@ -14,6 +14,11 @@
 //!   HTTP/1 peers under the simulator woke each other with empty messages at the network's
 //!   latency for as long as the connection stayed open — 15 000 messages per simulated second
 //!   in the reference scenario, nearly all of its traffic.
+//! - [`abort_when_unacknowledged`]: the kernel's own deadline (`TCP_USER_TIMEOUT`) for a peer
+//!   that vanished without a reset (a host powered off, a path cut): what a stream sends it is
+//!   never acknowledged, and the connection is aborted. A stream that only sends small frames
+//!   (a replication stream's keepalives) would otherwise fill its socket buffer for hours
+//!   before any write blocked, holding its listener's place all that while.
 
 use std::future::Future;
 use std::io;
@@ -211,11 +216,38 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FlushWhenWritten<S> {
     }
 }
 
+/// Has the kernel abort `stream` once data it sent stays unacknowledged for `after` (Linux's
+/// `TCP_USER_TIMEOUT`; see the module doc). A socket that refuses the option is only logged:
+/// the stream's own write deadline still ends it, later. No-op where the option does not exist
+/// and under the simulator, whose TCP has no retransmissions (a dropped peer's connection is
+/// reset there, and a partitioned one fills its window and meets the write deadline).
+pub fn abort_when_unacknowledged(stream: &tokio::net::TcpStream, after: Duration) {
+    #[cfg(all(target_os = "linux", not(madsim)))]
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_user_timeout(Some(after)) {
+        tracing::warn!(error = %e, "could not set TCP_USER_TIMEOUT: a vanished peer is noticed only by the write deadline");
+    }
+    #[cfg(not(all(target_os = "linux", not(madsim))))]
+    let _ = (stream, after);
+}
+
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    /// The option reaches the socket (what the kernel then does with it is Linux's).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_kernel_is_told_to_abort_a_stream_whose_data_stays_unacknowledged() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), None, "the kernel's default");
+        abort_when_unacknowledged(&server, Duration::from_secs(30));
+        assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), Some(Duration::from_secs(30)));
+        drop(client);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_write_nobody_reads_times_out_and_is_counted() {

@@ -112,6 +112,11 @@ impl<S> Answering<S> {
         Answering { inner, answered }
     }
 
+    /// The stream it wraps.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     /// The connection's answer clock (to [`keep`](Answered::keep) it, say).
     pub fn answered(&self) -> Arc<Answered> {
         self.answered.clone()

@@ -33,6 +33,7 @@ use super::protocol::{
     ClientHello, KEEPALIVE_INTERVAL, Message, PROTOCOL_VERSION, ProtocolError, RefusalReason, Want, read_message,
     write_message,
 };
+use crate::connections::io::abort_when_unacknowledged;
 use crate::connections::{Lifecycle, ListenerKind, WriteDeadline, accept_until_draining, reached};
 use crate::entry::StoredEntry;
 use crate::fault_points::FaultPoint;
@@ -85,6 +86,9 @@ pub async fn run(state: Arc<NodeState>, listener: TcpListener) {
             let gate = state.connections.gate(ListenerKind::Replication);
             let idle = state.config.connections.replication.idle_timeout;
             let answered = stream.answered();
+            // A client served past its hello is kept at a full listener: one that vanished
+            // without a reset must not hold its place for as long as keepalives fit its buffer.
+            abort_when_unacknowledged(stream.get_ref(), idle);
             let stream = WriteDeadline::new(stream, idle, gate.timed_out_counter());
             let secured = async {
                 match &state.tls {
