@@ -276,18 +276,20 @@ mod tests {
     /// Names already in traces of older runs: renaming a variant must not change them.
     #[test]
     fn trace_names_are_stable() {
-        assert_eq!(Probe::ALL.len(), 41);
+        assert_eq!(Probe::ALL.len(), 43);
         assert_eq!(Probe::FaultImpostor.name(), "fault_impostor");
         assert_eq!(Probe::ALL[0].name(), "left_stale_source");
         assert_eq!(Probe::FaultPointDropMidSnapshot.name(), "fault_point_drop_mid_snapshot");
         assert_eq!(Probe::FaultPartitionIn.name(), "fault_partition_in");
         assert_eq!(Probe::StoreReopened.name(), "store_reopened");
         assert_eq!(Probe::RaftStoreCaughtUp.name(), "raft_store_caught_up");
+        assert_eq!(Probe::ConnectionShed.name(), "connection_shed");
+        assert_eq!(Probe::ConnectionRefused.name(), "connection_refused");
         assert_eq!(SourceChange::OutOfRetention.as_str(), "out_of_retention");
         assert_eq!(SourceChange::StoreFailed.as_str(), "store_failed");
         assert_eq!(BootstrapStage::Transfer.as_str(), "transfer");
         let node: Vec<_> = Probe::ALL.iter().filter(|p| p.is_node_probe()).collect();
-        assert_eq!(node.len(), 23, "{node:?}");
+        assert_eq!(node.len(), 25, "{node:?}");
         assert!(!Probe::FaultKill.is_node_probe() && Probe::FaultPointSlowCommit.is_node_probe());
     }
 }
