@@ -236,17 +236,21 @@ mod tests {
 
     use super::*;
 
-    /// The option reaches the socket (what the kernel then does with it is Linux's).
+    /// The option reaches the socket (what the kernel then does with it is Linux's), at the
+    /// shipped `connections.replication.idle_timeout` and at a small value.
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn the_kernel_is_told_to_abort_a_stream_whose_data_stays_unacknowledged() {
+        use crate::connections::settings::REPLICATION_IDLE_TIMEOUT_DEFAULT;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), None, "the kernel's default");
-        abort_when_unacknowledged(&server, Duration::from_secs(30));
-        assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), Some(Duration::from_secs(30)));
-        drop(client);
+        for after in [REPLICATION_IDLE_TIMEOUT_DEFAULT, Duration::from_millis(250)] {
+            let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), None, "the kernel's default");
+            abort_when_unacknowledged(&server, after);
+            assert_eq!(socket2::SockRef::from(&server).tcp_user_timeout().unwrap(), Some(after));
+            drop(client);
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,8 +12,8 @@
 //!
 //! Guarantees:
 //! - **Deterministic.** The choice is the smallest (last answer, admission number) among the
-//!   connections neither kept nor already being shed — no hash order, no clock but `tokio::time` (madsim's
-//!   under the simulator).
+//!   connections neither kept nor already being shed — no hash order, no clock but
+//!   `tokio::time` (madsim's under the simulator).
 //! - **Connections being served are kept.** A listener's protocol may mark a connection never
 //!   to be shed ([`Answered::keep`]). The replication listener marks every client once its hello
 //!   is accepted: a member's proven Raft link only receives, so it would always be the one

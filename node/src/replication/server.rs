@@ -192,11 +192,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     }
     match hello.want.clone() {
         Want::Log => {
-            // A downstream being served from here on: kept at a full listener ([`keep_served`]).
-            // PLANTED BUG (legacy `replication_shed_served`): not kept.
-            if !state.config.planted().replication_shed_served {
-                keep_served(client);
-            }
+            keep_replica(state, client);
             stream_log(state, stream, &hello).await
         }
         Want::Snapshot { resume_chunk, manifest_fingerprint } => {
@@ -207,25 +203,21 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 );
                 return refuse(&mut stream, metrics, RefusalReason::TooManyBootstraps, detail).await;
             };
-            // PLANTED BUG (legacy `replication_shed_served`): not kept.
-            if !state.config.planted().replication_shed_served {
-                keep_served(client);
-            }
+            keep_replica(state, client);
             serve_snapshot(state, stream, exports, resume_chunk, manifest_fingerprint, hello.last_index).await
         }
         Want::Raft { member } => serve_raft(state, stream, client, member).await,
     }
 }
 
-/// Marks a client past its hello as never to be shed for a replica's newcomer: it is a replica
-/// being served (a log stream, a snapshot transfer) or a member's proven Raft link. A stream
-/// answers its client with every frame and keepalive, so it is never idle in the shedding's
-/// sense, and shedding it for another replica only moves the same demand elsewhere: at the cap
-/// that newcomer is refused instead (it backs off and tries its other sources), and only
-/// connections still in their handshake or hello — which hold a place without being served —
-/// are shed. Another member's newcomer may still take a replica's place (`connections::shed`).
-fn keep_served(client: &Client<'_>) {
-    client.answered.keep();
+/// Keeps a replica being served from here on (a log stream, a snapshot transfer) at a full
+/// listener: a stream is answered by every frame and keepalive, so it is never idle, and
+/// shedding it for another replica only moves the same demand elsewhere (`connections::shed`).
+fn keep_replica(state: &NodeState, client: &Client<'_>) {
+    // PLANTED BUG (legacy `replication_shed_served`): not kept.
+    if !state.config.planted().replication_shed_served {
+        client.answered.keep();
+    }
 }
 
 /// Hands every Raft message from root member `member` to this member's consensus, until the
@@ -257,7 +249,7 @@ async fn serve_raft<S: AsyncRead + AsyncWrite + Unpin>(
     }
     welcome(state, &mut stream).await?;
     // A proven member's link: it only receives, and the group's elections depend on it.
-    keep_served(client);
+    client.answered.keep();
     loop {
         match read_message(&mut stream).await? {
             None => return Ok(()),
